@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Build the Pulumi and Kubernetes toolchain from Go modules, idempotently.
+#
+# Every binary is built in a small wrapper module under $CACHE/build/<name> and
+# installed to $CACHE/bin. A stamp file per binary records the pinned inputs it was
+# built from; when the stamp matches, the step is skipped, so a warm run takes seconds.
+# $CACHE lives outside the checkout (default ~/.cache/composable-gpu/toolchain) so that
+# fresh clones on the same machine (CI) reuse it; the checkout links to it as .toolchain.
+#
+# Usage: lab/toolchain/build.sh [name ...]   (default: all)
+# Facts: ../shared/TOOLCHAIN-NOTES.md; pins: lab/toolchain/versions.env.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+CACHE="${COMPOSABLE_GPU_TOOLCHAIN:-$HOME/.cache/composable-gpu/toolchain}"
+BIN="$CACHE/bin"
+BUILD="$CACHE/build"
+mkdir -p "$BIN" "$BUILD"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+export GOTOOLCHAIN=local
+# One compile job at a time keeps peak memory down on a 2-core, 24 GiB machine.
+export GOMAXPROCS="${GOMAXPROCS:-2}"
+MODCACHE="$(go env GOMODCACHE)"
+
+log() { printf '[toolchain %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+# stamp_ok NAME KEY: true when NAME was built from exactly KEY and its outputs exist.
+stamp_ok() {
+  local name="$1" key="$2"; shift 2
+  [ -f "$CACHE/stamps/$name" ] && [ "$(cat "$CACHE/stamps/$name")" = "$key" ] || return 1
+  local f; for f in "$@"; do [ -x "$BIN/$f" ] || return 1; done
+}
+stamp_write() { mkdir -p "$CACHE/stamps"; printf '%s' "$2" > "$CACHE/stamps/$1"; }
+
+# wrapper DIR MODULE: fresh wrapper module directory.
+wrapper() {
+  local dir="$BUILD/$1"
+  rm -rf "$dir"; mkdir -p "$dir"
+  (cd "$dir" && go mod init "composable-gpu.local/toolchain/$1" >/dev/null 2>&1)
+  echo "$dir"
+}
+
+build_pulumi() {
+  local key="pulumi=$PULUMI_VERSION"
+  stamp_ok pulumi "$key" pulumi pulumi-language-python-exec pulumi-resource-pulumi-python && { log "pulumi $PULUMI_VERSION: cached"; return; }
+  log "pulumi $PULUMI_VERSION: building CLI (cold: ~10 min)"
+  local dir; dir="$(wrapper pulumi)"
+  (cd "$dir"
+    go mod edit -require="github.com/pulumi/pulumi/pkg/v3@$PULUMI_VERSION" \
+                -require="github.com/pulumi/pulumi/sdk/v3@$PULUMI_VERSION" \
+                -replace="github.com/atotto/clipboard=github.com/tgummerer/clipboard@v0.0.0-20241001131231-d02d263e614e"
+    go build -tags osusergo,grpcnotrace -trimpath \
+      -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
+      -o "$BIN/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+  # Plain files shipped inside the sdk/v3 module zip: the program runner the language
+  # host executes, and the dynamic-provider shim (`python -u -m pulumi.dynamic`).
+  local sdk="$MODCACHE/github.com/pulumi/pulumi/sdk/v3@$PULUMI_VERSION/python"
+  install -m 0755 "$sdk/cmd/pulumi-language-python-exec" "$BIN/pulumi-language-python-exec"
+  install -m 0755 "$sdk/dist/pulumi-resource-pulumi-python" "$BIN/pulumi-resource-pulumi-python"
+  stamp_write pulumi "$key"
+}
+
+build_langhost() {
+  # Upstream's pulumi-language-python module is not served by this machine's Go proxy
+  # (403 for every version), so the project builds its own small language host
+  # (lab/toolchain/langhost) against the same sdk/v3 release.
+  local key; key="langhost=$PULUMI_VERSION:$(cat "$here"/langhost/*.go | sha256sum | cut -c1-16)"
+  stamp_ok langhost "$key" pulumi-language-python && { log "pulumi-language-python: cached"; return; }
+  log "pulumi-language-python: building (project's own host, sdk $PULUMI_VERSION)"
+  local dir; dir="$(wrapper langhost)"
+  cp "$here"/langhost/*.go "$dir/"
+  (cd "$dir"
+    go mod edit -require="github.com/pulumi/pulumi/sdk/v3@$PULUMI_VERSION"
+    go build -trimpath -ldflags "-s -w -X main.version=$PULUMI_VERSION" -o "$BIN/pulumi-language-python" .)
+  stamp_write langhost "$key"
+}
+
+build_kubernetes_provider() {
+  local key="k8s-provider=$PULUMI_KUBERNETES_PROVIDER_PSEUDO:$PULUMI_KUBERNETES_VERSION"
+  stamp_ok k8s-provider "$key" pulumi-resource-kubernetes && { log "pulumi-resource-kubernetes: cached"; return; }
+  log "pulumi-resource-kubernetes $PULUMI_KUBERNETES_VERSION: building (cold: ~10 min)"
+  local mod="github.com/pulumi/pulumi-kubernetes/provider/v4"
+  go mod download "$mod@$PULUMI_KUBERNETES_PROVIDER_PSEUDO"
+  local src="$BUILD/k8s-provider"
+  rm -rf "$src"; mkdir -p "$src"
+  cp -r "$MODCACHE/$mod@$PULUMI_KUBERNETES_PROVIDER_PSEUDO/." "$src/"
+  chmod -R u+w "$src"
+  (cd "$src"
+    # The provider's go.mod points sdk/v4 at ../sdk (not in the zip): use the tagged sdk.
+    go mod edit -dropreplace=github.com/pulumi/pulumi-kubernetes/sdk/v4 \
+                -require="github.com/pulumi/pulumi-kubernetes/sdk/v4@$PULUMI_KUBERNETES_VERSION"
+    # main.go embeds schema-embed.json / terraform-mapping-embed.json, which are
+    # git-ignored upstream; generate.go makes them from the committed files.
+    (cd cmd/pulumi-resource-kubernetes && VERSION="${PULUMI_KUBERNETES_VERSION#v}" go run generate.go)
+    go build -trimpath \
+      -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${PULUMI_KUBERNETES_VERSION#v}" \
+      -o "$BIN/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes)
+  stamp_write k8s-provider "$key"
+}
+
+build_etcd() {
+  local key="etcd=$ETCD_VERSION"
+  stamp_ok etcd "$key" etcd && { log "etcd $ETCD_VERSION: cached"; return; }
+  log "etcd $ETCD_VERSION: building"
+  local dir; dir="$(wrapper etcd)"
+  cat > "$dir/main.go" <<'GO'
+// Command etcd runs the etcd server from go.etcd.io/etcd/server/v3 (built by the
+// project's toolchain script because Debian's etcd-server is 3.4).
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  (cd "$dir"
+    go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+    go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" .)
+  stamp_write etcd "$key"
+}
+
+build_kubernetes() {
+  local key="kubernetes=$KUBERNETES_VERSION"
+  stamp_ok kubernetes "$key" kube-apiserver kube-controller-manager kube-scheduler && { log "kubernetes $KUBERNETES_VERSION: cached"; return; }
+  log "kubernetes $KUBERNETES_VERSION: building kube-apiserver, kube-controller-manager, kube-scheduler (cold: ~25 min)"
+  go mod download "k8s.io/kubernetes@$KUBERNETES_VERSION"
+  local dir; dir="$(wrapper kubernetes)"
+  local upstream="$MODCACHE/k8s.io/kubernetes@$KUBERNETES_VERSION/go.mod"
+  local staging_version="v0.${KUBERNETES_VERSION#v1.}"
+  local args=(-require="k8s.io/kubernetes@$KUBERNETES_VERSION")
+  local m
+  # Every staging module upstream replaces with ./staging/... gets the published release.
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$upstream"); do
+    args+=(-replace="$m=$m@$staging_version")
+  done
+  local pkg="k8s.io/component-base/version"
+  local ld="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
+  (cd "$dir"
+    go mod edit "${args[@]}"
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+      log "  $cmd"
+      go build -trimpath -ldflags "$ld" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+    done)
+  stamp_write kubernetes "$key"
+}
+
+build_kwok() {
+  local key="kwok=$KWOK_VERSION"
+  stamp_ok kwok "$key" kwok && { log "kwok $KWOK_VERSION: cached"; return; }
+  log "kwok $KWOK_VERSION: building"
+  local dir; dir="$(wrapper kwok)"
+  (cd "$dir"
+    go mod edit -require="sigs.k8s.io/kwok@$KWOK_VERSION"
+    go build -trimpath -ldflags "-s -w" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  stamp_write kwok "$key"
+}
+
+build_helm() {
+  local key="helm=$HELM_VERSION"
+  stamp_ok helm "$key" helm && { log "helm $HELM_VERSION: cached"; return; }
+  log "helm $HELM_VERSION: building"
+  local dir; dir="$(wrapper helm)"
+  (cd "$dir"
+    go mod edit -require="helm.sh/helm/v3@$HELM_VERSION"
+    go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+      -o "$BIN/helm" helm.sh/helm/v3/cmd/helm)
+  stamp_write helm "$key"
+}
+
+all=(pulumi langhost kubernetes_provider etcd kubernetes kwok helm)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+for t in "${targets[@]}"; do "build_$t"; done
+log "toolchain ready in $BIN"
