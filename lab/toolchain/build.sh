@@ -19,6 +19,9 @@ CACHE="${COMPOSABLE_GPU_TOOLCHAIN:-$HOME/.cache/composable-gpu/toolchain}"
 BIN="$CACHE/bin"
 BUILD="$CACHE/build"
 mkdir -p "$BIN" "$BUILD"
+# One build at a time per cache (a second caller waits for the first).
+exec 9>"$CACHE/.build.lock"
+flock 9
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 export GOTOOLCHAIN=local

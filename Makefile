@@ -1,0 +1,47 @@
+# Composable GPU infrastructure as code: the commands a platform team runs.
+# Every target runs inside lab/env.sh (toolchain and venv on PATH, local dev backend).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+STACK ?= dev
+ENV := source lab/env.sh &&
+# The dev stack's passphrase is a lab-only constant; other stacks must bring their own
+# PULUMI_CONFIG_PASSPHRASE (or a secrets provider), see README "Environments".
+ifeq ($(STACK),dev)
+PASS := export PULUMI_CONFIG_PASSPHRASE=dev-lab-only-passphrase &&
+endif
+
+.PHONY: setup demo lab-up lab-down lab-status preview up destroy summary test lint bench
+
+setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when warm)
+	bash lab/setup.sh
+
+demo: setup  ## The main job: lab up, `pulumi up` of the dev stack, readable summary
+	$(ENV) $(PASS) python -m lab.demo --stack $(STACK)
+
+lab-up:  ## Start the local control plane and simulators on 127.0.0.1
+	$(ENV) python -m lab up
+
+lab-down:  ## Stop every lab process
+	$(ENV) python -m lab down
+
+lab-status:
+	$(ENV) python -m lab status
+
+preview:
+	$(ENV) $(PASS) pulumi preview --stack $(STACK) --diff
+
+up:
+	$(ENV) $(PASS) pulumi up --stack $(STACK) --yes
+
+destroy:
+	$(ENV) $(PASS) pulumi destroy --stack $(STACK) --yes
+
+test: setup  ## Lint and the whole test suite (unit, simulators, lab, real CLI)
+	$(ENV) ruff check .
+	$(ENV) python -m pytest
+
+lint:
+	$(ENV) ruff check .
+
+bench: setup
+	$(ENV) python -m bench

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One-time (idempotent) setup: Python virtualenv from requirements.lock, the Go-built
+# toolchain (lab/toolchain/build.sh), Debian packages the lab needs, and the links
+# .venv and .toolchain in the checkout. A warm run takes seconds.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+CACHE="${COMPOSABLE_GPU_CACHE:-$HOME/.cache/composable-gpu}"
+log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+start=$(date +%s)
+
+# 1. Debian packages: openssh-server for the lab's sshd (host preparation over SSH).
+if ! command -v /usr/sbin/sshd >/dev/null 2>&1; then
+  log "installing openssh-server (Debian)"
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null) \
+      || log "warning: could not install openssh-server; SSH host-preparation tests will be skipped"
+  else
+    log "warning: not root; install openssh-server to run the SSH host-preparation lab"
+  fi
+fi
+
+# 2. Python virtualenv, keyed on the lock file and the interpreter version.
+py="${PYTHON:-python3}"
+key="$( (cat requirements.lock; "$py" --version) | sha256sum | cut -c1-12)"
+venv="$CACHE/venv-$key"
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+  log "creating virtualenv $venv"
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r requirements.lock
+  touch "$venv/.complete"
+else
+  log "virtualenv $venv: cached"
+fi
+ln -sfn "$venv" .venv
+
+# 3. Toolchain from Go modules.
+COMPOSABLE_GPU_TOOLCHAIN="$CACHE/toolchain" bash lab/toolchain/build.sh
+ln -sfn "$CACHE/toolchain" .toolchain
+
+log "ready in $(( $(date +%s) - start )) s: $(.toolchain/bin/pulumi version), $(.toolchain/bin/kube-apiserver --version 2>/dev/null || echo 'kube-apiserver missing')"
