@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources that model the estate (hosts, DPUs, networks, clusters, GPUs)."""
