@@ -131,8 +131,8 @@ GO
 
 build_kubernetes() {
   local key="kubernetes=$KUBERNETES_VERSION"
-  stamp_ok kubernetes "$key" kube-apiserver kube-controller-manager kube-scheduler && { log "kubernetes $KUBERNETES_VERSION: cached"; return; }
-  log "kubernetes $KUBERNETES_VERSION: building kube-apiserver, kube-controller-manager, kube-scheduler (cold: ~25 min)"
+  stamp_ok kubernetes "$key" kube-apiserver kube-controller-manager kube-scheduler kubectl && { log "kubernetes $KUBERNETES_VERSION: cached"; return; }
+  log "kubernetes $KUBERNETES_VERSION: building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cold: ~15 min)"
   go mod download "k8s.io/kubernetes@$KUBERNETES_VERSION"
   local dir; dir="$(wrapper kubernetes)"
   local upstream="$MODCACHE/k8s.io/kubernetes@$KUBERNETES_VERSION/go.mod"
@@ -147,7 +147,7 @@ build_kubernetes() {
   local ld="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
   (cd "$dir"
     go mod edit "${args[@]}"
-    for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
       log "  $cmd"
       go build -trimpath -ldflags "$ld" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd"
     done)

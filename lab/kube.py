@@ -1,0 +1,124 @@
+"""Kubernetes API helpers for the lab: admin client, CRD install, kwok Nodes.
+
+Uses the maintained ``kubernetes`` Python client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    from lab.controlplane import LabConfig
+
+#: Annotation that tells kwok (started with a matching selector) to play this Node's kubelet.
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+
+
+def admin_client(cfg: LabConfig) -> client.ApiClient:
+    """An ApiClient authenticated as the lab admin (system:masters)."""
+    return config.new_client_from_config(config_file=str(cfg.kubeconfig))
+
+
+def install_crds(api: client.ApiClient, dirs: Iterable[Path], *, timeout_seconds: float = 60) -> list[str]:
+    """Create or replace every CRD in ``dirs/*.yaml`` and wait until each is Established.
+
+    Returns the CRD names. Raises ``ApiException`` when the API server rejects one, and
+    ``TimeoutError`` when one is not Established within ``timeout_seconds``.
+    """
+    ext = client.ApiextensionsV1Api(api)
+    names: list[str] = []
+    for d in dirs:
+        for f in sorted(d.glob("*.yaml")):
+            for doc in yaml.safe_load_all(f.read_text()):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = doc["metadata"]["name"]
+                try:
+                    ext.create_custom_resource_definition(doc)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    current = ext.read_custom_resource_definition(name)
+                    doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+                    ext.replace_custom_resource_definition(name, doc)
+                names.append(name)
+    deadline = time.monotonic() + timeout_seconds
+    pending = set(names)
+    while pending and time.monotonic() < deadline:
+        for name in list(pending):
+            crd = ext.read_custom_resource_definition(name)
+            conds = {c.type: c.status for c in (crd.status.conditions or [])} if crd.status else {}
+            if conds.get("Established") == "True":
+                pending.discard(name)
+        if pending:
+            time.sleep(0.2)
+    if pending:
+        raise TimeoutError(f"CRDs not Established after {timeout_seconds:.0f} s: {sorted(pending)}")
+    return names
+
+
+def node_manifest(name: str, *, cpu: int, memory_mib: int, pods: int = 110) -> dict:
+    """A kwok-managed Node named like the article's blades (``blade-slot-1``)."""
+    resources = {"cpu": str(cpu), "memory": f"{memory_mib}Mi", "pods": str(pods)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1], "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node-role.kubernetes.io/worker": "",
+                "type": "kwok",
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "nodeInfo": {"kubeletVersion": "fake", "operatingSystem": "linux", "architecture": "amd64"},
+        },
+    }
+
+
+def ensure_nodes(api: client.ApiClient, names: Sequence[str], *, cpu: int, memory_mib: int) -> None:
+    """Create the kwok Nodes that do not exist yet (existing ones are left as they are)."""
+    core = client.CoreV1Api(api)
+    for name in names:
+        try:
+            core.read_node(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            core.create_node(node_manifest(name, cpu=cpu, memory_mib=memory_mib))
+
+
+def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:
+    """True when every named Node reports condition Ready=True."""
+    core = client.CoreV1Api(api)
+    for name in names:
+        node = core.read_node(name)
+        conds = {c.type: c.status for c in (node.status.conditions or [])}
+        if conds.get("Ready") != "True":
+            return False
+    return True
+
+
+def default_serviceaccount_ready(api: client.ApiClient, namespace: str = "default") -> bool:
+    """True once kube-controller-manager has created the namespace's default ServiceAccount."""
+    try:
+        client.CoreV1Api(api).read_namespaced_service_account("default", namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

@@ -1,0 +1,176 @@
+"""Start, track and stop the lab's background processes.
+
+Each process runs in its own session (process group) with stdout/stderr appended to
+``<lab dir>/logs/<name>.log`` and its pid recorded in ``<lab dir>/pids/<name>.pid``.
+``stop_all`` signals every recorded group (SIGTERM, then SIGKILL after a grace period), so
+``lab down`` leaves no process behind even after a crash of the process that started them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+
+class LabProcessError(RuntimeError):
+    """A lab process failed to start or to become ready; the message names it and its log."""
+
+
+def _pid_dir(lab_dir: Path) -> Path:
+    d = lab_dir / "pids"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def log_path(lab_dir: Path, name: str) -> Path:
+    """Path of the log file of process ``name``."""
+    d = lab_dir / "logs"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{name}.log"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still "exists"; reap it if we can.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def running(lab_dir: Path, name: str) -> int | None:
+    """Pid of process ``name`` if it is recorded and alive, else None."""
+    f = _pid_dir(lab_dir) / f"{name}.pid"
+    if not f.exists():
+        return None
+    try:
+        pid = int(f.read_text().strip())
+    except ValueError:
+        return None
+    return pid if _alive(pid) else None
+
+
+def start(
+    lab_dir: Path,
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """Start ``argv`` in the background as process ``name``; returns its pid.
+
+    A process of that name that is already alive is left alone (its pid is returned).
+    Raises:
+        LabProcessError: the executable cannot be started.
+    """
+    pid = running(lab_dir, name)
+    if pid:
+        return pid
+    log = log_path(lab_dir, name).open("ab")
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            cwd=str(cwd) if cwd else None,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise LabProcessError(f"{name}: cannot start {argv[0]}: {exc}") from exc
+    finally:
+        log.close()
+    (_pid_dir(lab_dir) / f"{name}.pid").write_text(str(proc.pid))
+    return proc.pid
+
+
+def stop(lab_dir: Path, name: str, *, grace_seconds: float = 10.0) -> bool:
+    """Stop process ``name`` and its process group. Returns True if something was stopped."""
+    f = _pid_dir(lab_dir) / f"{name}.pid"
+    pid = running(lab_dir, name)
+    stopped = False
+    if pid:
+        for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.1)
+            if not _alive(pid):
+                break
+        stopped = True
+    f.unlink(missing_ok=True)
+    return stopped
+
+
+def recorded(lab_dir: Path) -> list[str]:
+    """Names of all processes with a pid file."""
+    return sorted(p.stem for p in _pid_dir(lab_dir).glob("*.pid"))
+
+
+def stop_all(lab_dir: Path, order: Sequence[str] = ()) -> list[str]:
+    """Stop every recorded process, ``order`` first (e.g. clients before servers)."""
+    names = [n for n in order if n in recorded(lab_dir)]
+    names += [n for n in recorded(lab_dir) if n not in names]
+    return [n for n in names if stop(lab_dir, n)]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """True if something accepts TCP connections on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    timeout_seconds: float,
+    lab_dir: Path | None = None,
+    name: str | None = None,
+    interval_seconds: float = 0.2,
+) -> None:
+    """Poll ``check`` until it returns True.
+
+    Raises:
+        LabProcessError: on timeout, or when process ``name`` died meanwhile; the message
+            quotes the end of its log.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - readiness probes fail in many ways while starting
+            pass
+        if lab_dir is not None and name is not None and running(lab_dir, name) is None:
+            break
+        time.sleep(interval_seconds)
+    tail = ""
+    if lab_dir is not None and name is not None:
+        lines = log_path(lab_dir, name).read_text(errors="replace").splitlines()[-15:]
+        tail = "\n  " + "\n  ".join(lines) + f"\n(full log: {log_path(lab_dir, name)})"
+    raise LabProcessError(f"{what} not ready after {timeout_seconds:.0f} s{tail}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

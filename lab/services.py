@@ -1,0 +1,83 @@
+"""The lab's hardware stand-ins, started beside the control plane.
+
+- ``director-sim``: the LIQID Director simulator (``lab.director_sim``) on 127.0.0.1:18080,
+  loaded with ``lab/inventories/dev.yaml`` (2 hosts, 2 GPUs).
+- ``redfish-sim``: BlueField-3 DPU BMCs on 127.0.0.1:18441-18442 and host BMCs on
+  18451-18452 (``lab.redfish_sim``), HTTPS with a self-signed certificate.
+
+These ports and the lab credentials below are what ``Pulumi.dev.yaml`` names (its
+passwords are stored there encrypted with the dev stack's lab-only passphrase). The
+credentials are lab constants, passed to the simulators through the environment, never
+on the command line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lab import processes
+
+if TYPE_CHECKING:
+    from lab.controlplane import LabConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+DIRECTOR_PORT = 18080
+DPU_BMC_PORTS = {"dpu-blade-slot-1": 18441, "dpu-blade-slot-2": 18442}
+HOST_BMC_PORTS = {"bmc-blade-slot-1": 18451, "bmc-blade-slot-2": 18452}
+#: Lab-only credentials (also in Pulumi.dev.yaml, encrypted).
+DIRECTOR_USER, DIRECTOR_PASSWORD = "admin", "lab-director-password"
+BMC_USER, BMC_PASSWORD = "root", "lab-bmc-password"
+SIMULATORS = ("director-sim", "redfish-sim")
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def director_url() -> str:
+    """Base URL of the lab Director simulator."""
+    return f"http://127.0.0.1:{DIRECTOR_PORT}"
+
+
+def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
+                     inventory: Path | None = None) -> None:
+    """Start the Director and Redfish simulators (idempotent) and wait until they answer.
+
+    Raises:
+        processes.LabProcessError: a simulator did not start; the message quotes its log.
+    """
+    state = cfg.lab_dir / "sim-state"
+    state.mkdir(parents=True, exist_ok=True)
+    if _has("lab.director_sim"):
+        processes.start(cfg.lab_dir, "director-sim", [
+            sys.executable, "-m", "lab.director_sim",
+            "--host", "127.0.0.1", "--port", str(DIRECTOR_PORT),
+            "--inventory", str(inventory or ROOT / "lab" / "inventories" / "dev.yaml"),
+            "--state-file", str(state / "director.json"),
+            "--hotplug-latency", str(hotplug_latency_seconds),
+        ], env={"DIRECTOR_SIM_USERNAME": DIRECTOR_USER, "DIRECTOR_SIM_PASSWORD": DIRECTOR_PASSWORD},
+            cwd=ROOT)
+        processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
+                             timeout_seconds=30, lab_dir=cfg.lab_dir, name="director-sim")
+    if _has("lab.redfish_sim"):
+        bmcs = [f"{n}={p}" for n, p in {**DPU_BMC_PORTS, **HOST_BMC_PORTS}.items()]
+        argv = [sys.executable, "-m", "lab.redfish_sim", "--host", "127.0.0.1",
+                "--state-dir", str(state / "redfish"), "--tls"]
+        for b in bmcs:
+            argv += ["--bmc", b]
+        processes.start(cfg.lab_dir, "redfish-sim", argv,
+                        env={"REDFISH_SIM_USERNAME": BMC_USER, "REDFISH_SIM_PASSWORD": BMC_PASSWORD},
+                        cwd=ROOT)
+        ports = [*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()]
+        processes.wait_until(lambda: all(processes.port_open(p) for p in ports), what="redfish-sim",
+                             timeout_seconds=30, lab_dir=cfg.lab_dir, name="redfish-sim")
+
+
+def wipe_state(cfg: LabConfig) -> None:
+    """Delete the simulators' persisted state."""
+    shutil.rmtree(cfg.lab_dir / "sim-state", ignore_errors=True)
+
