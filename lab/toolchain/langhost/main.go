@@ -196,7 +196,11 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	args = append(args, program)
 	args = append(args, req.GetArgs()...)
 
-	configJSON, err := json.Marshal(req.GetConfig())
+	config := req.GetConfig()
+	if config == nil {
+		config = map[string]string{} // the runner expects a JSON object, never null
+	}
+	configJSON, err := json.Marshal(config)
 	if err != nil {
 		return nil, fmt.Errorf("serialising config: %w", err)
 	}

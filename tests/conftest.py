@@ -1,0 +1,41 @@
+"""Session fixtures shared by the whole suite.
+
+- The environment of ``lab/env.sh`` (toolchain and venv on PATH, Pulumi home inside the
+  checkout) is applied even when pytest is started directly.
+- ``lab``: the local control plane and hardware simulators, started once per session if
+  they are not already running, and stopped at the end if this session started them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ["PATH"] = f"{ROOT / '.toolchain' / 'bin'}{os.pathsep}{ROOT / '.venv' / 'bin'}{os.pathsep}" + os.environ[
+    "PATH"
+]
+os.environ.setdefault("PULUMI_HOME", str(ROOT / ".pulumi-home"))
+os.environ["PULUMI_SKIP_UPDATE_CHECK"] = "1"
+os.environ.setdefault("LAB_DIR", str(ROOT / ".lab"))
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[object]:
+    """The running lab (``lab.controlplane.LabConfig``); its kubeconfig is ``lab.kubeconfig``."""
+    from lab import controlplane, processes, services
+
+    cfg = controlplane.LabConfig()
+    was_running = all(controlplane.status(cfg).values())
+    try:
+        controlplane.start(cfg)
+        services.start_simulators(cfg, hotplug_latency_seconds=0.2)
+    except processes.LabProcessError as exc:
+        controlplane.stop(cfg)
+        pytest.fail(f"the lab did not start (run `make setup` first?): {exc}")
+    yield cfg
+    if not was_running:
+        controlplane.stop(cfg)
