@@ -94,7 +94,8 @@ def ensure_pki(directory: Path) -> Path:
         ``directory``. Raises ``OSError`` if it cannot be written.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    names = ["ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key", "sa.key", "sa.pub"]
+    names = ["ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
+             "sa.key", "sa.pub"]
     if all((directory / n).exists() for n in names):
         return directory
 

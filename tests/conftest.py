@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ["PATH"] = f"{ROOT / '.toolchain' / 'bin'}{os.pathsep}{ROOT / '.venv' / 'bin'}{os.pathsep}" + os.environ[
-    "PATH"
-]
+_paths = [str(ROOT / ".toolchain" / "bin"), str(ROOT / ".venv" / "bin"), os.environ["PATH"]]
+os.environ["PATH"] = os.pathsep.join(_paths)
 os.environ.setdefault("PULUMI_HOME", str(ROOT / ".pulumi-home"))
 os.environ["PULUMI_SKIP_UPDATE_CHECK"] = "1"
 os.environ.setdefault("LAB_DIR", str(ROOT / ".lab"))
