@@ -39,4 +39,16 @@ ln -sfn "$venv" .venv
 COMPOSABLE_GPU_TOOLCHAIN="$CACHE/toolchain" bash lab/toolchain/build.sh
 ln -sfn "$CACHE/toolchain" .toolchain
 
+# 4. Resource plugins into the shared Pulumi home (the plugin cache the engine reads).
+source lab/env.sh
+# shellcheck source=toolchain/versions.env
+source lab/toolchain/versions.env
+plugin_dir="$PULUMI_HOME/plugins/resource-kubernetes-$PULUMI_KUBERNETES_VERSION"
+if ! cmp -s "$plugin_dir/pulumi-resource-kubernetes" "$CACHE/toolchain/plugins/pulumi-resource-kubernetes"; then
+  log "installing plugin resource kubernetes $PULUMI_KUBERNETES_VERSION into $PULUMI_HOME"
+  rm -rf "$plugin_dir" "$plugin_dir.lock"
+  pulumi plugin install resource kubernetes "$PULUMI_KUBERNETES_VERSION" \
+    --file "$CACHE/toolchain/plugins/pulumi-resource-kubernetes" >/dev/null
+fi
+
 log "ready in $(( $(date +%s) - start )) s: $(.toolchain/bin/pulumi version), $(.toolchain/bin/kube-apiserver --version 2>/dev/null || echo 'kube-apiserver missing')"

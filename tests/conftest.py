@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 _paths = [str(ROOT / ".toolchain" / "bin"), str(ROOT / ".venv" / "bin"), os.environ["PATH"]]
 os.environ["PATH"] = os.pathsep.join(_paths)
-os.environ.setdefault("PULUMI_HOME", str(ROOT / ".pulumi-home"))
+os.environ.setdefault("PULUMI_HOME", str(Path.home() / ".cache" / "composable-gpu" / "pulumi-home"))
 os.environ["PULUMI_SKIP_UPDATE_CHECK"] = "1"
 os.environ.setdefault("LAB_DIR", str(ROOT / ".lab"))
 

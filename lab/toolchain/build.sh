@@ -17,8 +17,11 @@ source "$here/versions.env"
 
 CACHE="${COMPOSABLE_GPU_TOOLCHAIN:-$HOME/.cache/composable-gpu/toolchain}"
 BIN="$CACHE/bin"
+# Resource-provider plugins are kept off $PATH (the engine would use them as "ambient"
+# plugins, with a warning on every run); lab/setup.sh installs them into $PULUMI_HOME.
+PLUGINS="$CACHE/plugins"
 BUILD="$CACHE/build"
-mkdir -p "$BIN" "$BUILD"
+mkdir -p "$BIN" "$BUILD" "$PLUGINS"
 # One build at a time per cache (a second caller waits for the first).
 exec 9>"$CACHE/.build.lock"
 flock 9
@@ -84,7 +87,9 @@ build_langhost() {
 
 build_kubernetes_provider() {
   local key="k8s-provider=$PULUMI_KUBERNETES_PROVIDER_PSEUDO:$PULUMI_KUBERNETES_VERSION"
-  stamp_ok k8s-provider "$key" pulumi-resource-kubernetes && { log "pulumi-resource-kubernetes: cached"; return; }
+  if stamp_ok k8s-provider "$key" && [ -x "$PLUGINS/pulumi-resource-kubernetes" ]; then
+    log "pulumi-resource-kubernetes: cached"; return
+  fi
   log "pulumi-resource-kubernetes $PULUMI_KUBERNETES_VERSION: building (cold: ~10 min)"
   local mod="github.com/pulumi/pulumi-kubernetes/provider/v4"
   go mod download "$mod@$PULUMI_KUBERNETES_PROVIDER_PSEUDO"
@@ -101,7 +106,8 @@ build_kubernetes_provider() {
     (cd cmd/pulumi-resource-kubernetes && VERSION="${PULUMI_KUBERNETES_VERSION#v}" go run generate.go)
     go build -trimpath \
       -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${PULUMI_KUBERNETES_VERSION#v}" \
-      -o "$BIN/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes)
+      -o "$PLUGINS/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes)
+  rm -f "$BIN/pulumi-resource-kubernetes"
   stamp_write k8s-provider "$key"
 }
 

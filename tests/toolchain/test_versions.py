@@ -32,10 +32,11 @@ def test_pulumi_cli_matches_pin_and_python_sdk() -> None:
 def test_kubernetes_provider_matches_python_package() -> None:
     pins = _pins()
     assert "v" + importlib.metadata.version("pulumi-kubernetes") == pins["PULUMI_KUBERNETES_VERSION"]
-    # The provider answers GetPluginInfo through the engine; `pulumi plugin ls` would need
-    # the plugin cache, so read the version stamped into the binary instead.
-    data = (BIN / "pulumi-resource-kubernetes").read_bytes()
-    assert pins["PULUMI_KUBERNETES_VERSION"].lstrip("v").encode() in data
+    # Installed into the Pulumi plugin cache (not on PATH, so no "ambient plugin" warning).
+    listing = _run(str(BIN / "pulumi"), "plugin", "ls")
+    assert any(line.split()[:2] == ["kubernetes", "resource"] and pins["PULUMI_KUBERNETES_VERSION"].lstrip("v")
+               in line for line in listing.splitlines()), listing
+    assert not (BIN / "pulumi-resource-kubernetes").exists()
 
 
 def test_control_plane_binaries_match_pins() -> None:
