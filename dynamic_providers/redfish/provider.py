@@ -1,0 +1,531 @@
+"""Pulumi dynamic providers for Redfish BMCs: BlueField-3 DPU posture and host BIOS attributes.
+
+Resources:
+
+- :class:`DpuPosture`: DPU mode (``Oem/Nvidia`` ``Mode.Set``), host privilege level (BIOS
+  ``HostPrivilegeLevel`` or, on older firmware, ``Host Privilege Level``) and host rshim
+  (``HostRshim.Set``) of one BlueField-3, through its BMC.
+- :class:`BiosAttributes`: any BIOS attributes of a host's ComputerSystem (virtualisation,
+  IOMMU, SR-IOV ...), staged in ``Bios/Settings``.
+
+Both follow the Redfish settings pattern: values are staged as *pending* and take effect at
+the next reset. A reset happens only when ``apply_reset=True``; outputs say whether one is
+still pending (``reset_pending``: anything pending on the BMC; ``awaiting_reset``: which of
+*our* settings are staged but not effective). With ``apply_reset=True`` the provider resets
+only when one of its own settings awaits a reset, then waits (up to
+``reset_timeout_seconds``) until the values are effective.
+
+Outputs that share an input's name (``mode``, ``host_rshim``, ``attributes``) carry what
+the BMC reports as *effective*, so ``pulumi refresh`` shows drift as a changed value. A
+refresh also rewrites the stored inputs to the values the BMC will run with after its next
+reset, so the following ``pulumi preview`` shows the correction as ``NicMode => DpuMode``.
+
+Deleting a resource stops managing the settings and changes nothing on the BMC (loosening
+a DPU's zero-trust posture must be a deliberate, reviewed change, not a side effect).
+
+Credentials: ``username`` and ``password`` are wrapped as secrets, listed in
+``additional_secret_outputs``, and read from the resource's own properties in each call;
+the pickled provider objects hold no state (no client, no config). Errors: every failure is
+raised (``pulumi up`` fails, nothing is recorded as created or updated), with the
+:mod:`dynamic_providers.redfish.errors` message that names the request, status and the
+BMC's ``@Message.ExtendedInfo``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+from pulumi.runtime import rpc
+
+from dynamic_providers.redfish import errors, posture
+from dynamic_providers.redfish.client import BLUEFIELD_SYSTEM_ID, RedfishClient
+from dynamic_providers.redfish.models import AttrValue
+
+#: Inputs that identify the device: a change replaces the resource.
+_DPU_REPLACE_KEYS = ("bmc_endpoint",)
+_BIOS_REPLACE_KEYS = ("bmc_endpoint", "system_id")
+#: Inputs that do not touch the device but must be stored (an update re-syncs and stores them).
+_CONNECTION_KEYS = ("username", "password", "verify_tls", "ca_bundle", "apply_reset", "reset_timeout_seconds")
+SECRET_KEYS = ["username", "password"]
+_SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=SECRET_KEYS)
+DEFAULT_RESET_TIMEOUT_SECONDS = 600
+MAX_RESET_TIMEOUT_SECONDS = 3600
+_POLL_SECONDS = 2.0
+
+
+def _unknown(value: Any) -> bool:
+    """True when ``value`` is (or contains) the preview-time unknown sentinel."""
+    if isinstance(value, str):
+        return value == rpc.UNKNOWN
+    if isinstance(value, Mapping):
+        return any(_unknown(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_unknown(v) for v in value)
+    return False
+
+
+def _check_common(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
+    endpoint = news.get("bmc_endpoint")
+    if not _unknown(endpoint):
+        parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            failures.append(CheckFailure("bmc_endpoint", f"must be https://host[:port], got {endpoint!r}"))
+        elif parts.username or parts.password:
+            failures.append(CheckFailure("bmc_endpoint", "must not carry credentials; use username/password"))
+        elif parts.path not in ("", "/"):
+            failures.append(CheckFailure("bmc_endpoint", "must have no path (the client adds /redfish/v1)"))
+    for key in ("username", "password"):
+        value = news.get(key)
+        if not _unknown(value) and (not isinstance(value, str) or not value):
+            failures.append(CheckFailure(key, "must be a non-empty string"))
+    for key in ("verify_tls", "apply_reset"):
+        value = news.get(key)
+        if not _unknown(value) and not isinstance(value, bool):
+            failures.append(CheckFailure(key, f"must be true or false, got {value!r}"))
+    ca = news.get("ca_bundle")
+    if not _unknown(ca) and ca is not None and not isinstance(ca, str):
+        failures.append(CheckFailure("ca_bundle", "must be a path to a PEM file or null"))
+    timeout = news.get("reset_timeout_seconds")
+    if not _unknown(timeout) and (not isinstance(timeout, int | float) or isinstance(timeout, bool)
+                                  or not 0 < timeout <= MAX_RESET_TIMEOUT_SECONDS):
+        failures.append(CheckFailure("reset_timeout_seconds", f"must be in (0, {MAX_RESET_TIMEOUT_SECONDS}]"))
+
+
+def _client(props: Mapping[str, Any]) -> RedfishClient:
+    """A client built from the resource's own (already resolved) properties."""
+    missing = [k for k in ("bmc_endpoint", "username", "password") if not props.get(k)]
+    if missing:
+        raise errors.RedfishError(f"resource properties lack {missing} (import is not supported)")
+    return RedfishClient(props["bmc_endpoint"], username=props["username"], password=props["password"],
+                         verify_tls=bool(props.get("verify_tls", True)), ca_bundle=props.get("ca_bundle"))
+
+
+def _reset_timeout(props: Mapping[str, Any]) -> float:
+    return float(props.get("reset_timeout_seconds") or DEFAULT_RESET_TIMEOUT_SECONDS)
+
+
+def _wait_until(deadline_seconds: float, probe: Callable[[], bool], what: str) -> None:
+    """Poll ``probe`` until it is true; transient BMC errors while polling are tolerated.
+
+    Raises:
+        errors.NotConvergedError: still false at the deadline.
+    """
+    deadline = time.monotonic() + deadline_seconds
+    last: Exception | None = None
+    while True:
+        try:
+            if probe():
+                return
+        except (errors.UnreachableError, errors.ServerError) as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            tail = f" (last error: {last})" if last else ""
+            raise errors.NotConvergedError(f"{what} not observed within {deadline_seconds:g} s{tail}")
+        time.sleep(min(_POLL_SECONDS, max(deadline_seconds / 20, 0.05)))
+
+
+# --- DPU posture ----------------------------------------------------------------------------
+
+
+def _observe_dpu(bmc: RedfishClient) -> posture.DpuObserved:
+    bios = bmc.bios(BLUEFIELD_SYSTEM_ID)
+    settings = bmc.bios_settings(BLUEFIELD_SYSTEM_ID, bios=bios)
+    oem = bmc.nvidia_system(BLUEFIELD_SYSTEM_ID)
+    manager = bmc.manager()
+    return posture.DpuObserved(mode=oem.mode, host_rshim=oem.host_rshim, attributes=dict(bios.attributes),
+                               pending=dict(settings.attributes), settings_etag=settings.etag,
+                               firmware_version=manager.firmware_version)
+
+
+def _dpu_desired(props: Mapping[str, Any]) -> posture.DpuDesired:
+    return posture.DpuDesired(mode=props.get("mode", "DpuMode"),
+                              host_privilege=props.get("host_privilege", "Restricted"),
+                              host_rshim=props.get("host_rshim", "Disabled"))
+
+
+def _dpu_plan(desired: posture.DpuDesired, observed: posture.DpuObserved, url: str) -> posture.DpuPlan:
+    try:
+        return posture.plan_dpu_posture(desired, observed)
+    except posture.NoPrivilegeAttributeError as exc:
+        raise errors.UnknownAttributeError(str(exc), attributes=list(posture.PRIVILEGE_KEYS),
+                                           url=url) from exc
+
+
+def _dpu_outputs(props: Mapping[str, Any], desired: posture.DpuDesired,
+                 observed: posture.DpuObserved) -> dict[str, Any]:
+    inputs = {k: props.get(k) for k in ("bmc_endpoint", *_CONNECTION_KEYS)}
+    try:
+        drift = posture.plan_dpu_posture(desired, observed).settings
+    except posture.NoPrivilegeAttributeError:
+        drift = ["host_privilege"]
+    return {
+        **inputs,
+        "desired": {"mode": desired.mode, "host_privilege": desired.host_privilege,
+                    "host_rshim": desired.host_rshim},
+        "mode": observed.mode,
+        "host_privilege_level": observed.host_privilege_level,
+        "host_rshim": observed.host_rshim,
+        "privilege_attribute": observed.privilege_key,
+        "reset_pending": bool(observed.pending),
+        "pending_attributes": dict(observed.pending),
+        "awaiting_reset": posture.dpu_awaiting_reset(desired, observed),
+        "drift": drift,
+        "firmware_version": observed.firmware_version,
+    }
+
+
+def _converge_dpu(props: Mapping[str, Any]) -> dict[str, Any]:
+    desired = _dpu_desired(props)
+    endpoint = str(props["bmc_endpoint"])
+    context = f"DpuPosture on {endpoint}"
+    try:
+        with _client(props) as bmc:
+            observed = _observe_dpu(bmc)
+            plan = _dpu_plan(desired, observed, endpoint)
+            if plan.bios_attributes:
+                bmc.set_bios_attributes(BLUEFIELD_SYSTEM_ID, plan.bios_attributes,
+                                        etag=observed.settings_etag)
+            if plan.mode is not None:
+                bmc.set_dpu_mode(plan.mode)
+            if plan.host_rshim is not None:
+                bmc.set_host_rshim(plan.host_rshim)
+            observed = _observe_dpu(bmc)
+            if props.get("apply_reset") and posture.dpu_awaiting_reset(desired, observed):
+                bmc.reset_system(BLUEFIELD_SYSTEM_ID)
+
+                def applied() -> bool:
+                    nonlocal observed
+                    observed = _observe_dpu(bmc)
+                    return not posture.dpu_awaiting_reset(desired, observed)
+
+                _wait_until(_reset_timeout(props), applied, "DPU reset applying the pending posture")
+            remaining = _dpu_plan(desired, observed, endpoint)
+            if not remaining.empty:
+                raise errors.NotConvergedError(
+                    f"BMC accepted the writes but still reports {remaining.settings} different from "
+                    f"{desired} (mode={observed.mode}, next mode={observed.next_mode}, "
+                    f"privilege={observed.next_host_privilege}, rshim={observed.host_rshim})", url=endpoint)
+    except errors.RedfishError as exc:
+        raise exc.with_context(context) from exc.__cause__
+    return _dpu_outputs(props, desired, observed)
+
+
+class DpuPostureProvider(ResourceProvider):
+    """CRUD for :class:`DpuPosture`. Stateless: everything comes from the properties."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate inputs locally (no BMC call); unknown values pass."""
+        failures: list[CheckFailure] = []
+        _check_common(news, failures)
+        for key, allowed in (("mode", posture.DPU_MODES), ("host_privilege", posture.PRIVILEGE_LEVELS),
+                             ("host_rshim", posture.RSHIM_STATES)):
+            value = news.get(key)
+            if not _unknown(value) and value not in allowed:
+                failures.append(CheckFailure(key, f"must be one of {list(allowed)}, got {value!r}"))
+        return CheckResult(news, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Pure: compare desired inputs with the last observation (no BMC call)."""
+        replaces = [k for k in _DPU_REPLACE_KEYS if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        if replaces:
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        if any(_unknown(v) for k, v in news.items() if k != "__provider"):
+            return DiffResult(changes=True)
+        if any(olds.get(k) != news.get(k) for k in _CONNECTION_KEYS):
+            return DiffResult(changes=True)
+        if olds.get("privilege_attribute") is None or olds.get("mode") is None:
+            return DiffResult(changes=True)
+        observed = posture.DpuObserved(
+            mode=olds.get("mode"), host_rshim=olds.get("host_rshim"),
+            attributes={olds["privilege_attribute"]: olds.get("host_privilege_level"),
+                        posture.MODE_ATTRIBUTE: olds.get("mode")},
+            pending=olds.get("pending_attributes") or {})
+        desired = _dpu_desired(news)
+        if not posture.plan_dpu_posture(desired, observed).empty:
+            return DiffResult(changes=True)
+        reset_wanted = bool(news.get("apply_reset")) and bool(posture.dpu_awaiting_reset(desired, observed))
+        return DiffResult(changes=reset_wanted)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        """Stage (and, with apply_reset, apply) the posture.
+
+        The id is ``<endpoint>/redfish/v1/Systems/Bluefield``."""
+        outs = _converge_dpu(props)
+        endpoint = props["bmc_endpoint"].rstrip("/")
+        return CreateResult(f"{endpoint}/redfish/v1/Systems/{BLUEFIELD_SYSTEM_ID}", outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Same as create, against the new inputs."""
+        return UpdateResult(_converge_dpu(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: report the BMC's current posture; inputs become its next-boot values."""
+        try:
+            with _client(props) as bmc:
+                observed = _observe_dpu(bmc)
+        except errors.RedfishError as exc:
+            where = props.get("bmc_endpoint")
+            raise exc.with_context(f"DpuPosture refresh on {where}") from exc.__cause__
+        outs = _dpu_outputs(props, _dpu_desired(props.get("desired") or {}), observed)
+        inputs = {k: props.get(k) for k in ("bmc_endpoint", *_CONNECTION_KEYS)}
+        inputs.update(mode=observed.next_mode, host_privilege=observed.next_host_privilege,
+                      host_rshim=observed.host_rshim)
+        return ReadResult(id_, outs, inputs)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Forget the resource; the DPU keeps its posture (see module docstring)."""
+
+
+class DpuPosture(Resource, module="redfish", name="DpuPosture"):
+    """Zero-trust posture of one BlueField-3 DPU, set and checked through its BMC's Redfish.
+
+    Args:
+        resource_name: Pulumi resource name.
+        bmc_endpoint: ``https://<bmc>[:port]`` of the DPU's BMC (a change replaces the resource).
+        username, password: BMC account; stored only as Pulumi secrets.
+        verify_tls: verify the BMC certificate (default True).
+        ca_bundle: PEM CA bundle to verify the BMC with (e.g. the lab's ``tls/ca.pem``).
+        mode: ``DpuMode`` (default) or ``NicMode``.
+        host_privilege: ``Restricted`` (default, zero trust) or ``Privileged``.
+        host_rshim: ``Disabled`` (default) or ``Enabled``.
+        apply_reset: reset the DPU when one of these settings awaits a reset (default False).
+        reset_timeout_seconds: how long to wait for a reset to apply them (default 600 s).
+        opts: resource options (``additional_secret_outputs`` for the credentials is added).
+
+    Outputs (BMC-reported): ``mode``, ``host_privilege_level``, ``host_rshim``,
+    ``reset_pending`` (bool: anything pending on the BMC), ``pending_attributes`` (dict),
+    ``awaiting_reset`` (list of our settings staged but not effective), ``drift`` (list of
+    settings whose next-boot value is not the desired one; empty after a successful up),
+    ``privilege_attribute`` (key spelling the firmware uses), ``firmware_version``,
+    ``desired`` (the posture last applied: ``{mode, host_privilege, host_rshim}``).
+    """
+
+    mode: pulumi.Output[str]
+    host_privilege_level: pulumi.Output[str]
+    host_rshim: pulumi.Output[str]
+    reset_pending: pulumi.Output[bool]
+    pending_attributes: pulumi.Output[dict]
+    awaiting_reset: pulumi.Output[list]
+    drift: pulumi.Output[list]
+    privilege_attribute: pulumi.Output[str]
+    firmware_version: pulumi.Output[str]
+    desired: pulumi.Output[dict]
+
+    def __init__(self, resource_name: str, *, bmc_endpoint: pulumi.Input[str], username: pulumi.Input[str],
+                 password: pulumi.Input[str], verify_tls: pulumi.Input[bool] = True,
+                 ca_bundle: pulumi.Input[str] | None = None, mode: pulumi.Input[str] = "DpuMode",
+                 host_privilege: pulumi.Input[str] = "Restricted", host_rshim: pulumi.Input[str] = "Disabled",
+                 apply_reset: pulumi.Input[bool] = False,
+                 reset_timeout_seconds: pulumi.Input[float] = DEFAULT_RESET_TIMEOUT_SECONDS,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {
+            "bmc_endpoint": bmc_endpoint, "username": pulumi.Output.secret(username),
+            "password": pulumi.Output.secret(password), "verify_tls": verify_tls, "ca_bundle": ca_bundle,
+            "mode": mode, "host_privilege": host_privilege, "host_rshim": host_rshim,
+            "apply_reset": apply_reset, "reset_timeout_seconds": reset_timeout_seconds,
+            "host_privilege_level": None, "reset_pending": None, "pending_attributes": None,
+            "awaiting_reset": None, "drift": None, "privilege_attribute": None, "firmware_version": None,
+            "desired": None,
+        }
+        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
+        super().__init__(DpuPostureProvider(), resource_name, props, opts)
+
+
+# --- BIOS attributes ------------------------------------------------------------------------
+
+
+def _normalise(attributes: Mapping[str, AttrValue] | None) -> dict[str, AttrValue]:
+    return {str(k): posture.normalise_value(v) for k, v in (attributes or {}).items()}
+
+
+def _bios_outputs(props: Mapping[str, Any], desired: Mapping[str, AttrValue],
+                  effective: Mapping[str, AttrValue], pending: Mapping[str, AttrValue],
+                  bios_version: str | None, firmware: str | None) -> dict[str, Any]:
+    return {
+        **{k: props.get(k) for k in ("bmc_endpoint", "system_id", *_CONNECTION_KEYS)},
+        "attributes": {k: effective.get(k) for k in desired},
+        "desired_attributes": dict(desired),
+        "reset_pending": bool(pending),
+        "pending_attributes": dict(pending),
+        "awaiting_reset": posture.awaiting_reset(desired, effective, pending),
+        "drift": sorted(posture.plan_bios(desired, effective, pending)),
+        "bios_version": bios_version,
+        "firmware_version": firmware,
+    }
+
+
+def _converge_bios(props: Mapping[str, Any]) -> dict[str, Any]:
+    desired = _normalise(props.get("attributes"))
+    system_id = str(props.get("system_id") or "1")
+    context = f"BiosAttributes (Systems/{system_id}) on {props.get('bmc_endpoint')}"
+    try:
+        with _client(props) as bmc:
+
+            def observe() -> tuple[dict[str, AttrValue], dict[str, AttrValue], str | None]:
+                bios = bmc.bios(system_id)
+                settings = bmc.bios_settings(system_id, bios=bios)
+                return dict(bios.attributes), dict(settings.attributes), settings.etag
+
+            effective, pending, etag = observe()
+            writes = posture.plan_bios(desired, effective, pending)
+            if writes:
+                bmc.set_bios_attributes(system_id, writes, etag=etag)
+                effective, pending, etag = observe()
+            if props.get("apply_reset") and posture.awaiting_reset(desired, effective, pending):
+                bmc.reset_system(system_id)
+
+                def applied() -> bool:
+                    nonlocal effective, pending, etag
+                    effective, pending, etag = observe()
+                    return not posture.awaiting_reset(desired, effective, pending)
+
+                _wait_until(_reset_timeout(props), applied, "reset applying the pending BIOS attributes")
+            left = posture.plan_bios(desired, effective, pending)
+            if left:
+                raise errors.NotConvergedError(
+                    f"BMC accepted the writes but reports {sorted(left)} still different from {desired}",
+                    url=str(props["bmc_endpoint"]))
+            system = bmc.system(system_id)
+            firmware = bmc.manager().firmware_version
+    except errors.RedfishError as exc:
+        raise exc.with_context(context) from exc.__cause__
+    return _bios_outputs(props, desired, effective, pending, system.bios_version, firmware)
+
+
+class BiosAttributesProvider(ResourceProvider):
+    """CRUD for :class:`BiosAttributes`. Stateless: everything comes from the properties."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate inputs locally; integral numbers in ``attributes`` become ints."""
+        failures: list[CheckFailure] = []
+        _check_common(news, failures)
+        attrs = news.get("attributes")
+        if not _unknown(attrs):
+            if not isinstance(attrs, Mapping) or not attrs:
+                failures.append(CheckFailure("attributes", "must be a non-empty map of attribute to value"))
+            else:
+                bad = [k for k, v in attrs.items() if not isinstance(v, str | int | float | bool)]
+                if bad:
+                    failures.append(CheckFailure("attributes", f"values must be string/number/bool: {bad}"))
+                else:
+                    news = {**news, "attributes": _normalise(attrs)}
+        sid = news.get("system_id")
+        if not _unknown(sid) and (not isinstance(sid, str) or not sid or "/" in sid):
+            failures.append(CheckFailure("system_id", f"must be a system id such as '1', got {sid!r}"))
+        return CheckResult(news, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Pure: desired attributes against the last observation (no BMC call)."""
+        replaces = [k for k in _BIOS_REPLACE_KEYS if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
+        if replaces:
+            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+        if any(_unknown(v) for k, v in news.items() if k != "__provider"):
+            return DiffResult(changes=True)
+        if any(olds.get(k) != news.get(k) for k in _CONNECTION_KEYS):
+            return DiffResult(changes=True)
+        desired = _normalise(news.get("attributes"))
+        effective = olds.get("attributes") or {}
+        pending = olds.get("pending_attributes") or {}
+        if set(desired) != set(effective) or posture.plan_bios(desired, effective, pending):
+            return DiffResult(changes=True)
+        waiting = posture.awaiting_reset(desired, effective, pending)
+        reset_wanted = bool(news.get("apply_reset")) and bool(waiting)
+        return DiffResult(changes=reset_wanted)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        """Stage (and, with apply_reset, apply) the attributes.
+
+        The id is ``<endpoint>/redfish/v1/Systems/<system_id>/Bios``."""
+        outs = _converge_bios(props)
+        sid = props.get("system_id") or "1"
+        return CreateResult(f"{props['bmc_endpoint'].rstrip('/')}/redfish/v1/Systems/{sid}/Bios", outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Same as create, against the new inputs."""
+        return UpdateResult(_converge_bios(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: effective values of the managed attributes; inputs become next-boot values."""
+        system_id = str(props.get("system_id") or "1")
+        managed = list((props.get("attributes") or {}).keys())
+        try:
+            with _client(props) as bmc:
+                bios = bmc.bios(system_id)
+                settings = bmc.bios_settings(system_id, bios=bios)
+                system = bmc.system(system_id)
+                firmware = bmc.manager().firmware_version
+        except errors.RedfishError as exc:
+            raise exc.with_context(f"BiosAttributes (Systems/{system_id}) refresh on "
+                                   f"{props.get('bmc_endpoint')}") from exc.__cause__
+        effective, pending = dict(bios.attributes), dict(settings.attributes)
+        next_boot = {k: posture.next_boot(effective, pending, k) for k in managed}
+        desired = _normalise(props.get("desired_attributes")) or next_boot
+        outs = _bios_outputs(props, desired, effective, pending, system.bios_version, firmware)
+        inputs = {k: props.get(k) for k in ("bmc_endpoint", "system_id", *_CONNECTION_KEYS)}
+        inputs["attributes"] = next_boot
+        return ReadResult(id_, outs, inputs)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Forget the resource; the BIOS keeps its values."""
+
+
+class BiosAttributes(Resource, module="redfish", name="BiosAttributes"):
+    """BIOS attributes of one ComputerSystem behind a host BMC, staged via ``Bios/Settings``.
+
+    Args:
+        resource_name: Pulumi resource name.
+        bmc_endpoint: ``https://<bmc>[:port]`` (a change replaces the resource).
+        username, password: BMC account; stored only as Pulumi secrets.
+        attributes: desired values, e.g. ``{"ProcVirtualization": "Enabled", "IOMMU": "Enabled",
+            "SriovGlobalEnable": "Enabled"}`` (names are the BMC's attribute registry's).
+        system_id: ComputerSystem id (default ``"1"``; a change replaces the resource).
+        verify_tls, ca_bundle: TLS verification, as for :class:`DpuPosture`.
+        apply_reset: reset the system when one of these attributes awaits a reset (default False).
+        reset_timeout_seconds: how long to wait for a reset to apply them (default 600 s).
+        opts: resource options (``additional_secret_outputs`` for the credentials is added).
+
+    Outputs: ``attributes`` (effective values of the managed attributes), ``desired_attributes``
+    (as last applied), ``reset_pending``, ``pending_attributes``, ``awaiting_reset``, ``drift``
+    (attributes whose next-boot value is not the desired one), ``bios_version``,
+    ``firmware_version``.
+    """
+
+    attributes: pulumi.Output[dict]
+    desired_attributes: pulumi.Output[dict]
+    reset_pending: pulumi.Output[bool]
+    pending_attributes: pulumi.Output[dict]
+    awaiting_reset: pulumi.Output[list]
+    drift: pulumi.Output[list]
+    bios_version: pulumi.Output[str]
+    firmware_version: pulumi.Output[str]
+
+    def __init__(self, resource_name: str, *, bmc_endpoint: pulumi.Input[str], username: pulumi.Input[str],
+                 password: pulumi.Input[str], attributes: pulumi.Input[Mapping[str, Any]],
+                 system_id: pulumi.Input[str] = "1", verify_tls: pulumi.Input[bool] = True,
+                 ca_bundle: pulumi.Input[str] | None = None, apply_reset: pulumi.Input[bool] = False,
+                 reset_timeout_seconds: pulumi.Input[float] = DEFAULT_RESET_TIMEOUT_SECONDS,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {
+            "bmc_endpoint": bmc_endpoint, "username": pulumi.Output.secret(username),
+            "password": pulumi.Output.secret(password), "attributes": attributes, "system_id": system_id,
+            "verify_tls": verify_tls, "ca_bundle": ca_bundle, "apply_reset": apply_reset,
+            "reset_timeout_seconds": reset_timeout_seconds,
+            "reset_pending": None, "pending_attributes": None, "awaiting_reset": None, "drift": None,
+            "bios_version": None, "firmware_version": None, "desired_attributes": None,
+        }
+        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
+        super().__init__(BiosAttributesProvider(), resource_name, props, opts)

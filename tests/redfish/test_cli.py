@@ -1,0 +1,151 @@
+"""Real ``pulumi`` CLI run of the Redfish providers against the simulator.
+
+A small project under tmp_path (local file backend) declares a DpuPosture (HTTPS BMC, CA
+bundle) and a BiosAttributes whose values depend on the DPU's outputs (unknown during the
+first preview). Sequence: an ``up`` with a wrong password fails and records nothing; ``up``;
+out-of-band drift; ``refresh`` shows it; ``preview`` shows the correction; ``destroy``
+leaves the BMCs alone. ``pulumi stack export`` never holds the password in plaintext.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROGRAM = textwrap.dedent('''
+    import pulumi
+
+    from dynamic_providers.redfish.provider import BiosAttributes, DpuPosture
+
+    cfg = pulumi.Config()
+    dpu = DpuPosture("dpu-a", bmc_endpoint=cfg.require("dpuEndpoint"), username=cfg.require("user"),
+                     password=cfg.require_secret("password"), ca_bundle=cfg.require("caBundle"),
+                     apply_reset=True, reset_timeout_seconds=10)
+    host = BiosAttributes("host-a", bmc_endpoint=cfg.require("hostEndpoint"), username=cfg.require("user"),
+                          password=cfg.require_secret("password"),
+                          attributes={"ProcVirtualization": "Enabled", "IOMMU": "Enabled",
+                                      # unknown until the DPU exists: SR-IOV only behind a DPU-mode card
+                                      "SriovGlobalEnable": dpu.mode.apply(
+                                          lambda m: "Enabled" if m == "DpuMode" else "Disabled")},
+                          apply_reset=True, reset_timeout_seconds=10)
+    pulumi.export("mode", dpu.mode)
+    pulumi.export("host_rshim", dpu.host_rshim)
+    pulumi.export("reset_pending", dpu.reset_pending)
+    pulumi.export("firmware", dpu.firmware_version)
+    pulumi.export("bios", host.attributes)
+''')
+
+
+def _which_pulumi() -> str:
+    exe = shutil.which("pulumi")
+    if exe is None:
+        pytest.skip("pulumi CLI not on PATH (run `make setup`)")
+    return exe
+
+
+@pytest.fixture
+def project(tmp_path: Path, sim) -> dict:
+    pulumi = _which_pulumi()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "Pulumi.yaml").write_text(
+        "name: redfish-cli-test\n"
+        f"runtime:\n  name: python\n  options:\n    virtualenv: {ROOT / '.venv'}\n")
+    (proj / "__main__.py").write_text(PROGRAM)
+    env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+           "PULUMI_CONFIG_PASSPHRASE": "redfish-cli-test", "PULUMI_SKIP_UPDATE_CHECK": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    (tmp_path / "state").mkdir()
+
+    def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([pulumi, *args, "--non-interactive"], cwd=proj, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+        if ok and proc.returncode != 0:
+            pytest.fail(f"pulumi {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    run("stack", "init", "test")
+    for key, value in (("dpuEndpoint", sim.url("dpu-tls")), ("hostEndpoint", sim.url("host")),
+                       ("user", sim.username), ("caBundle", sim.ca_bundle)):
+        run("config", "set", key, value)
+    return {"run": run, "proj": proj}
+
+
+def _export(run) -> tuple[str, dict]:
+    text = run("stack", "export").stdout
+    return text, json.loads(text)
+
+
+def _resource(state: dict, type_suffix: str) -> dict | None:
+    for res in state["deployment"].get("resources", []):
+        if res["type"].endswith(type_suffix):
+            return res
+    return None
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_up_drift_refresh_destroy(project, sim):
+    run = project["run"]
+
+    # 1. wrong password: clear error, nothing recorded as created
+    run("config", "set", "--secret", "password", "definitely-wrong")
+    failed = run("up", "--yes", "--skip-preview", ok=False)
+    assert failed.returncode != 0
+    assert "login refused for user 'root'" in failed.stdout + failed.stderr
+    assert "definitely-wrong" not in failed.stdout + failed.stderr
+    _, state = _export(run)
+    assert _resource(state, "redfish:DpuPosture") is None
+
+    # 2. real up (the preview runs with the BIOS attributes unknown)
+    sim.drift("dpu-tls", mode="NicMode")
+    run("config", "set", "--secret", "password", sim.password)
+    run("up", "--yes")
+    outputs = json.loads(run("stack", "output", "--json").stdout)
+    assert outputs["mode"] == "DpuMode" and outputs["host_rshim"] == "Disabled"
+    assert outputs["reset_pending"] is False and outputs["firmware"] == "BF-24.10-17"
+    assert outputs["bios"] == {"ProcVirtualization": "Enabled", "IOMMU": "Enabled",
+                               "SriovGlobalEnable": "Enabled"}
+    dpu_state = sim.state("dpu-tls")
+    assert dpu_state["attributes"]["HostPrivilegeLevel"] == "Restricted" and dpu_state["reset_count"] == 1
+
+    # 3. no plaintext secret anywhere in the state; the credentials are ciphertext
+    text, state = _export(run)
+    assert sim.password not in text
+    dpu = _resource(state, "redfish:DpuPosture")
+    for props in (dpu["inputs"], dpu["outputs"]):
+        assert "ciphertext" in props["password"] and "ciphertext" in props["username"]
+
+    # 4. out-of-band drift; refresh shows it
+    sim.drift("dpu-tls", mode="NicMode", host_rshim="Enabled")
+    refreshed = run("refresh", "--yes", "--diff").stdout
+    assert re.search(r'~ mode\s*: "DpuMode" => "NicMode"', refreshed), refreshed
+    assert re.search(r'~ host_rshim\s*: "Disabled" => "Enabled"', refreshed), refreshed
+    text, state = _export(run)
+    dpu = _resource(state, "redfish:DpuPosture")
+    assert (dpu["outputs"]["mode"], dpu["outputs"]["host_rshim"]) == ("NicMode", "Enabled")
+    assert dpu["outputs"]["drift"] == ["mode", "host_rshim"]
+    assert sim.password not in text, "still no plaintext secret after refresh"
+
+    # 5. the next preview proposes the correction
+    preview = run("preview", "--diff").stdout
+    assert re.search(r'~ mode\s*: "NicMode" => "DpuMode"', preview), preview
+    assert re.search(r'~ host_rshim\s*: "Enabled" => "Disabled"', preview), preview
+
+    # 6. destroy forgets the resources and leaves the hardware as it is
+    before = sim.state("dpu-tls")
+    run("destroy", "--yes")
+    after = sim.state("dpu-tls")
+    assert (after["attributes"], after["pending"], after["host_rshim"], after["reset_count"]) == \
+        (before["attributes"], before["pending"], before["host_rshim"], before["reset_count"])
+    _, state = _export(run)
+    assert _resource(state, "redfish:DpuPosture") is None

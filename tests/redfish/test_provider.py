@@ -1,0 +1,238 @@
+"""DpuPosture / BiosAttributes providers (their CRUD methods) against the simulator."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from pulumi.runtime import rpc
+
+from dynamic_providers.redfish import errors
+from dynamic_providers.redfish.provider import BiosAttributesProvider, DpuPostureProvider
+
+UNKNOWN = rpc.UNKNOWN
+
+
+def dpu_props(sim, name="dpu", **kw):
+    props = {"bmc_endpoint": sim.url(name), "username": sim.username, "password": sim.password,
+             "verify_tls": True, "ca_bundle": sim.ca_bundle if name.endswith("-tls") else None,
+             "mode": "DpuMode", "host_privilege": "Restricted", "host_rshim": "Disabled",
+             "apply_reset": False, "reset_timeout_seconds": 5.0}
+    props.update(kw)
+    return props
+
+
+def bios_props(sim, **kw):
+    props = {"bmc_endpoint": sim.url("host"), "username": sim.username, "password": sim.password,
+             "attributes": {"ProcVirtualization": "Enabled", "IOMMU": "Enabled",
+                            "SriovGlobalEnable": "Enabled"},
+             "system_id": "1", "verify_tls": True, "ca_bundle": None, "apply_reset": False,
+             "reset_timeout_seconds": 5.0}
+    props.update(kw)
+    return props
+
+
+P = DpuPostureProvider()
+B = BiosAttributesProvider()
+
+
+# --- DPU posture ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "key"), [("dpu", "HostPrivilegeLevel"),
+                                           ("dpu-legacy", "Host Privilege Level"),
+                                           ("dpu-tls", "HostPrivilegeLevel")])
+def test_create_stages_posture_without_reset(sim, name, key):
+    sim.drift(name, mode="NicMode")
+    res = P.create(dpu_props(sim, name))
+    outs = res.outs
+    assert res.id == f"{sim.url(name)}/redfish/v1/Systems/Bluefield"
+    assert outs["host_rshim"] == "Disabled", "rshim is immediate"
+    assert outs["mode"] == "NicMode" and outs["host_privilege_level"] == "Privileged", "effective until reset"
+    assert outs["reset_pending"] is True
+    assert outs["pending_attributes"] == {key: "Restricted", "NicMode": "DpuMode"}
+    assert outs["awaiting_reset"] == ["mode", "host_privilege"] and outs["drift"] == []
+    assert outs["privilege_attribute"] == key
+    assert outs["firmware_version"] == sim.endpoints[name]["firmware"]
+    st = sim.state(name)
+    assert st["reset_count"] == 0 and st["sessions_active"] == 0
+
+
+def test_create_with_apply_reset_applies_and_reports_nothing_pending(sim):
+    sim.drift("dpu", mode="NicMode")
+    outs = P.create(dpu_props(sim, apply_reset=True)).outs
+    posture = (outs["mode"], outs["host_privilege_level"], outs["host_rshim"])
+    assert posture == ("DpuMode", "Restricted", "Disabled")
+    assert outs["reset_pending"] is False and outs["awaiting_reset"] == []
+    assert outs["pending_attributes"] == {}
+    st = sim.state("dpu")
+    assert st["reset_count"] == 1 and st["attributes"]["HostPrivilegeLevel"] == "Restricted"
+    resets = sim.requests_to("dpu", "POST", "/redfish/v1/Systems/Bluefield/Actions/ComputerSystem.Reset")
+    assert len(resets) == 1
+
+
+def test_converged_dpu_is_not_written_or_reset_again(sim):
+    first = P.create(dpu_props(sim, apply_reset=True)).outs
+    before = len(sim.state("dpu")["requests"])
+    assert P.diff("id", first, dpu_props(sim, apply_reset=True)).changes is False
+    again = P.update("id", first, dpu_props(sim, apply_reset=True)).outs
+    new = sim.state("dpu")["requests"][before:]
+    assert not [r for r in new if r["method"] in ("PATCH", "POST") and "Sessions" not in r["path"]]
+    assert again["drift"] == [] and sim.state("dpu")["reset_count"] == 1
+
+
+def test_refresh_reports_out_of_band_drift_and_update_repairs_it(sim):
+    outs = P.create(dpu_props(sim, apply_reset=True)).outs
+    sim.drift("dpu", mode="NicMode", host_rshim="Enabled", attributes={"HostPrivilegeLevel": "Privileged"})
+    read = P.read("id", outs)
+    assert read.id == "id"
+    assert (read.outs["mode"], read.outs["host_rshim"], read.outs["host_privilege_level"]) == \
+        ("NicMode", "Enabled", "Privileged")
+    assert read.outs["drift"] == ["mode", "host_privilege", "host_rshim"]
+    assert (read.inputs["mode"], read.inputs["host_rshim"], read.inputs["host_privilege"]) == \
+        ("NicMode", "Enabled", "Privileged"), "refreshed inputs make the next preview show the correction"
+    assert read.inputs["password"] == sim.password
+    diff = P.diff("id", read.outs, dpu_props(sim, apply_reset=True))
+    assert diff.changes is True and not diff.replaces
+    repaired = P.update("id", read.outs, dpu_props(sim, apply_reset=True)).outs
+    assert repaired["drift"] == [] and repaired["mode"] == "DpuMode"
+
+
+def test_etag_conflict_during_create_fails_and_writes_nothing(sim):
+    sim.concurrent_write("dpu", {"HostPrivilegeLevel": "Privileged"})
+    with pytest.raises(errors.PreconditionFailedError) as info:
+        P.create(dpu_props(sim))
+    assert str(info.value).startswith(f"DpuPosture on {sim.url('dpu')}: PATCH")
+    assert "did not match" in str(info.value) and info.value.status == 412
+    st = sim.state("dpu")
+    assert st["pending"] == {"HostPrivilegeLevel": "Privileged"}, "only the concurrent writer's value"
+    assert st["host_rshim"] == "Enabled", "no later step ran"
+    assert st["sessions_active"] == 0, "session closed on error"
+
+
+def test_wrong_credentials(sim):
+    with pytest.raises(errors.AuthError, match="login refused") as info:
+        P.create(dpu_props(sim, password="not-it"))
+    assert "not-it" not in str(info.value)
+    assert sim.state("dpu")["pending"] == {}
+
+
+def test_unreachable_bmc(sim, free_port):
+    with pytest.raises(errors.UnreachableError, match=f"127.0.0.1:{free_port}"):
+        P.create(dpu_props(sim, bmc_endpoint=f"http://127.0.0.1:{free_port}"))
+
+
+def test_host_bmc_is_not_a_dpu(sim):
+    with pytest.raises(errors.NotFoundError):
+        P.create(dpu_props(sim, "host"))
+
+
+def test_https_without_bundle_is_tls_error(sim):
+    with pytest.raises(errors.TlsError):
+        P.create(dpu_props(sim, "dpu-tls", ca_bundle=None))
+
+
+def test_reset_that_does_not_apply_is_not_converged(sim, monkeypatch):
+    from dynamic_providers.redfish import provider as mod
+
+    monkeypatch.setattr(mod, "_POLL_SECONDS", 0.05)
+    # the BMC acknowledges the reset (204) but the DPU never applies the pending settings
+    sim.fault("dpu", method="POST", path="/redfish/v1/Systems/Bluefield/Actions/ComputerSystem.Reset",
+              status=204, count=1)
+    with pytest.raises(errors.NotConvergedError, match="not observed within 0.3 s"):
+        P.create(dpu_props(sim, apply_reset=True, reset_timeout_seconds=0.3))
+    st = sim.state("dpu")
+    assert st["reset_count"] == 0 and st["pending"] == {"HostPrivilegeLevel": "Restricted"}
+
+
+def test_check_validates_locally_and_passes_unknowns(sim):
+    bad = P.check({}, dpu_props(sim, mode="Turbo", host_rshim="Off", bmc_endpoint="https://u:p@bmc",
+                                reset_timeout_seconds=0, password=""))
+    assert sorted(f.property for f in bad.failures) == ["bmc_endpoint", "host_rshim", "mode", "password",
+                                                        "reset_timeout_seconds"]
+    assert P.check({}, dpu_props(sim, bmc_endpoint=UNKNOWN, mode=UNKNOWN, password=UNKNOWN)).failures == []
+
+
+def test_diff_is_pure_and_handles_unknowns(sim, free_port):
+    dead = f"http://127.0.0.1:{free_port}"
+    olds = {**dpu_props(sim, bmc_endpoint=dead), "mode": "DpuMode", "host_rshim": "Disabled",
+            "host_privilege_level": "Restricted", "privilege_attribute": "HostPrivilegeLevel",
+            "pending_attributes": {}}
+    news = dpu_props(sim, bmc_endpoint=dead)
+    assert P.diff("id", olds, news).changes is False, "diff makes no BMC call (endpoint is dead)"
+    assert P.diff("id", olds, {**news, "mode": UNKNOWN}).changes is True
+    rep = P.diff("id", olds, {**news, "bmc_endpoint": UNKNOWN})
+    assert rep.replaces == ["bmc_endpoint"]
+    assert P.diff("id", olds, {**news, "bmc_endpoint": sim.url("dpu")}).replaces == ["bmc_endpoint"]
+    assert P.diff("id", olds, {**news, "password": "rotated"}).changes is True
+    assert P.diff("id", olds, {**news, "host_privilege": "Privileged"}).changes is True
+    staged = {**olds, "mode": "NicMode", "pending_attributes": {"NicMode": "DpuMode"}}
+    assert P.diff("id", staged, news).changes is False, "staged, no reset wanted"
+    assert P.diff("id", staged, {**news, "apply_reset": True}).changes is True, "reset now wanted"
+
+
+def test_providers_pickle_without_state():
+    for provider in (P, B):
+        blob = pickle.dumps(provider)
+        assert len(blob) < 200 and vars(pickle.loads(blob)) == {}
+
+
+# --- BIOS attributes ------------------------------------------------------------------------
+
+
+def test_bios_attributes_stage_then_apply(sim):
+    outs = B.create(bios_props(sim)).outs
+    assert outs["attributes"] == {"ProcVirtualization": "Disabled", "IOMMU": "Disabled",
+                                  "SriovGlobalEnable": "Disabled"}
+    assert outs["reset_pending"] is True and outs["drift"] == []
+    assert outs["awaiting_reset"] == ["IOMMU", "ProcVirtualization", "SriovGlobalEnable"]
+    assert outs["bios_version"] == "2.19.1" and outs["firmware_version"] == "1.0.0"
+    assert B.diff("id", outs, bios_props(sim)).changes is False
+    assert B.diff("id", outs, bios_props(sim, apply_reset=True)).changes is True
+    applied = B.update("id", outs, bios_props(sim, apply_reset=True)).outs
+    assert applied["attributes"] == {"ProcVirtualization": "Enabled", "IOMMU": "Enabled",
+                                     "SriovGlobalEnable": "Enabled"}
+    assert applied["reset_pending"] is False and sim.state("host")["reset_count"] == 1
+
+
+def test_bios_unknown_attribute_is_rejected_and_nothing_staged(sim):
+    with pytest.raises(errors.UnknownAttributeError) as info:
+        B.create(bios_props(sim, attributes={"VMXEnabled": "Enabled", "IOMMU": "Enabled"}))
+    assert info.value.attributes == ["VMXEnabled"]
+    assert "BiosAttributes (Systems/1) on" in str(info.value) and "PropertyUnknown" in str(info.value)
+    assert sim.state("host")["pending"] == {}
+
+
+def test_bios_drift_and_refresh(sim):
+    outs = B.create(bios_props(sim, apply_reset=True)).outs
+    sim.drift("host", attributes={"IOMMU": "Disabled"})
+    read = B.read("id", outs)
+    assert read.outs["attributes"]["IOMMU"] == "Disabled" and read.outs["drift"] == ["IOMMU"]
+    assert read.inputs["attributes"] == {"ProcVirtualization": "Enabled", "IOMMU": "Disabled",
+                                         "SriovGlobalEnable": "Enabled"}
+    assert B.diff("id", read.outs, bios_props(sim, apply_reset=True)).changes is True
+
+
+def test_bios_check_normalises_numbers_and_rejects_bad_input(sim):
+    res = B.check({}, bios_props(sim, attributes={"CeThreshold": 5000.0}))
+    assert res.failures == [] and type(res.inputs["attributes"]["CeThreshold"]) is int
+    bad = B.check({}, bios_props(sim, attributes={}, system_id="1/2", verify_tls="yes"))
+    assert sorted(f.property for f in bad.failures) == ["attributes", "system_id", "verify_tls"]
+    assert B.check({}, bios_props(sim, attributes={"A": UNKNOWN}, system_id=UNKNOWN)).failures == []
+    assert B.diff("id", {**bios_props(sim), "attributes": {}}, bios_props(sim, system_id="2")).replaces == \
+        ["system_id"]
+
+
+def test_bios_values_wrong_type_is_bad_request(sim):
+    with pytest.raises(errors.BadRequestError, match="PropertyValueNotInList"):
+        B.create(bios_props(sim, attributes={"IOMMU": "Maybe"}))
+
+
+def test_refresh_errors_are_raised_with_context(sim):
+    outs = P.create(dpu_props(sim)).outs
+    sim.drift("dpu", password="rotated")
+    with pytest.raises(errors.AuthError, match=f"^DpuPosture refresh on {sim.url('dpu')}: POST"):
+        P.read("id", outs)
+    bios_outs = {**bios_props(sim), "attributes": {"IOMMU": "Disabled"}}
+    with pytest.raises(errors.AuthError, match=r"^BiosAttributes \(Systems/1\) refresh on"):
+        B.read("id", {**bios_outs, "password": "nope"})
