@@ -1,0 +1,34 @@
+"""``GET status``, ``GET status/gpu?filter=`` (stand-in for the Director's status resource)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from .. import templates
+from ..context import ctx, ok
+
+bp = Blueprint("status", __name__)
+
+
+@bp.get("/status")
+def all_devices() -> Response:
+    """Every device: machines' compute devices, then GPUs."""
+    f = ctx().fabric
+    with f.lock:
+        data = [templates.cpu_status(f.state, m) for m in f.state.machines]
+        data += [templates.gpu_status(f.state, g) for g in f.state.gpus]
+    return ok(data)
+
+
+@bp.get("/status/gpu")
+def gpus() -> Response:
+    """GPUs; ``filter=true`` (the default; BRIEF.md "free GPUs GET status/gpu"): system free pool only."""
+    free_only = request.args.get("filter", "true").lower() != "false"
+    f = ctx().fabric
+    with f.lock:
+        data = [
+            templates.gpu_status(f.state, g)
+            for g in f.state.gpus
+            if not free_only or (g.grp_id is None and g.mach_id is None)
+        ]
+    return ok(data)

@@ -1,0 +1,255 @@
+"""DirectorClient against the simulator over real HTTP: reads, transactions, every injected fault."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+import requests
+
+from dynamic_providers.director import errors
+from dynamic_providers.director.client import DirectorClient
+
+from .conftest import Sim, make_client
+
+
+def _names(gpus: list) -> list[str]:
+    return [g.name for g in gpus]
+
+
+# ---------------------------------------------------------------------------- reads
+def test_gpus_join_status_info_and_placement(client: DirectorClient) -> None:
+    gpus = {g.name: g for g in client.gpus()}
+    assert list(gpus) == [f"gpu{i}" for i in range(10)]
+    g0, g4, g7, g8, g9 = gpus["gpu0"], gpus["gpu4"], gpus["gpu7"], gpus["gpu8"], gpus["gpu9"]
+    assert (g0.model, g0.director_model, g0.vendor, g0.memory_mib) == (
+        "Tesla-T4",
+        "Tesla T4",
+        "NVIDIA Corporation",
+        15360,
+    )
+    assert g4.model == "NVIDIA-A100-PCIE-40GB" and g4.memory_mib == 40960
+    assert g0.in_system_pool and not g0.attached and g0.healthy
+    assert (g7.group, g7.machine, g7.attached) == ("gpu-pool", "blade-slot-4", True)
+    assert (g8.group, g8.machine) == ("reserved", None)
+    assert not g9.healthy
+    assert len({g.swit_gid for g in gpus.values()}) == 3
+    assert all(g.fabr_gid and g.dev_id and g.port_gid for g in gpus.values())
+
+
+def test_free_gpus_by_group_and_attached_gpus(client: DirectorClient) -> None:
+    assert _names(client.free_gpus()) == ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu8"]
+    assert _names(client.free_gpus("gpu-pool")) == ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6"]
+    assert _names(client.free_gpus("reserved")) == ["gpu0", "gpu1", "gpu3", "gpu4", "gpu5", "gpu6", "gpu8"]
+    assert _names(client.attached_gpus("blade-slot-4")) == ["gpu7"]
+    assert client.machine("blade-slot-2").mach_id == client.machine(2).mach_id == 2
+    assert client.group("reserved").grp_id == 2
+    assert client.machine_details("blade-slot-4").gpu_count == 1
+    assert {d.device_type for d in client.device_statuses()} == {"CPU", "GPU"}
+
+
+def test_unknown_machine_group_gpu_are_not_found_with_the_known_names(client: DirectorClient) -> None:
+    with pytest.raises(errors.DirectorNotFoundError, match="blade-slot-1, blade-slot-2") as info:
+        client.machine("blade-slot-9")
+    assert info.value.machine == "blade-slot-9"
+    with pytest.raises(errors.DirectorNotFoundError, match="gpu-pool, reserved"):
+        client.group("nope")
+    with pytest.raises(errors.DirectorNotFoundError, match="gpu42") as info:
+        client.compose("blade-slot-1", ["gpu42"])
+    assert info.value.device == "gpu42"
+
+
+# ---------------------------------------------------------------------------- transactions
+def test_compose_moves_pool_attaches_and_is_idempotent(sim: Sim, client: DirectorClient) -> None:
+    got = client.compose("blade-slot-1", ["gpu0", "gpu2"])
+    assert _names(got) == ["gpu0", "gpu2"] and all(g.machine == "blade-slot-1" for g in got)
+    assert sim.gpu("gpu0")["grp_id"] == 1  # moved from the system pool into gpu-pool
+    assert sim.calls("POST predevice/gpu") == 1
+    assert sim.calls("POST fabric/reprogram") == 1
+    assert sim.state()["edits"] == {}
+    assert _names(client.compose("blade-slot-1", ["gpu0", "gpu2"])) == ["gpu0", "gpu2"]
+    assert sim.calls("POST fabric/edit") == 1  # nothing to do the second time
+
+
+def test_decompose_leaves_gpus_in_the_group_pool_and_skips_detached(sim: Sim, client: DirectorClient) -> None:
+    client.compose("blade-slot-1", ["gpu0", "gpu1"])
+    client.decompose("blade-slot-1", ["gpu1", "gpu3"])  # gpu3 was never there
+    assert _names(client.attached_gpus("blade-slot-1")) == ["gpu0"]
+    assert sim.gpu("gpu1")["grp_id"] == 1 and sim.gpu("gpu1")["mach_id"] is None
+    client.decompose("blade-slot-1", ["gpu1"])  # already detached: no transaction
+    assert sim.calls("DELETE relate/gpu") == 1
+    assert client.release_to_system_pool(["gpu1", "gpu0", "gpu3"]) == ["gpu1"]
+    assert sim.gpu("gpu1")["grp_id"] is None
+
+
+def test_the_dev_lab_scenario_two_gpus_move_between_hosts(dev_sim: Sim) -> None:
+    with make_client(dev_sim.url) as c:
+        free = _names(c.free_gpus("gpu-pool"))
+        assert free == ["gpu0", "gpu1"]
+        c.compose("blade-slot-1", free)
+        assert c.free_gpus("gpu-pool") == []
+        c.decompose("blade-slot-1", free)
+        c.compose("blade-slot-2", free)
+        assert _names(c.attached_gpus("blade-slot-2")) == ["gpu0", "gpu1"]
+        assert _names(c.attached_gpus("blade-slot-1")) == []
+
+
+@pytest.mark.parametrize(
+    ("device", "match"),
+    [("gpu7", "attached to machine blade-slot-4"), ("gpu8", "pool of group reserved")],
+)
+def test_compose_refuses_gpus_held_elsewhere_and_changes_nothing(
+    sim: Sim, client: DirectorClient, device: str, match: str
+) -> None:
+    before = sim.fabric_state()
+    with pytest.raises(errors.DirectorConflictError, match=match) as info:
+        client.compose("blade-slot-1", ["gpu0", device])
+    assert (info.value.machine, info.value.device) == ("blade-slot-1", device)
+    assert sim.fabric_state() == before
+
+
+# ---------------------------------------------------------------------------- faults
+def test_5xx_on_reads_is_retried_transparently(sim: Sim, client: DirectorClient) -> None:
+    sim.fault(kind="error", method="GET", path="status/gpu", status=503, times=2)
+    assert len(client.gpus()) == 10
+    assert sim.calls("GET status/gpu") == 3
+
+
+def test_5xx_on_reads_beyond_retries_is_a_server_error(sim: Sim, client: DirectorClient) -> None:
+    sim.fault(kind="error", method="GET", path="machine", status=500, times=None, message="db down")
+    with pytest.raises(errors.DirectorServerError, match="db down") as info:
+        client.machine("blade-slot-1")
+    assert info.value.transient and info.value.status == 500
+
+
+def test_relate_failure_cancels_then_retries_from_fresh_state(sim: Sim, client: DirectorClient) -> None:
+    sim.fault(kind="error", method="POST", path="relate/gpu", status=500, times=1)
+    assert _names(client.compose("blade-slot-1", ["gpu2", "gpu3"])) == ["gpu2", "gpu3"]
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.calls("POST fabric/edit") == 2
+    assert sim.calls("POST fabric/reprogram") == 1
+    assert sim.state()["edits"] == {}
+
+
+def test_relate_failing_every_time_rolls_everything_back(sim: Sim, client: DirectorClient) -> None:
+    before = sim.fabric_state()
+    sim.fault(kind="error", method="POST", path="relate/gpu", status=500, times=None, message="switch busy")
+    with pytest.raises(errors.DirectorServerError, match="switch busy") as info:
+        client.compose("blade-slot-1", ["gpu0", "gpu1"])
+    assert (info.value.method, info.value.path, info.value.machine) == ("POST", "relate/gpu", "blade-slot-1")
+    assert sim.calls("POST fabric/edit") == client.retries + 1
+    assert sim.fabric_state() == before  # pool moves undone, no edit open
+
+
+def test_reprogram_answer_lost_after_it_took_effect_is_not_resent(sim: Sim) -> None:
+    sim.fault(kind="delay", method="POST", path="fabric/reprogram", delay_seconds=1.0, after=True)
+    with make_client(sim.url, timeout=0.3, reprogram_timeout=0.3) as c:
+        assert _names(c.compose("blade-slot-1", ["gpu2"])) == ["gpu2"]
+    assert sim.calls("POST fabric/reprogram") == 1
+    assert sim.calls("POST relate/gpu") == 1
+    assert sim.gpu("gpu2")["mach_id"] == sim.machine_id("blade-slot-1")
+
+
+def test_request_timeout_before_the_change_is_retried_after_reading_state(sim: Sim) -> None:
+    sim.fault(kind="delay", method="POST", path="relate/gpu", delay_seconds=0.6)
+    with make_client(sim.url, timeout=0.3) as c:
+        assert _names(c.compose("blade-slot-1", ["gpu2"])) == ["gpu2"]
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.state()["edits"] == {}
+
+
+def test_reprogram_failing_half_way_once_converges(sim: Sim, client: DirectorClient) -> None:
+    sim.fault(kind="reprogram_half")
+    assert _names(client.compose("blade-slot-1", ["gpu0", "gpu1"])) == ["gpu0", "gpu1"]
+    assert sim.calls("POST fabric/reprogram") == 2
+    assert sim.calls("POST relate/gpu") == 3  # 2, then only the one still missing
+    assert sim.state()["edits"] == {}
+
+
+def test_reprogram_failing_half_way_on_every_attempt_rolls_back(sim: Sim, client: DirectorClient) -> None:
+    before = sim.fabric_state()
+    sim.fault(kind="reprogram_half", times=client.retries + 1)  # every compose attempt; the rollback works
+    with pytest.raises(errors.DirectorServerError, match="failed after") as info:
+        client.compose("blade-slot-1", ["gpu0", "gpu1", "gpu3"])
+    assert info.value.path == "fabric/reprogram" and info.value.machine == "blade-slot-1"
+    assert sim.fabric_state() == before
+    assert sim.calls("DELETE relate/gpu") >= 1  # what the failed attempts left attached was detached
+
+
+def test_edit_left_open_gives_a_clear_conflict_then_works_once_cancelled(
+    sim: Sim, client: DirectorClient
+) -> None:
+    sim.fault(kind="open_edit", machine="blade-slot-1")
+    before = sim.fabric_state()
+    t0 = time.monotonic()
+    with pytest.raises(errors.DirectorConflictError, match="still open on machine blade-slot-1") as info:
+        client.compose("blade-slot-1", ["gpu0"])
+    assert time.monotonic() - t0 < 3
+    assert "cancel_edit" in str(info.value) and info.value.status == 409
+    assert sim.fabric_state() == before
+    client.cancel_edit("blade-slot-1")
+    assert _names(client.compose("blade-slot-1", ["gpu0"])) == ["gpu0"]
+
+
+def test_an_edit_that_closes_while_waiting_is_waited_for(sim: Sim) -> None:
+    sim.fault(kind="open_edit", machine="blade-slot-1")
+
+    def other_client_finishes() -> None:
+        time.sleep(0.3)
+        with make_client(sim.url) as other:
+            other.cancel_edit("blade-slot-1")
+
+    t = threading.Thread(target=other_client_finishes)
+    t.start()
+    try:
+        with make_client(sim.url, edit_wait=5.0) as c:
+            assert _names(c.compose("blade-slot-1", ["gpu0"])) == ["gpu0"]
+    finally:
+        t.join()
+    assert sim.calls("POST fabric/edit") >= 2
+
+
+def test_envelope_only_failure_is_classified(sim: Sim, client: DirectorClient) -> None:
+    sim.fault(
+        kind="error",
+        method="POST",
+        path="fabric/edit",
+        status=409,
+        http_status=200,
+        times=None,
+        message="fabric locked by maintenance",
+    )
+    with pytest.raises(errors.DirectorConflictError, match="fabric locked by maintenance") as info:
+        client.compose("blade-slot-1", ["gpu2"])
+    assert info.value.status == 200
+
+
+def test_director_down_is_unavailable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = make_client(f"http://127.0.0.1:{port}", retries=1)
+    t0 = time.monotonic()
+    with pytest.raises(errors.DirectorUnavailableError, match="cannot reach") as info:
+        c.gpus()
+    assert time.monotonic() - t0 < 5 and info.value.transient
+    assert not isinstance(info.value, errors.DirectorTimeoutError)
+
+
+def test_wrong_password_is_an_auth_error(sim: Sim) -> None:
+    with pytest.raises(errors.DirectorAuthError, match="Authentication required"):
+        make_client(sim.url, password="nope").groups()
+    with pytest.raises(errors.DirectorAuthError):
+        make_client(sim.url, password="nope", use_digest=True).groups()
+
+
+def test_digest_session_reauthenticates_after_expiry_and_is_deleted_on_close(sim: Sim) -> None:
+    with make_client(sim.url, use_digest=True) as c:
+        assert len(c.groups()) == 2
+        assert len(sim.state()["digests"]) == 1
+        requests.post(f"{sim.url}/_sim/digests/expire", timeout=5).raise_for_status()
+        assert len(c.machines()) == 4  # one 401, one new digest, then success
+        assert sim.calls("POST " + "digest/" + sim.state()["digests"][0]) == 2
+    assert sim.state()["digests"] == []
