@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 #: Annotation that tells kwok (started with a matching selector) to play this Node's kubelet.
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+#: Label of the lab's own blade Nodes (served by the lab Director and the lab gpu-agent);
+#: tests that create Nodes of their own leave it off.
+LAB_FABRIC_LABEL = ("lab.composable-gpu/fabric", "dev")
 
 
 def admin_client(cfg: LabConfig) -> client.ApiClient:
@@ -79,6 +82,7 @@ def node_manifest(name: str, *, cpu: int, memory_mib: int, pods: int = 110) -> d
                 "kubernetes.io/arch": "amd64",
                 "node-role.kubernetes.io/worker": "",
                 "type": "kwok",
+                LAB_FABRIC_LABEL[0]: LAB_FABRIC_LABEL[1],
             },
         },
         "spec": {},
@@ -91,15 +95,20 @@ def node_manifest(name: str, *, cpu: int, memory_mib: int, pods: int = 110) -> d
 
 
 def ensure_nodes(api: client.ApiClient, names: Sequence[str], *, cpu: int, memory_mib: int) -> None:
-    """Create the kwok Nodes that do not exist yet (existing ones are left as they are)."""
+    """Create the kwok Nodes that do not exist yet; existing ones keep their status and get
+    the lab's labels and kwok annotation back if they lost them."""
     core = client.CoreV1Api(api)
     for name in names:
+        manifest = node_manifest(name, cpu=cpu, memory_mib=memory_mib)
         try:
             core.read_node(name)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            core.create_node(node_manifest(name, cpu=cpu, memory_mib=memory_mib))
+            core.create_node(manifest)
+            continue
+        core.patch_node(name, {"metadata": {"labels": manifest["metadata"]["labels"],
+                                            "annotations": manifest["metadata"]["annotations"]}})
 
 
 def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:

@@ -2,6 +2,8 @@
 
 - ``director-sim``: the LIQID Director simulator (``lab.director_sim``) on 127.0.0.1:18080,
   loaded with ``lab/inventories/dev.yaml`` (2 hosts, 2 GPUs).
+- ``gpu-agent``: the GPU-Operator stand-in (``lab.gpu_agent``) that reflects the Director's
+  attachments into the kwok Nodes' ``nvidia.com/gpu`` capacity and GFD labels.
 - ``redfish-sim``: BlueField-3 DPU BMCs on 127.0.0.1:18441-18442 and host BMCs on
   18451-18452 (``lab.redfish_sim``), HTTPS with a self-signed certificate.
 
@@ -13,13 +15,13 @@ on the command line.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab import processes
+from lab.kube import LAB_FABRIC_LABEL
 
 if TYPE_CHECKING:
     from lab.controlplane import LabConfig
@@ -31,11 +33,7 @@ HOST_BMC_PORTS = {"bmc-blade-slot-1": 18451, "bmc-blade-slot-2": 18452}
 #: Lab-only credentials (also in Pulumi.dev.yaml, encrypted).
 DIRECTOR_USER, DIRECTOR_PASSWORD = "admin", "lab-director-password"
 BMC_USER, BMC_PASSWORD = "root", "lab-bmc-password"
-SIMULATORS = ("director-sim", "redfish-sim")
-
-
-def _has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+SIMULATORS = ("director-sim", "redfish-sim", "gpu-agent")
 
 
 def director_url() -> str:
@@ -44,7 +42,7 @@ def director_url() -> str:
 
 
 def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
-                     inventory: Path | None = None) -> None:
+                     advertise_delay_seconds: float = 1.0, inventory: Path | None = None) -> None:
     """Start the Director and Redfish simulators (idempotent) and wait until they answer.
 
     Raises:
@@ -52,29 +50,33 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
     """
     state = cfg.lab_dir / "sim-state"
     state.mkdir(parents=True, exist_ok=True)
-    if _has("lab.director_sim"):
-        processes.start(cfg.lab_dir, "director-sim", [
-            sys.executable, "-m", "lab.director_sim",
-            "--host", "127.0.0.1", "--port", str(DIRECTOR_PORT),
-            "--inventory", str(inventory or ROOT / "lab" / "inventories" / "dev.yaml"),
-            "--state-file", str(state / "director.json"),
-            "--hotplug-latency", str(hotplug_latency_seconds),
-        ], env={"DIRECTOR_SIM_USERNAME": DIRECTOR_USER, "DIRECTOR_SIM_PASSWORD": DIRECTOR_PASSWORD},
-            cwd=ROOT)
-        processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
-                             timeout_seconds=30, lab_dir=cfg.lab_dir, name="director-sim")
-    if _has("lab.redfish_sim"):
-        bmcs = [f"{n}={p}" for n, p in {**DPU_BMC_PORTS, **HOST_BMC_PORTS}.items()]
-        argv = [sys.executable, "-m", "lab.redfish_sim", "--host", "127.0.0.1",
-                "--state-dir", str(state / "redfish"), "--tls"]
-        for b in bmcs:
-            argv += ["--bmc", b]
-        processes.start(cfg.lab_dir, "redfish-sim", argv,
-                        env={"REDFISH_SIM_USERNAME": BMC_USER, "REDFISH_SIM_PASSWORD": BMC_PASSWORD},
-                        cwd=ROOT)
-        ports = [*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()]
-        processes.wait_until(lambda: all(processes.port_open(p) for p in ports), what="redfish-sim",
-                             timeout_seconds=30, lab_dir=cfg.lab_dir, name="redfish-sim")
+    processes.start(cfg.lab_dir, "director-sim", [
+        sys.executable, "-m", "lab.director_sim",
+        "--host", "127.0.0.1", "--port", str(DIRECTOR_PORT),
+        "--inventory", str(inventory or ROOT / "lab" / "inventories" / "dev.yaml"),
+        "--state-file", str(state / "director.json"),
+        "--hotplug-latency", str(hotplug_latency_seconds),
+    ], env={"DIRECTOR_SIM_USERNAME": DIRECTOR_USER, "DIRECTOR_SIM_PASSWORD": DIRECTOR_PASSWORD},
+        cwd=ROOT)
+    processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
+                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="director-sim")
+    processes.start(cfg.lab_dir, "gpu-agent", [
+        sys.executable, "-m", "lab.gpu_agent", "--kubeconfig", str(cfg.kubeconfig),
+        "--director-url", director_url(), "--interval", "0.5",
+        "--advertise-delay", str(advertise_delay_seconds),
+        "--node-selector", "=".join(LAB_FABRIC_LABEL),
+    ], env={"GPU_AGENT_DIRECTOR_PASSWORD": DIRECTOR_PASSWORD}, cwd=ROOT)
+    bmcs = [f"{n}={p}" for n, p in {**DPU_BMC_PORTS, **HOST_BMC_PORTS}.items()]
+    argv = [sys.executable, "-m", "lab.redfish_sim", "--host", "127.0.0.1",
+            "--state-dir", str(state / "redfish"), "--tls"]
+    for b in bmcs:
+        argv += ["--bmc", b]
+    processes.start(cfg.lab_dir, "redfish-sim", argv,
+                    env={"REDFISH_SIM_USERNAME": BMC_USER, "REDFISH_SIM_PASSWORD": BMC_PASSWORD},
+                    cwd=ROOT)
+    ports = [*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()]
+    processes.wait_until(lambda: all(processes.port_open(p) for p in ports), what="redfish-sim",
+                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="redfish-sim")
 
 
 def wipe_state(cfg: LabConfig) -> None:
