@@ -1,0 +1,334 @@
+"""Plain data the rules read, and the helpers every rule shares.
+
+Nothing here imports ``pulumi`` or ``pulumi_policy``: the adapter (``policies/adapter.py``)
+turns what the engine sends into :class:`ResourceRecord` objects, and the rules are pure
+functions ``check(resources, config) -> list[Violation]`` over those records.
+
+Shapes:
+
+- ``ResourceRecord.props`` is the resource's *inputs* as plain JSON-like data: ``dict``,
+  ``list``, ``str``, ``int`` (integral numbers; the engine sends every number as a float and
+  the adapter narrows integral ones), ``float``, ``bool``. A property that is ``None`` in the
+  program is absent (the engine drops nulls), so "absent" and "null" are the same thing.
+- A value that is not known during ``pulumi preview`` (it depends on another resource's
+  output) is the singleton :data:`UNKNOWN`, at any depth. ``UNKNOWN`` refuses ``bool()`` so a
+  rule cannot silently treat it as true or false.
+- ``ResourceRecord.secret_paths`` holds the paths (tuples of keys and list indices) that the
+  engine marked as Pulumi secrets; a path is secret when it or one of its ancestors is listed.
+  ``None`` means secretness could not be observed (see ``policies/README.md``).
+
+Unknown values (the policy-pack failure mode named in the project brief: "reading an unknown
+value during preview turns a mandatory check into an advisory one unless handled"): every rule
+that needs a value it cannot see reports a violation saying the property *cannot be proven
+during preview*, at the rule's own enforcement level. A rule passes over an unknown only when
+its outcome cannot depend on it (for example an unknown extra kernel argument when the
+required ones are all present and known).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+# Type tokens of the component contract (docs/architecture.md, "Component contract").
+TENANT: Final = "composable:infra:Tenant"
+HOST: Final = "composable:infra:Host"
+DPU: Final = "composable:infra:Dpu"
+TENANT_NETWORK: Final = "composable:infra:TenantNetwork"
+HYPERVISOR_CLUSTER: Final = "composable:infra:HypervisorCluster"
+DPU_CLUSTER: Final = "composable:infra:DpuCluster"
+TENANT_CLUSTER: Final = "composable:infra:TenantCluster"
+GPU_COMPOSITION: Final = "composable:infra:GpuComposition"
+GPU_SHARING: Final = "composable:infra:GpuSharing"
+COMPOSER: Final = "composable:infra:Composer"
+ESTATE: Final = "composable:infra:Estate"
+
+Path = tuple[str | int, ...]
+
+
+class Unknown:
+    """The value of a property that is not known during preview (singleton :data:`UNKNOWN`)."""
+
+    _instance: Unknown | None = None
+
+    def __new__(cls) -> Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<unknown during preview>"
+
+    def __bool__(self) -> bool:
+        raise TypeError("an unknown preview value has no truth value; check `is UNKNOWN` first")
+
+    def __reduce__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Final = Unknown()
+
+
+class _Invalid:
+    """Marker returned by the ``read_*`` helpers after they recorded a violation."""
+
+    def __repr__(self) -> str:
+        return "<invalid>"
+
+
+INVALID: Final = _Invalid()
+
+
+@dataclass(frozen=True)
+class ResourceRecord:
+    """One resource of the stack as the rules see it.
+
+    Attributes:
+        type: Pulumi type token, e.g. ``composable:infra:Host``.
+        name: Pulumi resource name (the last part of the URN).
+        urn: the resource's URN; violations are reported against it.
+        props: the resource's inputs as plain data (see the module docstring).
+        secret_paths: property paths the engine marked secret; ``None`` when secretness was
+            not observable for this resource.
+        inputs_recorded: ``False`` when ``props`` are the resource's outputs because its
+            inputs were not seen in this run (for example a resource left out by ``--target``).
+    """
+
+    type: str
+    name: str
+    urn: str
+    props: Mapping[str, Any]
+    secret_paths: frozenset[Path] | None = frozenset()
+    inputs_recorded: bool = True
+
+    @property
+    def kind(self) -> str:
+        """The last part of the type token, e.g. ``Host``."""
+        return self.type.rsplit(":", 1)[-1]
+
+    @property
+    def label(self) -> str:
+        """How messages name the resource, e.g. ``Host 'gpu-node-01'``."""
+        return f"{self.kind} '{self.name}'"
+
+    @property
+    def ancestor_types(self) -> tuple[str, ...]:
+        """Type tokens of the resource's parents, outermost first, read from the URN.
+
+        URN shape (Pulumi docs, "Resource names"): ``urn:pulumi:<stack>::<project>::
+        <parent-type>$<child-type>::<name>``.
+        """
+        parts = self.urn.split("::")
+        if len(parts) < 4:
+            return ()
+        return tuple(parts[2].split("$")[:-1])
+
+    def is_secret(self, path: Path) -> bool | None:
+        """Whether ``path`` (or one of its ancestors) is a Pulumi secret; ``None`` if unobservable."""
+        if self.secret_paths is None:
+            return None
+        return any(path[:i] in self.secret_paths for i in range(len(path) + 1))
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One finding: ``message`` names the offending resources and the fix; ``urn`` is the one
+    the engine shows it against (``None`` = the stack as a whole)."""
+
+    rule: str
+    urn: str | None
+    message: str
+
+
+class Findings:
+    """Collects the violations of one rule run, in the shared message format.
+
+    Every message reads ``<Kind> '<name>': <problem> Fix: <fix>``.
+    """
+
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+        self.violations: list[Violation] = []
+
+    def add(self, rec: ResourceRecord | None, problem: str, fix: str) -> None:
+        """Record a violation against ``rec`` (``None``: the stack)."""
+        subject = f"{rec.label}: " if rec is not None else ""
+        message = f"{subject}{problem.rstrip('.')}. Fix: {fix.rstrip('.')}."
+        self.violations.append(Violation(self.rule, rec.urn if rec is not None else None, message))
+
+    def unprovable(self, rec: ResourceRecord, prop: str, why: str = "") -> None:
+        """Record that ``rec.<prop>`` is unknown during preview, so the rule cannot be proven."""
+        reason = f" ({why})" if why else ""
+        self.add(
+            rec,
+            f"{prop} is not known during preview, so this rule cannot be proven{reason}; "
+            "an unprovable mandatory rule fails rather than passing silently",
+            f"give {rec.kind}.{prop} a value known at preview time (from stack config, "
+            "not from another resource's output)",
+        )
+
+    def missing(self, rec: ResourceRecord, prop: str) -> None:
+        """Record that ``rec`` lacks the contract property ``prop``."""
+        where = "" if rec.inputs_recorded else (
+            " (its inputs were not seen in this run, e.g. it was left out by --target, so only "
+            "its outputs were checked)"
+        )
+        self.add(
+            rec,
+            f"has no '{prop}' property{where}, so this rule cannot be checked",
+            f"pass '{prop}' as a component property, as docs/architecture.md's component contract "
+            "requires",
+        )
+
+
+def of_type(resources: Iterable[ResourceRecord], token: str) -> list[ResourceRecord]:
+    """The records whose type token is ``token``, in stack order."""
+    return [r for r in resources if r.type == token]
+
+
+def read(
+    rec: ResourceRecord,
+    key: str,
+    found: Findings,
+    *,
+    kind: type | tuple[type, ...] = object,
+    required: bool = True,
+    default: Any = None,
+    what: str = "",
+) -> Any:
+    """Read a top-level property, recording a violation when it cannot be used.
+
+    Args:
+        rec: the record.
+        key: property name.
+        found: where violations go.
+        kind: accepted Python type(s); ``bool`` is never accepted for ``int``.
+        required: when ``False`` an absent value yields ``default`` without a violation.
+        default: value for an absent optional property.
+        what: how to describe ``kind`` in the message (e.g. ``"a list of host names"``).
+
+    Returns:
+        The value, ``default``, or :data:`INVALID` after recording a violation (absent
+        required, unknown, or of the wrong type).
+    """
+    if key not in rec.props or rec.props[key] is None:
+        if required:
+            found.missing(rec, key)
+            return INVALID
+        return default
+    value = rec.props[key]
+    if value is UNKNOWN:
+        found.unprovable(rec, key)
+        return INVALID
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds and int in kinds):
+        desc = what or " or ".join(k.__name__ for k in kinds)
+        found.add(rec, f"{key} must be {desc}, not {value!r}", f"set {rec.kind}.{key} to {desc}")
+        return INVALID
+    return value
+
+
+def read_int(
+    rec: ResourceRecord,
+    key: str,
+    found: Findings,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    required: bool = True,
+) -> Any:
+    """Read an integer property within ``lo..hi`` (inclusive); see :func:`read` for results."""
+    value = read(rec, key, found, kind=(int, float), required=required, what="an integer")
+    if value is INVALID or value is None:
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            found.add(rec, f"{key} must be an integer, not {value!r}", f"set {rec.kind}.{key} to an integer")
+            return INVALID
+        value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        found.add(rec, f"{key} {value} is outside {lo}..{hi}", f"choose {rec.kind}.{key} within {lo}..{hi}")
+        return INVALID
+    return value
+
+
+def read_str_list(
+    rec: ResourceRecord, key: str, found: Findings, *, required: bool = True, what: str = "a list of names"
+) -> Any:
+    """Read a list of strings; an unknown list or element makes the result :data:`INVALID`."""
+    value = read(rec, key, found, kind=list, required=required, default=[], what=what)
+    if value is INVALID:
+        return value
+    if any(e is UNKNOWN for e in value):
+        found.unprovable(rec, key, "an element is unknown")
+        return INVALID
+    if not all(isinstance(e, str) for e in value):
+        found.add(rec, f"{key} must be {what}, not {value!r}", f"set {rec.kind}.{key} to {what}")
+        return INVALID
+    return list(value)
+
+
+def read_cidr(rec: ResourceRecord, key: str, found: Findings) -> Any:
+    """Read a CIDR as an ``ipaddress`` network (host bits must be zero); see :func:`read`."""
+    value = read(rec, key, found, kind=str, what="a CIDR such as 10.0.0.0/24")
+    if value is INVALID:
+        return value
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        found.add(rec, f"{key} {value!r} is not a valid CIDR ({exc})", f"set {rec.kind}.{key} to a network "
+                  "address with its prefix length, e.g. 10.10.0.0/24")
+        return INVALID
+
+
+def domain_name(rec: ResourceRecord, found: Findings, key: str = "name") -> Any:
+    """The domain name of a record (its ``name`` property, else its Pulumi resource name).
+
+    Returns :data:`INVALID` (after recording it) when the property is unknown during preview.
+    """
+    value = rec.props.get(key)
+    if value is None:
+        return rec.name
+    if value is UNKNOWN:
+        found.unprovable(rec, key)
+        return INVALID
+    return str(value)
+
+
+def normalise(value: str) -> str:
+    """Compare enum-like strings loosely: ``DpuMode``, ``dpu-mode`` and ``DPU_MODE`` agree."""
+    return "".join(ch for ch in value.lower() if ch.isalnum())
+
+
+def index_by_name(records: Sequence[ResourceRecord], found: Findings) -> dict[str, ResourceRecord]:
+    """Map domain name -> record; records whose name is unknown are reported and left out."""
+    out: dict[str, ResourceRecord] = {}
+    for rec in records:
+        name = domain_name(rec, found)
+        if name is not INVALID:
+            out.setdefault(name, rec)
+    return out
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy of the pack.
+
+    Attributes:
+        name: the policy name the CLI prints (kebab-case, unique in the pack).
+        description: one line; the CLI prints it above every message of the rule.
+        check: ``check(resources, config) -> list[Violation]``; ``config`` is an instance of
+            ``config_model`` (defaults applied).
+        config_model: pydantic model of the rule's policy config (``--policy-pack-config``
+            keys besides ``enforcementLevel``), or ``None``.
+        enforcement: default level, ``"mandatory"`` or ``"advisory"``.
+    """
+
+    name: str
+    description: str
+    check: Callable[[Sequence[ResourceRecord], Any], list[Violation]]
+    config_model: type | None = None
+    enforcement: str = "mandatory"
+    tags: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,160 @@
+"""Tenant networks and tenant clusters: segment IDs, address ranges, attachments, control planes.
+
+Facts: VXLAN network identifiers are 24-bit (RFC 7348 section 5: 1..16777215 usable here);
+802.1Q VLAN IDs are 1..4094 (0 and 4095 reserved). k0rdent ships hosted-control-plane
+ClusterTemplates named ``<provider>-hosted-cp`` (BRIEF.md: ``kubevirt-hosted-cp``, k0smotron
+control plane in the management cluster).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import combinations
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .model import (
+    INVALID,
+    TENANT_CLUSTER,
+    TENANT_NETWORK,
+    Findings,
+    ResourceRecord,
+    Rule,
+    Violation,
+    of_type,
+    read,
+    read_cidr,
+    read_int,
+    read_str_list,
+)
+
+VXLAN_MAX = 16_777_215
+VLAN_MAX = 4094
+
+
+def check_network_uniqueness(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+    """``tenant-network-uniqueness``: no two tenant networks share a VXLAN ID or a VLAN ID, and
+    no two tenant networks' CIDRs overlap.
+
+    Every pair is checked, whether or not the tenants differ (two networks with one VXLAN ID
+    are one L2 segment); messages say when the pair crosses tenants. ``vlan_id`` may be absent
+    (untagged network); ``vxlan_id`` and ``cidr`` are required.
+    """
+    found = Findings(RULE_NETWORK_UNIQUENESS.name)
+    nets: list[tuple[ResourceRecord, Any, Any, Any, Any]] = []
+    for rec in of_type(resources, TENANT_NETWORK):
+        tenant = read(rec, "tenant", found, kind=str)
+        vxlan = read_int(rec, "vxlan_id", found, lo=1, hi=VXLAN_MAX)
+        vlan = read_int(rec, "vlan_id", found, lo=1, hi=VLAN_MAX, required=False)
+        cidr = read_cidr(rec, "cidr", found)
+        nets.append((rec, tenant, vxlan, vlan, cidr))
+
+    for (a, ta, vxa, vla, ca), (b, tb, vxb, vlb, cb) in combinations(nets, 2):
+        between = _between(a, ta, b, tb)
+        if vxa is not INVALID and vxa == vxb:
+            found.add(b, f"VXLAN ID {vxb} is also used by {a.label} {between}",
+                      f"give {b.label} a VXLAN ID no other tenant network uses")
+        if vla not in (INVALID, None) and vla == vlb:
+            found.add(b, f"VLAN ID {vlb} is also used by {a.label} {between}",
+                      f"give {b.label} a VLAN ID no other tenant network uses")
+        if ca is not INVALID and cb is not INVALID and ca.version == cb.version and ca.overlaps(cb):
+            found.add(b, f"CIDR {cb} overlaps CIDR {ca} of {a.label} {between}",
+                      f"give {b.label} an address range disjoint from every other tenant network")
+    return found.violations
+
+
+def _between(a: ResourceRecord, ta: Any, b: ResourceRecord, tb: Any) -> str:
+    if isinstance(ta, str) and isinstance(tb, str):
+        if ta != tb:
+            return f"(tenant '{tb}' vs tenant '{ta}': cross-tenant)"
+        return f"(both of tenant '{ta}')"
+    return "(tenant unknown)"
+
+
+def check_cluster_networks(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+    """``tenant-cluster-own-networks``: every entry ``<tenant>/<network>`` of a TenantCluster's
+    ``networks`` names a TenantNetwork declared in the stack whose ``tenant`` is the cluster's
+    own tenant."""
+    found = Findings(RULE_CLUSTER_NETWORKS.name)
+    declared: dict[tuple[str, str], ResourceRecord] = {}
+    for rec in of_type(resources, TENANT_NETWORK):
+        tenant, name = rec.props.get("tenant"), rec.props.get("name", rec.name)
+        if isinstance(tenant, str) and isinstance(name, str):
+            declared.setdefault((tenant, name), rec)
+        # Unknown tenant/name: the network rule reports it; a reference to it fails below.
+
+    for rec in of_type(resources, TENANT_CLUSTER):
+        tenant = read(rec, "tenant", found, kind=str)
+        networks = read_str_list(rec, "networks", found, what="a list of '<tenant>/<network>' names")
+        if tenant is INVALID or networks is INVALID:
+            continue
+        for ref in networks:
+            owner, sep, net = ref.partition("/")
+            if not sep or not owner or not net:
+                found.add(rec, f"network reference {ref!r} is not of the form '<tenant>/<network>'",
+                          f"write it as '{tenant}/<network>'")
+                continue
+            if owner != tenant:
+                found.add(rec, f"tenant '{tenant}' cluster attaches to network '{ref}' of tenant '{owner}'",
+                          f"attach {rec.label} only to networks of tenant '{tenant}'")
+                continue
+            target = declared.get((owner, net))
+            if target is None:
+                found.add(rec, f"network '{ref}' is not a TenantNetwork declared in this stack, so its "
+                          "ownership cannot be proven",
+                          f"declare TenantNetwork '{net}' for tenant '{tenant}' or remove the reference")
+    return found.violations
+
+
+class HostedControlPlaneConfig(BaseModel):
+    """Policy config of ``tenant-cluster-hosted-control-plane``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hosted_template_patterns: list[str] = Field(
+        default=[r"(^|-)hosted-cp($|-)"],
+        description="Regular expressions (re.search) a TenantCluster's ClusterTemplate name must match "
+        "to count as a hosted-control-plane template (k0rdent naming: '<provider>-hosted-cp[-<version>]').",
+    )
+
+
+def check_hosted_control_plane(
+    resources: Sequence[ResourceRecord], config: HostedControlPlaneConfig | None = None
+) -> list[Violation]:
+    """``tenant-cluster-hosted-control-plane``: TenantClusters set ``hosted_control_plane: true``
+    and use a hosted-control-plane ClusterTemplate, so no control plane runs on tenant workers."""
+    cfg = config or HostedControlPlaneConfig()
+    patterns = [re.compile(p) for p in cfg.hosted_template_patterns]
+    found = Findings(RULE_HOSTED_CONTROL_PLANE.name)
+    for rec in of_type(resources, TENANT_CLUSTER):
+        hosted = read(rec, "hosted_control_plane", found, kind=bool, what="true or false")
+        template = read(rec, "template", found, kind=str, what="a ClusterTemplate name")
+        if hosted is False:
+            found.add(rec, "hosted_control_plane is false: the control plane would run on tenant workers",
+                      "set hosted_control_plane: true and use a hosted-control-plane template such as "
+                      "kubevirt-hosted-cp")
+        if template is not INVALID and not any(p.search(template) for p in patterns):
+            found.add(rec, f"template '{template}' is not a hosted-control-plane ClusterTemplate "
+                      f"(patterns: {', '.join(cfg.hosted_template_patterns)})",
+                      "use a hosted-control-plane ClusterTemplate such as kubevirt-hosted-cp")
+    return found.violations
+
+
+RULE_NETWORK_UNIQUENESS = Rule(
+    name="tenant-network-uniqueness",
+    description="Tenant networks have unique VXLAN IDs and VLAN IDs and non-overlapping CIDRs.",
+    check=check_network_uniqueness,
+)
+RULE_CLUSTER_NETWORKS = Rule(
+    name="tenant-cluster-own-networks",
+    description="A tenant cluster attaches only to its own tenant's networks.",
+    check=check_cluster_networks,
+)
+RULE_HOSTED_CONTROL_PLANE = Rule(
+    name="tenant-cluster-hosted-control-plane",
+    description="Tenant clusters use a hosted-control-plane template (no control plane on tenant workers).",
+    check=check_hosted_control_plane,
+    config_model=HostedControlPlaneConfig,
+)
