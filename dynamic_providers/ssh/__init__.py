@@ -1,0 +1,18 @@
+"""Host and DPU preparation over SSH (issue 10), as Pulumi dynamic providers.
+
+Substitution: the design card names pulumi-command, whose provider plugin cannot be built
+on this machine (its Go module is not served by the Go proxy here). The same behaviour is
+implemented as Python dynamic providers that run the commands over SSH with paramiko.
+
+Layers (imports point one way): ``errors`` / ``mlxconfig_rules`` / ``kernel`` (pure) ←
+``models`` ← ``mlxconfig`` (pure parsing) ← ``client`` (the only I/O: SSH) ←
+``operations`` (query → change what differs → report) ← ``provider`` (Pulumi glue).
+
+Public names:
+
+- :class:`~dynamic_providers.ssh.provider.HostKernelPrep`,
+  :class:`~dynamic_providers.ssh.provider.DpuMlxconfig`,
+  :class:`~dynamic_providers.ssh.provider.SshConnectionArgs` (the Pulumi resources);
+- :mod:`~dynamic_providers.ssh.mlxconfig_rules` (pure validation, usable by policies);
+- :mod:`~dynamic_providers.ssh.errors` (exception tree).
+"""

@@ -1,0 +1,394 @@
+"""Pulumi dynamic resources that prepare hosts and DPUs over SSH.
+
+Substitution: the issue asks for pulumi-command, but its provider plugin cannot be built
+here (the Go module ``github.com/pulumi/pulumi-command/provider`` is not served by this
+machine's Go proxy). These Python dynamic providers do the same job (remote commands over
+SSH, as ``command.remote.Command`` would) with paramiko, and add what pulumi-command leaves
+to the user: query-before-change idempotency, validation in ``check``, host-key pinning and
+outputs that say whether a reboot or firmware reset is pending.
+
+Resources (type tokens ``pulumi-python:dynamic/ssh:<Name>``):
+
+- :class:`HostKernelPrep`: kernel args (default ``intel_iommu=on iommu=pt pci=realloc``) in
+  GRUB and a module blacklist (default ``nouveau``); reboots only with ``allow_reboot=True``.
+- :class:`DpuMlxconfig`: mlxconfig parameters of one DPU device; ``mlxfwreset`` only with
+  ``allow_firmware_reset=True``.
+
+Lifecycle: ``check`` validates every known input (mlxconfig names and ranges via
+:mod:`~dynamic_providers.ssh.mlxconfig_rules`) before anything connects; ``diff`` is pure
+(inputs against the last outputs; a changed ``triggers`` list forces a re-check);
+``create``/``update`` query, change only what differs and return every output; ``read``
+returns the recorded state (the state holds no connection details, so refresh cannot
+reach the target); ``delete`` leaves the machine as it is (firmware and boot settings are
+not rolled back by forgetting a resource).
+
+Secrets: ``connection`` (host, port, user, private key, pinned host key) is always wrapped
+as a Pulumi secret, so state stores it encrypted; no output echoes it. The only
+connection-derived output is the host key's public SHA256 fingerprint.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+from pydantic import ValidationError
+
+from dynamic_providers.ssh import mlxconfig_rules, operations
+from dynamic_providers.ssh.models import (
+    DEFAULT_BLACKLISTED_MODULES,
+    DEFAULT_KERNEL_ARGS,
+    DpuMlxconfigSpec,
+    HostKernelPrepSpec,
+    SshTarget,
+)
+
+__all__ = [
+    "DpuMlxconfig",
+    "DpuMlxconfigProvider",
+    "HostKernelPrep",
+    "HostKernelPrepProvider",
+    "SshConnectionArgs",
+]
+
+#: Pulumi's marker for a value not known during preview (``pulumi.runtime.rpc.UNKNOWN``).
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+class SshConnectionArgs(TypedDict, total=False):
+    """The ``connection`` input (see :class:`~dynamic_providers.ssh.models.SshTarget`).
+
+    Keys: ``host`` (str), ``port`` (int, default 22), ``user`` (str), ``private_key``
+    (str, OpenSSH/PEM), ``host_key`` (str, ``"<type> <base64>"``),
+    ``connect_timeout_seconds`` (float, default 10), ``command_timeout_seconds`` (float,
+    default 120). Pass values from ``Config.require_secret``.
+    """
+
+    host: pulumi.Input[str]
+    port: pulumi.Input[int]
+    user: pulumi.Input[str]
+    private_key: pulumi.Input[str]
+    host_key: pulumi.Input[str]
+    connect_timeout_seconds: pulumi.Input[float]
+    command_timeout_seconds: pulumi.Input[float]
+
+
+def _unknown(value: object) -> bool:
+    if isinstance(value, str):
+        return value == _UNKNOWN
+    if isinstance(value, Mapping):
+        return any(_unknown(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_unknown(v) for v in value)
+    return False
+
+
+def _pydantic_reasons(exc: ValidationError) -> list[str]:
+    """One line per error, *without* the input value (it may be a private key)."""
+    out = []
+    for e in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in e["loc"]) or "value"
+        out.append(f"{where}: {e['msg']}")
+    return out
+
+
+def _spec_fields(props: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    return {k: props[k] for k in names if props.get(k) is not None}
+
+
+def _check_connection(news: Mapping[str, Any]) -> list[CheckFailure]:
+    conn = news.get("connection")
+    if conn is None:
+        return [CheckFailure("connection", "connection: required (host, user, private_key, host_key)")]
+    if _unknown(conn):
+        return []
+    try:
+        SshTarget.model_validate(conn)
+    except ValidationError as exc:
+        return [CheckFailure("connection", f"connection.{r}") for r in _pydantic_reasons(exc)]
+    return []
+
+
+def _target(props: Mapping[str, Any]) -> SshTarget:
+    return SshTarget.model_validate(props["connection"])
+
+
+# ---------------------------------------------------------------------------------------------
+# HostKernelPrep
+
+_HOST_SPEC_FIELDS = ("kernel_args", "blacklisted_modules", "allow_reboot", "reboot_timeout_seconds",
+                     "sysroot", "use_sudo")
+_HOST_OUTPUTS = ("host_key_fingerprint", "changed", "configured_kernel_args", "missing_active_kernel_args",
+                 "loaded_blacklisted_modules", "reboot_pending", "rebooted")
+
+
+def _host_spec(props: Mapping[str, Any]) -> HostKernelPrepSpec:
+    return HostKernelPrepSpec.model_validate(_spec_fields(props, _HOST_SPEC_FIELDS))
+
+
+def _host_echo(spec: HostKernelPrepSpec, props: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kernel_args": list(spec.kernel_args), "blacklisted_modules": list(spec.blacklisted_modules),
+            "allow_reboot": spec.allow_reboot, "reboot_timeout_seconds": spec.reboot_timeout_seconds,
+            "sysroot": spec.sysroot, "use_sudo": spec.use_sudo, "triggers": props.get("triggers") or []}
+
+
+class HostKernelPrepProvider(ResourceProvider):
+    """Dynamic provider of :class:`HostKernelPrep` (stateless; safe on several threads)."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate connection and spec without connecting; unknown values are skipped."""
+        failures = _check_connection(news)
+        fields = _spec_fields(news, _HOST_SPEC_FIELDS)
+        if not _unknown(fields):
+            try:
+                HostKernelPrepSpec.model_validate(fields)
+            except ValidationError as exc:
+                failures += [CheckFailure(r.split(".")[0].split(":")[0], r) for r in _pydantic_reasons(exc)]
+        return CheckResult(news, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
+        reboot is now allowed. Pure: no connection."""
+        if _unknown({k: news.get(k) for k in (*_HOST_SPEC_FIELDS, "connection", "triggers")}):
+            return DiffResult(changes=True)
+        try:
+            spec = _host_spec(news)
+            fingerprint = _target(news).host_key_fingerprint
+        except ValidationError:
+            return DiffResult(changes=True)
+        echo = _host_echo(spec, news)
+        changed = any(olds.get(k) != v for k, v in echo.items())
+        changed |= olds.get("host_key_fingerprint") != fingerprint
+        changed |= bool(olds.get("reboot_pending")) and spec.allow_reboot
+        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+
+    def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        spec, target = _host_spec(props), _target(props)
+        result = operations.prepare_host(target, spec)
+        return {**_host_echo(spec, props), "host_key_fingerprint": target.host_key_fingerprint, **result}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        """Query the host, change what differs, maybe reboot; return every output."""
+        return CreateResult(id_=f"host-{uuid.uuid4().hex}", outs=self._apply(props))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Same as create, for the new inputs."""
+        return UpdateResult(outs=self._apply(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Return the recorded outputs (no connection details are stored to reach the host)."""
+        return ReadResult(id_=id_, outs=props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Forget the resource; the host keeps its kernel arguments and blacklist."""
+
+
+class HostKernelPrep(Resource, module="ssh", name="HostKernelPrep"):
+    """Kernel arguments and module blacklist of one already-installed host, over SSH.
+
+    Outputs (besides the echoed inputs):
+        host_key_fingerprint: ``SHA256:...`` of the pinned host key.
+        changed: what this run changed: ``grub``, ``modprobe``, ``initramfs``.
+        configured_kernel_args: ``GRUB_CMDLINE_LINUX`` tokens after the run.
+        missing_active_kernel_args: wanted args not yet in ``/proc/cmdline``.
+        loaded_blacklisted_modules: blacklisted modules still loaded.
+        reboot_pending: True until the host has booted with the new settings.
+        rebooted: this run rebooted the host (only with ``allow_reboot``).
+    """
+
+    host_key_fingerprint: pulumi.Output[str]
+    changed: pulumi.Output[list[str]]
+    configured_kernel_args: pulumi.Output[list[str]]
+    missing_active_kernel_args: pulumi.Output[list[str]]
+    loaded_blacklisted_modules: pulumi.Output[list[str]]
+    reboot_pending: pulumi.Output[bool]
+    rebooted: pulumi.Output[bool]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: pulumi.Input[SshConnectionArgs],
+        kernel_args: pulumi.Input[Sequence[pulumi.Input[str]]] = DEFAULT_KERNEL_ARGS,
+        blacklisted_modules: pulumi.Input[Sequence[pulumi.Input[str]]] = DEFAULT_BLACKLISTED_MODULES,
+        allow_reboot: pulumi.Input[bool] = False,
+        reboot_timeout_seconds: pulumi.Input[float] = 600.0,
+        sysroot: pulumi.Input[str] = "",
+        use_sudo: pulumi.Input[bool] = False,
+        triggers: pulumi.Input[Sequence[Any]] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Args:
+            name: Pulumi resource name (e.g. ``f"{host}-kernel"``).
+            connection: :class:`SshConnectionArgs`; always stored as a secret.
+            kernel_args: arguments that must be on the kernel command line.
+            blacklisted_modules: modules to blacklist (empty list removes our file).
+            allow_reboot: reboot when pending (stack config opt-in; default False).
+            reboot_timeout_seconds: wait for SSH after the reboot.
+            sysroot: path prefix for every file (lab stand-ins); ``""`` on real hosts.
+            use_sudo: run privileged commands with ``sudo -n``.
+            triggers: any values; a change re-runs the query-and-converge step.
+        """
+        props: dict[str, Any] = {
+            "connection": pulumi.Output.secret(connection),
+            "kernel_args": kernel_args,
+            "blacklisted_modules": blacklisted_modules,
+            "allow_reboot": allow_reboot,
+            "reboot_timeout_seconds": reboot_timeout_seconds,
+            "sysroot": sysroot,
+            "use_sudo": use_sudo,
+            "triggers": triggers or [],
+            **dict.fromkeys(_HOST_OUTPUTS),
+        }
+        super().__init__(HostKernelPrepProvider(), name, props, opts)
+
+
+# ---------------------------------------------------------------------------------------------
+# DpuMlxconfig
+
+_DPU_SPEC_FIELDS = ("device", "parameters", "allow_firmware_reset", "reset_level", "use_sudo")
+_DPU_OUTPUTS = ("host_key_fingerprint", "changed", "next_boot", "current", "pending_parameters",
+                "reset_pending", "reset_performed")
+
+
+def _dpu_spec(props: Mapping[str, Any]) -> DpuMlxconfigSpec:
+    return DpuMlxconfigSpec.model_validate(_spec_fields(props, _DPU_SPEC_FIELDS))
+
+
+def _dpu_echo(spec: DpuMlxconfigSpec, props: Mapping[str, Any]) -> dict[str, Any]:
+    return {"device": spec.device, "parameters": dict(spec.parameters),
+            "allow_firmware_reset": spec.allow_firmware_reset, "reset_level": spec.reset_level,
+            "use_sudo": spec.use_sudo, "triggers": props.get("triggers") or []}
+
+
+class DpuMlxconfigProvider(ResourceProvider):
+    """Dynamic provider of :class:`DpuMlxconfig` (stateless; safe on several threads)."""
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate connection, device and every mlxconfig name/value before anything runs.
+
+        Each rule violation is its own failure on property ``parameters`` whose reason
+        starts with the parameter name (``VIRTIO_NET_EMULATION_NUM_PF: 40 is out of range
+        0..31 ...``).
+        """
+        failures = _check_connection(news)
+        params = news.get("parameters")
+        if not isinstance(params, Mapping) and not _unknown(params):
+            failures.append(CheckFailure("parameters", "parameters: required map of mlxconfig name to value"))
+        elif isinstance(params, Mapping):
+            known = {k: v for k, v in params.items() if not _unknown(v)}
+            if known or not params:  # all-unknown values wait for the real run's check
+                failures += [CheckFailure("parameters", v.reason) for v in mlxconfig_rules.violations(known)]
+        others = {k: v for k, v in _spec_fields(news, _DPU_SPEC_FIELDS).items() if k != "parameters"}
+        if not _unknown(others):
+            try:
+                DpuMlxconfigSpec.model_validate({**others, "parameters": {"VIRTIO_NET_EMULATION_ENABLE": 1}})
+            except ValidationError as exc:
+                failures += [CheckFailure(r.split(":")[0], r) for r in _pydantic_reasons(exc)]
+        return CheckResult(news, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
+        firmware reset is now allowed. Pure: no connection."""
+        if _unknown({k: news.get(k) for k in (*_DPU_SPEC_FIELDS, "connection", "triggers")}):
+            return DiffResult(changes=True)
+        try:
+            spec = _dpu_spec(news)
+            fingerprint = _target(news).host_key_fingerprint
+        except (ValidationError, ValueError):
+            return DiffResult(changes=True)
+        echo = _dpu_echo(spec, news)
+        changed = any(olds.get(k) != v for k, v in echo.items())
+        changed |= olds.get("host_key_fingerprint") != fingerprint
+        changed |= bool(olds.get("reset_pending")) and spec.allow_firmware_reset
+        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+
+    def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        spec, target = _dpu_spec(props), _target(props)
+        result = operations.configure_dpu(target, spec)
+        return {**_dpu_echo(spec, props), "host_key_fingerprint": target.host_key_fingerprint, **result}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        """Query, set only what differs, maybe reset; return every output."""
+        return CreateResult(id_=f"dpu-{uuid.uuid4().hex}", outs=self._apply(props))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Same as create, for the new inputs."""
+        return UpdateResult(outs=self._apply(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Return the recorded outputs (no connection details are stored to reach the DPU)."""
+        return ReadResult(id_=id_, outs=props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Forget the resource; the firmware keeps its configuration."""
+
+
+class DpuMlxconfig(Resource, module="ssh", name="DpuMlxconfig"):
+    """mlxconfig parameters of one DPU device, set over SSH (on the DPU's Arm OS or its host).
+
+    Outputs (besides the echoed, normalised inputs):
+        host_key_fingerprint: ``SHA256:...`` of the pinned host key.
+        changed: parameter names set in this run (empty when nothing differed).
+        next_boot: ``{name: int}`` Next Boot values after the run.
+        current: ``{name: int}`` values in effect now.
+        pending_parameters: names whose Current differs from Next Boot.
+        reset_pending: True while a firmware reset (or power cycle) is still needed.
+        reset_performed: this run ran ``mlxfwreset`` (only with ``allow_firmware_reset``).
+    """
+
+    host_key_fingerprint: pulumi.Output[str]
+    changed: pulumi.Output[list[str]]
+    next_boot: pulumi.Output[dict[str, int]]
+    current: pulumi.Output[dict[str, int]]
+    pending_parameters: pulumi.Output[list[str]]
+    reset_pending: pulumi.Output[bool]
+    reset_performed: pulumi.Output[bool]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: pulumi.Input[SshConnectionArgs],
+        device: pulumi.Input[str],
+        parameters: pulumi.Input[Mapping[str, pulumi.Input[int | bool | str]]],
+        allow_firmware_reset: pulumi.Input[bool] = False,
+        reset_level: pulumi.Input[int] = 3,
+        use_sudo: pulumi.Input[bool] = False,
+        triggers: pulumi.Input[Sequence[Any]] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """Args:
+            name: Pulumi resource name (e.g. ``f"{dpu}-mlxconfig"``).
+            connection: :class:`SshConnectionArgs`; always stored as a secret.
+            device: mst device or PCI address (``/dev/mst/mt41692_pciconf0``).
+            parameters: ``{mlxconfig name: value}``; see
+                :mod:`~dynamic_providers.ssh.mlxconfig_rules` for names and ranges.
+            allow_firmware_reset: run ``mlxfwreset`` when pending (default False).
+            reset_level: ``mlxfwreset --level`` (default 3).
+            use_sudo: run mlxconfig/mlxfwreset with ``sudo -n``.
+            triggers: any values; a change re-runs the query-and-converge step.
+        """
+        props: dict[str, Any] = {
+            "connection": pulumi.Output.secret(connection),
+            "device": device,
+            "parameters": parameters,
+            "allow_firmware_reset": allow_firmware_reset,
+            "reset_level": reset_level,
+            "use_sudo": use_sudo,
+            "triggers": triggers or [],
+            **dict.fromkeys(_DPU_OUTPUTS),
+        }
+        super().__init__(DpuMlxconfigProvider(), name, props, opts)
