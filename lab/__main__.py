@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
             controlplane.start(cfg)
             if not args.no_simulators:
                 services.start_simulators(cfg)
+                problem = services.start_sshd(cfg)
+                if problem:
+                    print(f"note: lab sshd not started ({problem}); host preparation over SSH "
+                          "is unavailable", file=sys.stderr)
         except processes.LabProcessError as exc:
             print(f"lab up failed: {exc}", file=sys.stderr)
             print("Stop what started with: make lab-down", file=sys.stderr)
@@ -44,15 +48,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lab up in {time.monotonic() - t0:.1f} s; KUBECONFIG={cfg.kubeconfig}")
         return 0
     if args.cmd == "down":
-        stopped = controlplane.stop(wipe=args.wipe)
+        cfg = controlplane.LabConfig()
+        sshd_stopped = services.stop_sshd(cfg, wipe=args.wipe)
+        stopped = controlplane.stop(cfg, wipe=args.wipe) + (["sshd"] if sshd_stopped else [])
         if args.wipe:
-            services.wipe_state(controlplane.LabConfig())
+            services.wipe_state(cfg)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     cfg = controlplane.LabConfig()
     for name in [*controlplane.CONTROL_PLANE, *services.SIMULATORS]:
         pid = processes.running(cfg.lab_dir, name)
         print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    from lab import sshd
+
+    pid = sshd.status(services.sshd_dir(cfg))
+    print(f"{'sshd':26} {'running, pid ' + str(pid) if pid else 'stopped'}")
     return 0
 
 

@@ -113,6 +113,11 @@ def stop(lab_dir: Path, name: str, *, grace_seconds: float = 10.0) -> bool:
                 time.sleep(0.1)
             if not _alive(pid):
                 break
+        # The leader is gone; sweep any member of its group that ignored SIGTERM.
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         stopped = True
     f.unlink(missing_ok=True)
     return stopped

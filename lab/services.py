@@ -15,8 +15,10 @@ on the command line.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,6 +79,38 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
     ports = [*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()]
     processes.wait_until(lambda: all(processes.port_open(p) for p in ports), what="redfish-sim",
                          timeout_seconds=30, lab_dir=cfg.lab_dir, name="redfish-sim")
+
+
+SSHD_PORT = 18022
+
+
+def sshd_dir(cfg: LabConfig) -> Path:
+    """Instance directory of the lab sshd: under /tmp, because the unprivileged SSH user must
+    be able to traverse its parents (a checkout under /root would not allow that)."""
+    digest = hashlib.sha256(str(cfg.lab_dir.resolve()).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"composable-gpu-sshd-{digest}"
+
+
+def start_sshd(cfg: LabConfig) -> str | None:
+    """Start the lab sshd (host-preparation target) on 127.0.0.1:18022.
+
+    Returns None when it runs, or the reason it could not start (not root, no sshd): the
+    rest of the lab does not need it, so ``lab up`` reports it and goes on.
+    """
+    from lab import sshd
+
+    try:
+        sshd.start(sshd_dir(cfg), port=SSHD_PORT)
+    except processes.LabProcessError as exc:
+        return str(exc)
+    return None
+
+
+def stop_sshd(cfg: LabConfig, *, wipe: bool = False) -> bool:
+    """Stop the lab sshd (and delete its user); True if it was running."""
+    from lab import sshd
+
+    return sshd.stop(sshd_dir(cfg), wipe=wipe)
 
 
 def wipe_state(cfg: LabConfig) -> None:
