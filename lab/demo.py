@@ -1,0 +1,116 @@
+"""``python -m lab.demo``: the README's main command, end to end on the embedded lab.
+
+1. Start the lab (control plane, Director and Redfish simulators, GPU agent).
+2. ``pulumi up`` the dev stack with the policy pack (lab enforcement), through the real CLI.
+3. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs).
+4. Run the article's scenario against the composer the stack deployed: the controller runs
+   as a local process authenticated as the chart's ServiceAccount (kwok runs no containers),
+   a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets both, it ends, the GPUs go back
+   to the free pool after the idle timeout, and a pod pinned to ``blade-slot-2`` gets the same
+   two GPUs. Each step is printed with its time.
+
+Exit code 0 on success; on failure the message says which step failed and where its log is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lab import controlplane, processes, scenario, services
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class DemoError(RuntimeError):
+    """A demo step failed; the message says which and what to look at."""
+
+
+def _pulumi(stack: str, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["pulumi", *args, "--stack", stack, "--non-interactive"],
+        cwd=ROOT, text=True, capture_output=capture, timeout=1800,
+    )
+
+
+def ensure_stack(stack: str) -> None:
+    """Select the stack in the configured backend, creating it (config file kept) if needed."""
+    (ROOT / ".pulumi-state").mkdir(exist_ok=True)
+    if _pulumi(stack, "stack", "select").returncode != 0:
+        created = subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=ROOT,
+                                 text=True, capture_output=True)
+        if created.returncode != 0:
+            raise DemoError(f"pulumi stack init {stack} failed:\n{created.stderr}")
+
+
+def pulumi_up(stack: str) -> dict[str, Any]:
+    """``pulumi up`` with the policy pack; returns the stack outputs (secrets stay hidden)."""
+    policy_cfg = ROOT / "policies" / "config" / "lab.json"
+    up = _pulumi(stack, "up", "--yes", "--skip-preview", "--policy-pack", str(ROOT / "policies"),
+                 "--policy-pack-config", str(policy_cfg), capture=False)
+    if up.returncode != 0:
+        raise DemoError(f"pulumi up --stack {stack} failed (output above)")
+    out = _pulumi(stack, "stack", "output", "--json")
+    if out.returncode != 0:
+        raise DemoError(f"pulumi stack output failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def step(title: str) -> Callable[[str], None]:
+    """Print a step header; returns a function printing timed lines under it."""
+    t0 = time.monotonic()
+    print(f"\n== {title}", flush=True)
+
+    def line(msg: str) -> None:
+        print(f"  [{time.monotonic() - t0:6.1f} s] {msg}", flush=True)
+
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    ap = argparse.ArgumentParser(prog="python -m lab.demo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stack", default="dev")
+    ap.add_argument("--no-scenario", action="store_true", help="stop after the summary")
+    ap.add_argument("--idle-timeout-seconds", type=float, default=15.0,
+                    help="composer idle timeout used in the scenario (default 15)")
+    args = ap.parse_args(argv)
+    if args.stack == "dev":
+        os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "dev-lab-only-passphrase")
+    try:
+        say = step("lab: control plane and hardware simulators on 127.0.0.1")
+        cfg = controlplane.start(controlplane.LabConfig())
+        services.start_simulators(cfg)
+        say(f"ready; KUBECONFIG={cfg.kubeconfig}")
+
+        say = step(f"pulumi up --stack {args.stack} (policy pack: policies/, lab enforcement)")
+        ensure_stack(args.stack)
+        outputs = pulumi_up(args.stack)
+        say("stack is up")
+
+        step("estate summary")
+        from stack_config.summary import render_summary
+
+        print(render_summary(outputs["estate"]), flush=True)
+
+        if not args.no_scenario:
+            scenario.run_article_scenario(cfg, outputs["estate"], step=step,
+                                          idle_timeout_seconds=args.idle_timeout_seconds)
+    except (DemoError, processes.LabProcessError, scenario.ScenarioError) as exc:
+        print(f"\ndemo failed: {exc}", file=sys.stderr)
+        print("Lab logs: .lab/logs/; stop everything with: make lab-down", file=sys.stderr)
+        return 1
+    print("\ndemo done. The lab keeps running: `make lab-down` stops it; `make destroy` removes the stack.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
