@@ -10,7 +10,7 @@ ifeq ($(STACK),dev)
 PASS := export PULUMI_CONFIG_PASSPHRASE=dev-lab-only-passphrase &&
 endif
 
-.PHONY: setup demo lab-up lab-down lab-status preview up destroy summary test lint bench
+.PHONY: setup demo lab-up lab-down lab-status preview review up destroy test lint bench ci
 
 setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when warm)
 	bash lab/setup.sh
@@ -30,6 +30,9 @@ lab-status:
 preview:
 	$(ENV) $(PASS) pulumi preview --stack $(STACK) --diff
 
+review:  ## Markdown preview summary (with the policy pack) for a pull-request comment
+	$(ENV) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
+
 up:
 	$(ENV) $(PASS) pulumi up --stack $(STACK) --yes
 
@@ -45,3 +48,6 @@ lint:
 
 bench: setup
 	$(ENV) python -m bench
+
+ci: setup  ## The CI recipe: tests, policy pack on every stack, preview summaries
+	bash ci/pipeline.sh
