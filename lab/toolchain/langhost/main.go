@@ -32,6 +32,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -59,6 +60,31 @@ type host struct {
 	mu            sync.Mutex
 	engineAddress string
 	rootDirectory string
+	children      map[*exec.Cmd]struct{}
+}
+
+// track records a started child process until it is waited for.
+func (h *host) track(cmd *exec.Cmd, running bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.children == nil {
+		h.children = map[*exec.Cmd]struct{}{}
+	}
+	if running {
+		h.children[cmd] = struct{}{}
+	} else {
+		delete(h.children, cmd)
+	}
+}
+
+func (h *host) killChildren() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for cmd := range h.children {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+		}
+	}
 }
 
 func main() {
@@ -89,6 +115,15 @@ func main() {
 	if err != nil {
 		fatal(fmt.Errorf("starting language host gRPC server: %w", err))
 	}
+	// The engine stops plugins with SIGINT and waits up to 5 s before killing them: exit
+	// promptly, taking any running program or plugin process with us.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		h.killChildren()
+		os.Exit(0)
+	}()
 	// The engine reads the port from the first line of stdout.
 	fmt.Printf("%d\n", handle.Port)
 	if err := <-handle.Done; err != nil {
@@ -221,7 +256,13 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		"PULUMI_CONFIG="+string(configJSON),
 		"PULUMI_CONFIG_SECRET_KEYS="+string(secretJSON),
 	)
-	if err := cmd.Run(); err != nil {
+	err = cmd.Start()
+	if err == nil {
+		h.track(cmd, true)
+		err = cmd.Wait()
+		h.track(cmd, false)
+	}
+	if err != nil {
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
 			if status, ok := exitErr.Sys().(syscall.WaitStatus); ok {
@@ -266,6 +307,8 @@ func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, srv pulumirpc.Language
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting plugin %s with %s: %w", dir, py, err)
 	}
+	h.track(cmd, true)
+	defer h.track(cmd, false)
 	var sendMu sync.Mutex
 	send := func(r *pulumirpc.RunPluginResponse) {
 		sendMu.Lock()
