@@ -1,0 +1,406 @@
+"""Part 4: ``pulumi preview`` wall time and peak memory, dev stack and generated fleets.
+
+Everything runs in a temporary copy of the program (``Pulumi.yaml``, ``__main__.py``,
+``components/``, ``stack_config/``, ``dynamic_providers/``, ``charts/``) with its own file
+backend, so ``Pulumi.dev.yaml`` and the repository's state are never touched:
+
+- **dev**: ``Pulumi.dev.yaml`` copied as is (its secrets decrypt with the dev stack's lab-only
+  passphrase); its relative paths (``.lab/kubeconfig``, the BMC CA bundle) resolve inside the
+  copy to the benchmark's own control plane (:mod:`bench.labctl`).
+- **fleet-N** (N = 16, 64, 256): :func:`fleet_config` generates N hosts, each with a BMC and a
+  BlueField-3 DPU, in one hypervisor cluster, plus tenants and networks; secrets reuse the dev
+  stack's ciphertexts under its encryption salt (same passphrase), so no plaintext is written.
+
+Figures per stack:
+
+- ``wall_seconds``: ``pulumi preview`` from start to exit (``time.perf_counter``).
+- ``peak_tree_rss_mib``: highest sum of RSS over the CLI and all its descendant processes
+  (engine, language host, the Python program, resource providers), sampled from ``/proc``
+  every 50 ms; ``peak_rss_by_process_mib`` the highest RSS of each kind of process.
+- ``program``: measured inside the real run by a thin wrapper ``__main__.py`` in the copy that
+  runs the real program with ``runpy``: ``construct_seconds`` (the program's module code:
+  config validation and component construction, synchronous Python), ``cpu_seconds`` (user +
+  system CPU of the program process over its whole life, including waiting on the engine's
+  RPCs) and ``alive_seconds``, ``maxrss_mib``.
+- ``mocks``: the same program under ``pulumi.runtime.set_mocks`` in a fresh interpreter (no
+  engine, no providers): ``seconds`` and ``tracemalloc`` peak, the program's own Python cost.
+- ``engine_seconds`` = ``wall_seconds - program.alive_seconds``: CLI start-up, plugin loading,
+  and the engine's and providers' work after the program exits; the overlap while the program
+  runs is the part of ``alive_seconds`` not spent on ``cpu_seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What the program needs from the checkout.
+PROGRAM_DIRS = ("components", "stack_config", "dynamic_providers", "charts")
+DEV_PASSPHRASE = "dev-lab-only-passphrase"
+PROJECT = "composable-gpu"
+CONFIG_KEY = f"{PROJECT}:estate"
+
+_WRAPPER = '''"""Benchmark wrapper (bench/preview.py): runs the real program and records its own cost."""
+import atexit, json, os, resource, runpy, time
+from pathlib import Path
+
+_t0 = time.perf_counter()
+_stats = {}
+
+
+def _dump():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    _stats.update(cpu_seconds=ru.ru_utime + ru.ru_stime, maxrss_mib=ru.ru_maxrss / 1024,
+                  alive_seconds=time.perf_counter() - _t0)
+    out = os.environ.get("BENCH_PROGRAM_STATS")
+    if out:
+        Path(out).write_text(json.dumps(_stats))
+
+
+atexit.register(_dump)
+runpy.run_path(str(Path(__file__).with_name("_program.py")), run_name="__main__")
+_stats["construct_seconds"] = time.perf_counter() - _t0
+'''
+
+_MOCK_RUNNER = '''
+import json, sys, time, tracemalloc
+from pathlib import Path
+import pulumi
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        return [args.name + "_id", dict(args.inputs)]
+    def call(self, args):
+        return {}
+
+cfg = json.loads(Path(sys.argv[1]).read_text())
+root = Path(sys.argv[2])
+sys.path.insert(0, str(root))
+pulumi.runtime.set_all_config({"%s": json.dumps(cfg)})
+pulumi.runtime.set_mocks(Mocks(), project="%s", stack=sys.argv[3], preview=True)
+trace = sys.argv[4] == "trace"
+if trace:
+    tracemalloc.start()
+t0 = time.perf_counter()
+import runpy
+runpy.run_path(str(root / "_program.py"), run_name="__main__")
+# let the mock engine resolve every registration
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _sync_await
+_sync_await(wait_for_rpcs())
+dt = time.perf_counter() - t0
+if trace:
+    _, peak = tracemalloc.get_traced_memory()
+    print(json.dumps({"tracemalloc_peak_mib": peak / 2**20}))
+else:
+    print(json.dumps({"seconds": dt}))
+''' % (CONFIG_KEY, PROJECT)
+
+
+def make_project_copy(dest: Path, *, kubeconfig: Path, ca_pem: Path) -> Path:
+    """Copy the program into ``dest`` with the wrapper ``__main__.py`` and lab paths filled in.
+
+    ``.lab/kubeconfig`` becomes a copy of ``kubeconfig``; ``.lab/sim-state/redfish/tls/ca.pem``
+    a copy of ``ca_pem`` (any PEM CA: preview does not contact the BMCs).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    for d in PROGRAM_DIRS:
+        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    shutil.copy2(ROOT / "__main__.py", dest / "_program.py")
+    (dest / "__main__.py").write_text(_WRAPPER)
+    proj = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    proj.setdefault("runtime", {}).setdefault("options", {})["virtualenv"] = str(Path(sys.prefix))
+    (dest / "Pulumi.yaml").write_text(yaml.safe_dump(proj, sort_keys=False))
+    lab = dest / ".lab"
+    (lab / "sim-state" / "redfish" / "tls").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(kubeconfig, lab / "kubeconfig")
+    shutil.copy2(ca_pem, lab / "sim-state" / "redfish" / "tls" / "ca.pem")
+    return dest
+
+
+def _dev_stack() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+
+
+def fleet_config(n_hosts: int, *, dev: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stack file (``Pulumi.<stack>.yaml`` content) with ``n_hosts`` hosts.
+
+    Hosts ``gpu-node-001..N`` are bare-metal workers with a BMC and a DPU each (endpoints on
+    ``127.0.0.1``, distinct ports; never contacted by preview), all in one hypervisor cluster;
+    one tenant per 16 hosts (at least 2) with a network and a child cluster; the Director pool
+    holds 4 GPUs per host. Passwords reuse the dev stack's ciphertexts and encryption salt.
+    """
+    dev = dev or _dev_stack()
+    est = dev["config"][CONFIG_KEY]
+    bmc_pw = est["hosts"][0]["bmc"]["password"]
+    dpu_pw = est["hosts"][0]["dpu"]["bmc"]["password"]
+    names = [f"gpu-node-{i:03d}" for i in range(1, n_hosts + 1)]
+    hosts = []
+    for i, name in enumerate(names, start=1):
+        mac = f"52:54:00:{(i >> 16) & 0xFF:02x}:{(i >> 8) & 0xFF:02x}:{i & 0xFF:02x}"
+        hosts.append(
+            {
+                "name": name,
+                "role": "baremetal-worker",
+                "boot_mac": mac,
+                "bmc": {
+                    "endpoint": f"https://127.0.0.1:{20000 + i}",
+                    "username": "root",
+                    "ca_bundle": ".lab/sim-state/redfish/tls/ca.pem",
+                    "password": bmc_pw,
+                },
+                "dpu": {
+                    "name": f"dpu-{name}",
+                    "bmc": {
+                        "endpoint": f"https://127.0.0.1:{30000 + i}",
+                        "username": "root",
+                        "ca_bundle": ".lab/sim-state/redfish/tls/ca.pem",
+                        "password": dpu_pw,
+                    },
+                },
+            }
+        )
+    n_tenants = max(2, n_hosts // 16)
+    tenants = [
+        {
+            "name": f"tenant-{t:02d}",
+            "networks": [
+                {
+                    "name": f"tenant-{t:02d}-net",
+                    "cidr": f"10.{t // 256}.{t % 256}.0/24",
+                    "vxlan_id": 10000 + t,
+                    "vlan_id": 100 + t,
+                    "gateway": f"10.{t // 256}.{t % 256}.1",
+                }
+            ],
+            "clusters": [{"name": f"tenant-{t:02d}-k8s", "hypervisor_cluster": "fleet-workers", "workers": 1}],
+            "gpu_quota": 4,
+            "allowed_models": ["Tesla-T4"],
+        }
+        for t in range(1, n_tenants + 1)
+    ]
+    estate = {
+        **{k: v for k, v in est.items() if k in ("environment", "mothership", "fabric", "composer")},
+        "hosts": hosts,
+        "hypervisor_clusters": [
+            {
+                "name": "fleet-workers",
+                "hosts": names,
+                "gpu_workload_mode": "container",
+                "kubevirt": True,
+                "control_plane_replicas": 1,
+            }
+        ],
+        "dpu_cluster": {"name": "fleet-dpu"},
+        "tenants": tenants,
+        "gpu_compositions": [],
+    }
+    estate["fabric"] = {**est["fabric"], "pools": [{**est["fabric"]["pools"][0], "size": 4 * n_hosts}]}
+    estate["composer"] = {**est.get("composer", {}), "target_cluster": "fleet-workers"}
+    return {"config": {CONFIG_KEY: estate}, "encryptionsalt": dev["encryptionsalt"]}
+
+
+def _plain_for_mocks(obj: Any) -> Any:
+    """Replace ``{secure: ...}`` leaves by a plaintext placeholder (mocks have no decrypter)."""
+    if isinstance(obj, dict):
+        if set(obj) == {"secure"}:
+            return "bench-placeholder-secret"
+        return {k: _plain_for_mocks(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain_for_mocks(v) for v in obj]
+    return obj
+
+
+class TreeSampler:
+    """Samples the summed RSS of a process and all its descendants from ``/proc`` (MiB)."""
+
+    def __init__(self, pid: int, interval_seconds: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval_seconds
+        self.peak_mib = 0.0
+        self.by_name: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _children() -> dict[int, list[int]]:
+        kids: dict[int, list[int]] = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(d))
+        return kids
+
+    @staticmethod
+    def _rss_and_name(pid: int) -> tuple[float, str]:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return 0.0, ""
+        rss = 0.0
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+        args = [a.decode(errors="replace") for a in cmd if a]
+        name = Path(args[0]).name if args else "?"
+        if name.startswith("python") and len(args) > 1:
+            tail = next((a for a in args[1:] if not a.startswith("-")), "")
+            name = f"python {Path(tail).name}" if tail else name
+        return rss, name
+
+    def sample(self) -> None:
+        kids = self._children()
+        stack, total, seen = [self.pid], 0.0, set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            rss, name = self._rss_and_name(p)
+            total += rss
+            if name:
+                self.by_name[name] = max(self.by_name.get(name, 0.0), rss)
+            stack.extend(kids.get(p, []))
+        self.peak_mib = max(self.peak_mib, total)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _env(project: Path, backend: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PULUMI_BACKEND_URL=f"file://{backend}",
+        PULUMI_CONFIG_PASSPHRASE=DEV_PASSPHRASE,
+        PULUMI_SKIP_UPDATE_CHECK="1",
+        PULUMI_DIY_BACKEND_NO_LEGACY_WARNING="1",
+    )
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    return env
+
+
+def run_preview(project: Path, stack: str, stack_doc: dict[str, Any], backend: Path, *, timeout: float = 900) -> dict[str, Any]:
+    """``pulumi stack init`` + ``pulumi preview`` of ``stack_doc`` in ``project``; the figures.
+
+    Returns ``{"wall_seconds", "peak_tree_rss_mib", "peak_rss_by_process_mib", "program",
+    "resources" (planned creates), "ok", "exit_code", "tail"}``.
+    """
+    env = _env(project, backend)
+    (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(stack_doc, sort_keys=False))
+    subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=project, env=env,
+                   capture_output=True, text=True, timeout=120)
+    stats_file = project / f".bench-program-{stack}.json"
+    stats_file.unlink(missing_ok=True)
+    env["BENCH_PROGRAM_STATS"] = str(stats_file)
+    argv = ["pulumi", "preview", "--stack", stack, "--non-interactive", "--json"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with TreeSampler(proc.pid) as sampler:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    program = json.loads(stats_file.read_text()) if stats_file.exists() else {}
+    creates = None
+    try:
+        doc = json.loads(out)
+        creates = (doc.get("changeSummary") or {}).get("create")
+    except json.JSONDecodeError:
+        pass
+    result: dict[str, Any] = {
+        "wall_seconds": round(wall, 3),
+        "peak_tree_rss_mib": round(sampler.peak_mib, 1),
+        "peak_rss_by_process_mib": {k: round(v, 1) for k, v in sorted(sampler.by_name.items(), key=lambda kv: -kv[1])[:8]},
+        "program": {k: round(v, 3) for k, v in program.items()},
+        "resources": creates,
+        "ok": proc.returncode == 0,
+        "exit_code": proc.returncode,
+    }
+    if program.get("alive_seconds") is not None:
+        result["engine_seconds"] = round(wall - program["alive_seconds"], 3)
+    if proc.returncode != 0:
+        result["tail"] = (err or out)[-2000:]
+    return result
+
+
+def run_mocks(project: Path, stack: str, stack_doc: dict[str, Any], *, timeout: float = 600) -> dict[str, Any]:
+    """The program under Pulumi mocks in fresh interpreters (no engine, no providers):
+    ``{"ok", "seconds"}`` from an untraced run and ``"tracemalloc_peak_mib"`` from a traced one
+    (tracing slows Python, so the two are separate runs)."""
+    cfg = _plain_for_mocks(stack_doc["config"][CONFIG_KEY])
+    cfg_file = project / f".bench-mock-{stack}.json"
+    cfg_file.write_text(json.dumps(cfg))
+    runner = project / ".bench_mock_runner.py"
+    runner.write_text(_MOCK_RUNNER)
+    result: dict[str, Any] = {"ok": True}
+    for mode in ("time", "trace"):
+        out = subprocess.run([sys.executable, str(runner), str(cfg_file), str(project), stack, mode],
+                             cwd=project, capture_output=True, text=True, timeout=timeout)
+        if out.returncode != 0:
+            return {"ok": False, "tail": (out.stderr or out.stdout)[-2000:]}
+        line = [x for x in out.stdout.splitlines() if x.startswith("{")][-1]
+        result.update({k: round(v, 3) for k, v in json.loads(line).items()})
+    return result
+
+
+def run(*, quick: bool = False, kubeconfig: Path, ca_pem: Path, fleets: tuple[int, ...] | None = None,
+        work_dir: Path | None = None) -> dict[str, Any]:
+    """Run part 4 against the control plane of ``kubeconfig``.
+
+    Returns ``{"stacks": [{"stack", "hosts", "preview": {...}, "mocks": {...}}, ...], ...}``.
+    """
+    sizes = fleets if fleets is not None else ((16,) if quick else (16, 64, 256))
+    tmp = Path(work_dir or tempfile.mkdtemp(prefix="bench-preview-"))
+    project = make_project_copy(tmp / "project", kubeconfig=kubeconfig, ca_pem=ca_pem)
+    backend = tmp / "state"
+    backend.mkdir(exist_ok=True)
+    dev = _dev_stack()
+    stacks: list[tuple[str, int, dict[str, Any]]] = [("dev", len(dev["config"][CONFIG_KEY]["hosts"]), dev)]
+    stacks += [(f"fleet{n}", n, fleet_config(n, dev=dev)) for n in sizes]
+    rows = []
+    for name, n, doc in stacks:
+        rows.append(
+            {
+                "stack": name,
+                "hosts": n,
+                "mocks": run_mocks(project, name, doc),
+                "preview": run_preview(project, name, doc, backend),
+            }
+        )
+    if work_dir is None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "part": "preview",
+        "quick": quick,
+        "stacks": rows,
+        "command": "python -m bench --only preview" + (" --quick" if quick else ""),
+    }

@@ -1,0 +1,522 @@
+"""Part 2: reaction time on the lab, composer vs a periodic-scan baseline.
+
+For each fleet size N (10, 100, 1,000 kwok Nodes ``blade-slot-1..N``) the benchmark starts an
+isolated control plane (:mod:`bench.labctl`), then per controller (``composer`` =
+``python -m composer``, ``baseline`` = ``python -m bench.baseline``, the same code on a 10 s
+scan grid):
+
+1. the Director simulator with a tap (:mod:`bench.director_tap`) on a free port, loaded with a
+   generated inventory (:func:`inventory`: N machines, ``max(N, pods + 8)`` Tesla T4 in the
+   system free pool, 16 per PCIe switch) and a fixed hot-plug latency ``L`` per reprogram;
+2. the GPU-Operator stand-in (``python -m lab.gpu_agent``) polling every ``agent_interval`` and
+   advertising a change ``D`` = ``advertise_delay`` after it first sees it on the Director;
+3. the controller (admin kubeconfig, no leader election, ``--max-gpus-per-node 8``);
+4. ``pods`` pods of one ``nvidia.com/gpu`` each, created with seeded exponential gaps (mean
+   ``mean_interarrival``), then waits until all run (bounded by ``settle_timeout``).
+
+Timestamps (``time.time()`` on this machine, one clock for every process): ``unschedulable``
+(the pod watch first sees ``PodScheduled=False, reason Unschedulable``), ``intent`` (the node
+watch first sees the pod's UID in the node annotation ``composer.liqid.io/intents``, written
+just before the Director is called), ``issued`` (the Director receives ``POST fabric/edit`` for
+that node), ``attached`` (the Director answers ``POST fabric/reprogram``), ``advertised`` (the
+node's allocatable ``nvidia.com/gpu`` changes), ``bound`` (``spec.nodeName`` set), ``running``
+(phase Running).
+
+Derived per pod (seconds): ``to_issue`` = issued - unschedulable (the composer alone),
+``to_running`` = running - unschedulable, ``overhead`` = to_running - L - D (everything that is
+not the simulated hardware: the composer, the Director call beyond ``L``, the agent's polling,
+the scheduler's requeue and kwok), and the breakdown ``director`` = attached - issued,
+``advertise`` = advertised - attached, ``schedule`` = bound - advertised,
+``start`` = running - bound.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from bench.labctl import free_port, isolated_control_plane
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM_USER, SIM_PASSWORD = "admin", "bench-director-password"
+INTENTS = "composer.liqid.io/intents"
+GPU = "nvidia.com/gpu"
+#: cluster-autoscaler's published scalability SLO (unschedulable -> scale-up decision).
+CA_SLO = {
+    "max_seconds": 60,
+    "average_seconds": 15,
+    "nodes": "100-1000",
+    "source": "kubernetes/autoscaler cluster-autoscaler FAQ, 'What are the Service Level "
+    "Objectives for Cluster Autoscaler?'",
+}
+
+
+@dataclass(frozen=True)
+class ReactionConfig:
+    """One run's settings (seconds unless named otherwise)."""
+
+    nodes: int
+    pods: int
+    mean_interarrival: float = 1.5
+    hotplug_latency: float = 2.0
+    advertise_delay: float = 1.0
+    agent_interval: float = 0.5
+    max_gpus_per_node: int = 8
+    scan_interval: float = 10.0
+    settle_timeout: float = 240.0
+    seed: int = 7
+
+
+def inventory(nodes: Sequence[str], gpus: int, *, per_switch: int = 16) -> dict[str, Any]:
+    """A Director-simulator inventory (``lab.director_sim.inventory`` shape): ``nodes`` as
+    machines of group ``gpu-pool`` and ``gpus`` Tesla T4 in the system free pool."""
+    switches = max(1, math.ceil(gpus / per_switch))
+    return {
+        "fabric_id": 0,
+        "switches": [{"name": f"sw{i}"} for i in range(switches)],
+        "groups": [{"name": "gpu-pool"}],
+        "machines": [{"name": n, "group": "gpu-pool", "switch": f"sw{i % switches}"} for i, n in enumerate(nodes)],
+        "gpus": [{"name": f"gpu{i}", "model": "Tesla T4", "switch": f"sw{i // per_switch}"} for i in range(gpus)],
+    }
+
+
+def arrivals(n: int, mean_gap: float, seed: int) -> list[float]:
+    """Offsets (seconds from the first pod) of ``n`` pods with exponential gaps of mean ``mean_gap``."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(1 / mean_gap) if mean_gap > 0 else 0.0
+    return out
+
+
+def summarize(values: Iterable[float]) -> dict[str, Any]:
+    """``{"n", "mean", "p50", "p90", "p99", "max"}`` of ``values`` (nearest-rank quantiles)."""
+    v = sorted(values)
+    if not v:
+        return {"n": 0}
+
+    def q(p: float) -> float:
+        return round(v[min(len(v) - 1, max(0, math.ceil(p * len(v)) - 1))], 3)
+
+    return {"n": len(v), "mean": round(statistics.fmean(v), 3), "p50": q(0.5), "p90": q(0.9),
+            "p99": q(0.99), "max": round(v[-1], 3)}
+
+
+@dataclass
+class PodTimes:
+    """Timestamps of one pod (seconds since the epoch; None = not seen)."""
+
+    name: str
+    uid: str = ""
+    submitted: float | None = None
+    unschedulable: float | None = None
+    intent: float | None = None
+    node: str | None = None
+    issued: float | None = None
+    attached: float | None = None
+    advertised: float | None = None
+    bound: float | None = None
+    running: float | None = None
+
+
+@dataclass
+class _Observed:
+    pods: dict[str, PodTimes] = field(default_factory=dict)
+    intents: dict[str, tuple[float, str]] = field(default_factory=dict)  # uid -> (t, node)
+    alloc: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # node -> changes
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def derive(p: PodTimes, cfg: ReactionConfig) -> dict[str, float | None]:
+    """Per-pod intervals (see the module docstring); None where a timestamp is missing."""
+
+    def d(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else b - a
+
+    total = d(p.unschedulable, p.running)
+    return {
+        "to_issue": d(p.unschedulable, p.issued),
+        "to_running": total,
+        "overhead": None if total is None else total - cfg.hotplug_latency - cfg.advertise_delay,
+        "director": d(p.issued, p.attached),
+        "advertise": d(p.attached, p.advertised),
+        "schedule": d(p.advertised, p.bound),
+        "start": d(p.bound, p.running),
+    }
+
+
+def match_director(obs: _Observed, tap: list[dict[str, Any]], machines: dict[int, str]) -> None:
+    """Fill ``node``/``intent``/``issued``/``attached``/``advertised`` of each pod from the node
+    watch and the Director tap: the first ``fabric/edit`` on the pod's node at or after its
+    intent, the first ``fabric/reprogram`` answer after that, the first allocatable change
+    after that."""
+    edits: dict[str, list[float]] = {}
+    reprograms: dict[str, list[float]] = {}
+    for r in tap:
+        name = machines.get(r.get("mach_id")) if r.get("mach_id") is not None else None
+        if name is None or r.get("status", 200) >= 400:
+            continue
+        if r["path"] == "fabric/edit":
+            edits.setdefault(name, []).append(r["t0"])
+        elif r["path"] == "fabric/reprogram":
+            reprograms.setdefault(name, []).append(r["t1"])
+    for p in obs.pods.values():
+        seen = obs.intents.get(p.uid)
+        if seen is None:
+            continue
+        p.intent, p.node = seen
+        slack = 0.5  # the annotation write and the edit race by a few ms; watch delivery lags
+        p.issued = next((t for t in sorted(edits.get(p.node, [])) if t >= p.intent - slack), None)
+        if p.issued is not None:
+            p.attached = next((t for t in sorted(reprograms.get(p.node, [])) if t >= p.issued), None)
+        if p.attached is not None:
+            p.advertised = next((t for t, _ in obs.alloc.get(p.node, []) if t >= p.attached), None)
+
+
+class _Procs:
+    """Processes this run started (each in its own session), stopped by pid only."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with (self.log_dir / f"{name}.log").open("ab") as log:
+            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                                 start_new_session=True)
+        self.procs[name] = p
+        return p
+
+    def stop(self, name: str) -> None:
+        p = self.procs.pop(name, None)
+        if p is None or p.poll() is not None:
+            return
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.stop(name)
+
+    def tail(self, name: str, n: int = 30) -> str:
+        f = self.log_dir / f"{name}.log"
+        return "\n".join(f.read_text(errors="replace").splitlines()[-n:]) if f.exists() else ""
+
+
+def _wait_for(pred: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> None:
+    from kubernetes import watch
+
+    rv = ""
+    while not stop.is_set():
+        w = watch.Watch()
+        try:
+            for ev in w.stream(core.list_namespaced_pod, ns, timeout_seconds=5, resource_version=rv or None,
+                               allow_watch_bookmarks=False):
+                now = time.time()
+                pod = ev["object"]
+                rv = pod.metadata.resource_version
+                with obs.lock:
+                    p = obs.pods.get(pod.metadata.name)
+                    if p is None:
+                        continue
+                    p.uid = pod.metadata.uid
+                    for c in pod.status.conditions or []:
+                        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                            p.unschedulable = p.unschedulable or now
+                    if pod.spec.node_name and p.bound is None:
+                        p.bound = now
+                    if pod.status.phase == "Running" and p.running is None:
+                        p.running = now
+                if stop.is_set():
+                    w.stop()
+        except Exception:  # noqa: BLE001 - resume the watch (expired resource version, reconnects)
+            rv = ""
+            stop.wait(0.2)
+
+
+def _watch_nodes(core: Any, obs: _Observed, stop: threading.Event) -> None:
+    from kubernetes import watch
+
+    rv = ""
+    last_alloc: dict[str, int] = {}
+    while not stop.is_set():
+        w = watch.Watch()
+        try:
+            for ev in w.stream(core.list_node, timeout_seconds=5, resource_version=rv or None):
+                now = time.time()
+                node = ev["object"]
+                rv = node.metadata.resource_version
+                name = node.metadata.name
+                raw = (node.metadata.annotations or {}).get(INTENTS)
+                alloc = int((node.status.allocatable or {}).get(GPU, "0") or 0)
+                with obs.lock:
+                    if raw:
+                        try:
+                            for uid in json.loads(raw):
+                                obs.intents.setdefault(uid, (now, name))
+                        except (ValueError, TypeError):
+                            pass
+                    if last_alloc.get(name, 0) != alloc:
+                        obs.alloc.setdefault(name, []).append((now, alloc))
+                    last_alloc[name] = alloc
+                if stop.is_set():
+                    w.stop()
+        except Exception:  # noqa: BLE001
+            rv = ""
+            stop.wait(0.2)
+
+
+def _pod_body(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"app": "bench-reaction"}},
+        "spec": {
+            "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:stand-in",
+                            "resources": {"limits": {GPU: "1", "cpu": "100m", "memory": "64Mi"}}}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def controller_argv(kind: str, *, director_url: str, kubeconfig: Path, ns: str, plugin_ns: str,
+                    probe_port: int, cfg: ReactionConfig) -> list[str]:
+    """Command line of the controller under test (``composer`` or ``baseline``)."""
+    flags = [
+        "--director-url", director_url, "--director-username", SIM_USER,
+        "--kubeconfig", str(kubeconfig), "--no-leader-election",
+        "--namespaces", json.dumps([ns]), "--max-gpus-per-node", str(cfg.max_gpus_per_node),
+        "--idle-timeout-seconds", "3600", "--advertise-timeout-seconds", "60",
+        "--schedule-timeout-seconds", "600", "--device-plugin-namespace", plugin_ns,
+        "--probe-address", "127.0.0.1", "--probe-port", str(probe_port), "--log-level", "INFO",
+    ]
+    if kind == "composer":
+        return [sys.executable, "-m", "composer", *flags]
+    return [sys.executable, "-m", "bench.baseline", "--scan-interval-seconds", str(cfg.scan_interval), "--", *flags]
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """Sums and counts of the composer's histograms from its /metrics (empty if unreachable)."""
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.RequestException:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(("composer_round_seconds_sum", "composer_round_seconds_count",
+                            "composer_rounds_total", "composer_compositions_total ")):
+            k, _, v = line.partition(" ")
+            out[k] = float(v)
+    return out
+
+
+def _cleanup_cluster(core: Any, ns: str, touched: Iterable[str]) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    except ApiException:
+        pass
+    _wait_for(lambda: not core.list_namespaced_pod(ns).items, 120, "bench pods deleted", 0.5)
+    for node in touched:
+        try:
+            core.patch_node_status(node, {"status": {"capacity": {GPU: None}, "allocatable": {GPU: None}}})
+            n = core.read_node(node)
+            ann = {k: None for k in (n.metadata.annotations or {}) if k.startswith("composer.liqid.io/")}
+            lab = {k: None for k in (n.metadata.labels or {}) if k.startswith("nvidia.com/")}
+            if ann or lab:
+                core.patch_node(node, {"metadata": {"annotations": ann or None, "labels": lab or None}})
+        except ApiException:
+            pass
+
+
+def run_one(kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: ReactionConfig,
+            work: Path) -> dict[str, Any]:
+    """One controller on one fleet; returns per-pod timestamps, derived stats and diagnostics."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(lab_kubeconfig))
+    core = client.CoreV1Api(api)
+    sid = uuid.uuid4().hex[:6]
+    ns, plugin_ns = f"bench-{kind}-{sid}", f"bench-gpu-operator-{sid}"
+    for n in (ns, plugin_ns):
+        core.create_namespace({"metadata": {"name": n}})
+    _wait_for(lambda: _has_default_sa(core, ns), 60, "default ServiceAccount")
+    run_dir = work / f"{kind}-{cfg.nodes}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    inv = run_dir / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(inventory(node_names, max(cfg.nodes, cfg.pods + 8))))
+    tap_file, url_file = run_dir / "tap.jsonl", run_dir / "director.url"
+    procs = _Procs(run_dir)
+    obs = _Observed()
+    stop = threading.Event()
+    watchers: list[threading.Thread] = []
+    probe = free_port()
+    result: dict[str, Any] = {"controller": kind, "nodes": cfg.nodes, "pods": cfg.pods}
+    try:
+        procs.start("director", [sys.executable, "-m", "bench.director_tap", "--inventory", str(inv),
+                                 "--hotplug-latency", str(cfg.hotplug_latency), "--tap-file", str(tap_file),
+                                 "--url-file", str(url_file), "--username", SIM_USER],
+                    {"DIRECTOR_SIM_PASSWORD": SIM_PASSWORD})
+        url = _wait_for(lambda: url_file.exists() and url_file.read_text().strip(), 60, "director tap")
+        procs.start("agent", [sys.executable, "-m", "lab.gpu_agent", "--kubeconfig", str(lab_kubeconfig),
+                              "--director-url", url, "--interval", str(cfg.agent_interval),
+                              "--advertise-delay", str(cfg.advertise_delay), "--plugin-namespace", plugin_ns,
+                              "--log-level", "WARNING"],
+                    {"GPU_AGENT_DIRECTOR_PASSWORD": SIM_PASSWORD})
+        procs.start(kind, controller_argv(kind, director_url=url, kubeconfig=lab_kubeconfig, ns=ns,
+                                          plugin_ns=plugin_ns, probe_port=probe, cfg=cfg),
+                    {"COMPOSER_DIRECTOR_PASSWORD": SIM_PASSWORD})
+        for target in (lambda: _watch_pods(core, ns, obs, stop), lambda: _watch_nodes(core, obs, stop)):
+            t = threading.Thread(target=target, daemon=True)
+            t.start()
+            watchers.append(t)
+        if kind == "composer":
+            _wait_for(lambda: _scrape(probe).get("composer_rounds_total", 0) >= 1, 120, "first composer round", 0.5)
+        else:
+            _wait_for(lambda: "baseline running" in procs.tail(kind), 60, "baseline start", 0.5)
+        time.sleep(1.0)
+        t_start = time.time()
+        for i, off in enumerate(arrivals(cfg.pods, cfg.mean_interarrival, cfg.seed)):
+            delay = t_start + off - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            name = f"gpu-pod-{i:04d}"
+            with obs.lock:
+                obs.pods[name] = PodTimes(name, submitted=time.time())
+            core.create_namespaced_pod(ns, _pod_body(name))
+        deadline = time.monotonic() + cfg.settle_timeout
+        while time.monotonic() < deadline:
+            with obs.lock:
+                if all(p.running for p in obs.pods.values()):
+                    break
+            for name in (kind, "agent", "director"):
+                p = procs.procs.get(name)
+                if p is not None and p.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {p.returncode}:\n{procs.tail(name)}")
+            time.sleep(0.5)
+        time.sleep(1.0)  # let the node watch catch the last changes
+        result["metrics"] = _scrape(probe)
+        state = requests.get(f"{url}/_sim/state", timeout=30).json()
+        machines = {m["mach_id"]: m["name"] for m in state.get("machines", [])}
+        tap = [json.loads(x) for x in tap_file.read_text().splitlines() if x.strip()]
+        with obs.lock:
+            match_director(obs, tap, machines)
+            pods = [asdict(p) for p in obs.pods.values()]
+            derived = [derive(p, cfg) for p in obs.pods.values()]
+        result["per_pod"] = pods
+        result["not_running"] = sum(1 for p in pods if not p["running"])
+        result["never_unschedulable"] = sum(1 for p in pods if not p["unschedulable"])
+        result["stats"] = {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
+        result["composes"] = sum(1 for r in tap if r["path"] == "fabric/edit")
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["logs"] = {n: procs.tail(n) for n in (kind, "agent", "director")}
+    finally:
+        stop.set()
+        procs.stop(kind)
+        procs.stop("agent")
+        procs.stop("director")
+        for t in watchers:
+            t.join(10)
+        touched = {p.node for p in obs.pods.values() if p.node} | set(obs.alloc)
+        try:
+            _cleanup_cluster(core, ns, touched)
+            for n in (ns, plugin_ns):
+                core.delete_namespace(n)
+        except Exception as exc:  # noqa: BLE001 - report, the control plane is thrown away anyway
+            result.setdefault("cleanup_error", str(exc))
+        api.close()
+    return result
+
+
+def _has_default_sa(core: Any, ns: str) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.read_namespaced_service_account("default", ns)
+        return True
+    except ApiException:
+        return False
+
+
+def compare(composer: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Baseline / composer ratios of mean, p50 and p99 for ``to_issue`` and ``to_running``."""
+    out: dict[str, Any] = {}
+    for key in ("to_issue", "to_running"):
+        a = (composer.get("stats") or {}).get(key) or {}
+        b = (baseline.get("stats") or {}).get(key) or {}
+        out[key] = {q: (round(b[q] / a[q], 2) if a.get(q) and b.get(q) else None) for q in ("mean", "p50", "p99")}
+    return out
+
+
+def run(*, quick: bool = False, sizes: Sequence[int] | None = None, pods: int | None = None,
+        controllers: Sequence[str] = ("composer", "baseline"), work_dir: Path | None = None,
+        cfg_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run part 2 for each fleet size; returns JSON-ready results (``runs`` and ``comparison``)."""
+    sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
+    work = Path(work_dir or tempfile.mkdtemp(prefix="bench-reaction-"))
+    runs: list[dict[str, Any]] = []
+    comparison: list[dict[str, Any]] = []
+    for n in sizes:
+        n_pods = pods or (4 if quick else min(100, 6 * n))
+        cfg = ReactionConfig(nodes=n, pods=n_pods, **(cfg_overrides or {}))
+        if quick:
+            cfg = ReactionConfig(**{**asdict(cfg), "mean_interarrival": 0.5, "hotplug_latency": 0.2,
+                                    "advertise_delay": 0.2, "agent_interval": 0.2, "scan_interval": 2.0,
+                                    "settle_timeout": 60.0, **(cfg_overrides or {})})
+        names = tuple(f"blade-slot-{i}" for i in range(1, n + 1))
+        lab_dir = work / f"lab-{n}"
+        by_kind: dict[str, dict[str, Any]] = {}
+        try:
+            with isolated_control_plane(lab_dir, names) as lab:
+                for kind in controllers:
+                    r = run_one(kind, lab.kubeconfig, names, cfg, work)
+                    r["config"] = asdict(cfg)
+                    r["lab_start_seconds"] = round(lab.start_seconds, 1)
+                    runs.append(r)
+                    by_kind[kind] = r
+        except Exception as exc:  # noqa: BLE001 - a size that cannot start is reported, not fatal
+            runs.append({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
+        if "composer" in by_kind and "baseline" in by_kind:
+            comparison.append({"nodes": n, "baseline_over_composer": compare(by_kind["composer"], by_kind["baseline"])})
+    return {
+        "part": "reaction",
+        "quick": quick,
+        "runs": runs,
+        "comparison": comparison,
+        "ca_slo": CA_SLO,
+        "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
+        "command": "python -m bench --only reaction" + (" --quick" if quick else ""),
+    }

@@ -1,0 +1,52 @@
+"""Helpers shared by the components: type tokens, child options, secrets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import SecretStr
+
+#: Type-token prefix of every component (``composable:infra:<Kind>``).
+TOKEN_PREFIX = "composable:infra"
+
+
+def token(kind: str) -> str:
+    """``token("Host")`` -> ``composable:infra:Host``."""
+    return f"{TOKEN_PREFIX}:{kind}"
+
+
+@dataclass(frozen=True)
+class Mothership:
+    """Where Kubernetes objects go: the explicit provider and the infrastructure namespace.
+
+    Attributes:
+        provider: pulumi-kubernetes provider built from the config's kubeconfig.
+        namespace: name of the infrastructure namespace (BareMetalHosts, DPF objects, clusters).
+        namespace_resource: the Namespace resource, so objects inside it depend on it (None when the
+            namespace is managed elsewhere).
+    """
+
+    provider: k8s.Provider
+    namespace: str
+    namespace_resource: pulumi.Resource | None = None
+
+
+def child_opts(
+    parent: pulumi.Resource,
+    *,
+    provider: pulumi.ProviderResource | None = None,
+    depends_on: Sequence[pulumi.Resource | None] = (),
+    **kwargs: object,
+) -> pulumi.ResourceOptions:
+    """Options for a child resource: ``parent``, optional explicit provider and dependencies."""
+    deps = [d for d in depends_on if d is not None]
+    return pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=deps or None, **kwargs)  # type: ignore[arg-type]
+
+
+def secret(value: SecretStr | str) -> pulumi.Output[str]:
+    """A config secret as a Pulumi secret output (never a plain string in state or logs)."""
+    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+    return pulumi.Output.secret(raw)

@@ -1,0 +1,206 @@
+"""``composable:infra:Composer``: the GPU composer controller, deployed from ``charts/composer``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import child_opts, secret, token
+from components.manifests import common_labels
+from stack_config.models import ComposerConfig, DirectorConfig, GpuPoolConfig
+
+#: Leader-election Lease name (chart default ``leaderElection.leaseName``).
+LEASE_NAME = "gpu-composer"
+
+
+def composer_rbac_rules(
+    *, leader_election: bool = True, restart_device_plugin: bool = True
+) -> list[dict[str, Any]]:
+    """The PolicyRules ``charts/composer`` grants (``templates/rbac.yaml``), in its order.
+
+    ClusterRole: pods list/watch, nodes get/list/patch, namespaces list, events create; Role in the
+    release namespace: leases create and get/update of its own Lease; Role in the device-plugin
+    namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders the chart
+    with ``helm template`` and compares, so this list cannot drift from what is deployed.
+    """
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+    if leader_election:
+        rules += [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [LEASE_NAME],
+                "verbs": ["get", "update"],
+            },
+        ]
+    if restart_device_plugin:
+        rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
+    return rules
+
+
+@dataclass(frozen=True)
+class TenantPool:
+    """A tenant as a composer pool: its namespace pods share ``quota_gpus`` composer-managed GPUs."""
+
+    name: str
+    quota_gpus: int
+
+
+@dataclass(frozen=True)
+class ComposerArgs:
+    """Inputs of :class:`Composer`.
+
+    Attributes:
+        config: the composer's config.
+        director: Director endpoint and credentials (secrets).
+        pool: the fabric pool it composes from.
+        chart_path: resolved path of the Helm chart directory.
+        provider: provider of the target cluster.
+        excluded_devices: device names composed statically (the program's GpuCompositions); the
+            composer never composes or reclaims them.
+        tenant_pools: tenants whose namespaces form composer pools with GPU quotas.
+        depends_on: resources to wait for (the static compositions).
+    """
+
+    config: ComposerConfig
+    director: DirectorConfig
+    pool: GpuPoolConfig
+    chart_path: Path
+    provider: k8s.Provider
+    excluded_devices: pulumi.Input[Sequence[str]] = ()
+    tenant_pools: Sequence[TenantPool] = ()
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+def composer_values(
+    *,
+    config: ComposerConfig,
+    director_url: str,
+    director_username: str,
+    credentials_secret: str,
+    excluded_devices: Sequence[str],
+    tenant_pools: Sequence[TenantPool],
+) -> dict[str, Any]:
+    """Helm values for ``charts/composer`` (``values.yaml``/``values.schema.json``); pure, with
+    ``excluded_devices`` resolved.
+
+    The Director password is not in the values: the chart reads it from the existing Secret
+    ``credentials_secret`` (key ``password``). Each tenant is a composer pool with its GPU quota
+    (tenant namespaces carry the label ``composer.liqid.io/pool=<tenant>``).
+    """
+    return {
+        "director": {
+            "url": director_url,
+            "username": director_username,
+            "existingSecret": credentials_secret,
+            "passwordKey": "password",
+        },
+        "composer": {
+            "pool": "default",
+            "pools": [{"name": p.name, "quotaGpus": p.quota_gpus} for p in tenant_pools],
+            "excludedDevices": sorted(excluded_devices),
+            "idleTimeoutSeconds": config.idle_timeout_seconds,
+            "advertiseTimeoutSeconds": config.advertise_timeout_seconds,
+        },
+        "devicePlugin": {
+            "restart": config.restart_device_plugin,
+            "namespace": config.device_plugin_namespace,
+        },
+        "leaderElection": {"enabled": True, "leaseName": LEASE_NAME},
+    }
+
+
+class Composer(pulumi.ComponentResource):
+    """The composer: watches pending GPU pods in the target cluster, composes pool GPUs onto nodes
+    through the Director, reclaims them from idle nodes.
+
+    Children (in the target cluster):
+
+    - ``<name>-namespace``: its Namespace.
+    - ``<name>-director-credentials``: Secret with the Director ``username``/``password`` (Pulumi
+      secrets), referenced by the chart instead of putting the password in Helm values.
+    - ``<name>``: the local Helm chart (``pulumi_kubernetes.helm.v4.Chart``, rendered by the
+      program, so every object appears in preview) with the statically composed devices as its
+      exclusion list.
+
+    Contract properties: ``pool``, ``idle_timeout_seconds``, ``target_cluster``, ``cluster_admin``
+    (False), ``excluded_devices``, ``rbac_rules``.
+    """
+
+    namespace: pulumi.Output[str]
+    pool: pulumi.Output[str]
+    target_cluster: pulumi.Output[str]
+    idle_timeout_seconds: pulumi.Output[int]
+    excluded_devices: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: ComposerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        c = args.config
+        excluded = pulumi.Output.from_input(args.excluded_devices).apply(lambda d: sorted(d or []))
+        props = {
+            "pool": c.pool,
+            "idle_timeout_seconds": c.idle_timeout_seconds,
+            "target_cluster": c.target_cluster,
+            "cluster_admin": False,
+            "excluded_devices": excluded,
+            "rbac_rules": composer_rbac_rules(restart_device_plugin=c.restart_device_plugin),
+        }
+        super().__init__(token("Composer"), name, props, opts)
+        labels = common_labels(component="composer")
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": c.namespace, "labels": labels},
+            opts=child_opts(self, provider=args.provider),
+        )
+        secret_name = f"{name}-director-credentials"
+        creds = k8s.core.v1.Secret(
+            secret_name,
+            metadata={"name": secret_name, "namespace": c.namespace, "labels": labels},
+            type="Opaque",
+            string_data={
+                "username": secret(args.director.username),
+                "password": secret(args.director.password),
+            },
+            opts=child_opts(self, provider=args.provider, depends_on=[namespace]),
+        )
+        values = excluded.apply(
+            lambda devices: composer_values(
+                config=c,
+                director_url=args.director.endpoint,
+                director_username=args.director.username,
+                credentials_secret=secret_name,
+                excluded_devices=devices,
+                tenant_pools=args.tenant_pools,
+            )
+        )
+        k8s.helm.v4.Chart(
+            name,
+            chart=str(args.chart_path),
+            namespace=c.namespace,
+            values=values,
+            opts=child_opts(self, provider=args.provider, depends_on=[namespace, creds, *args.depends_on]),
+        )
+        self.namespace = pulumi.Output.from_input(c.namespace)
+        self.pool = pulumi.Output.from_input(c.pool)
+        self.target_cluster = pulumi.Output.from_input(c.target_cluster)
+        self.idle_timeout_seconds = pulumi.Output.from_input(c.idle_timeout_seconds)
+        self.excluded_devices = excluded
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "pool": self.pool,
+                "target_cluster": self.target_cluster,
+                "idle_timeout_seconds": self.idle_timeout_seconds,
+                "excluded_devices": self.excluded_devices,
+            }
+        )

@@ -1,0 +1,155 @@
+"""``composable:infra:DpuCluster``: the DPU cluster (hosted control plane, DPU ARM workers) and DPF."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import Mothership, child_opts, token
+from components.manifests import (
+    DPF_PROVISIONING_API,
+    DPF_SERVICE_API,
+    K0RDENT_API,
+    bfb_spec,
+    common_labels,
+    dpu_cluster_deployment_spec,
+    dpu_cluster_spec,
+    dpu_service_spec,
+    dpu_set_spec,
+)
+from stack_config.models import DpuClusterConfig
+
+
+@dataclass(frozen=True)
+class DpuMember:
+    """One DPU of the DPU cluster: its name, its host and the name of its DPUFlavor."""
+
+    dpu: str
+    host: str
+    flavor: str
+
+
+@dataclass(frozen=True)
+class DpuClusterArgs:
+    """Inputs of :class:`DpuCluster`.
+
+    Attributes:
+        config: the DPU cluster's config.
+        members: the DPUs that join (one DPUSet each).
+        mothership: where the objects go.
+        depends_on: resources to wait for (the Dpu components whose flavors are referenced).
+    """
+
+    config: DpuClusterConfig
+    members: Sequence[DpuMember]
+    mothership: Mothership
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class DpuCluster(pulumi.ComponentResource):
+    """The DPU cluster: hosted control plane on the mothership, k0s workers on the DPUs' ARM cores.
+
+    Children:
+
+    - ``<name>``: ClusterDeployment (hosted control plane, arm64 workers).
+    - ``<name>-dpucluster``: DPF DPUCluster of type ``static`` pointing at the cluster's kubeconfig
+      Secret ``<name>-kubeconfig``.
+    - ``<name>-bfb``: the BlueField bundle (BFB) DPUs are provisioned with.
+    - ``<dpu>-dpuset``: a DPUSet per DPU, selecting its host node and its DPUFlavor.
+    - ``<name>-<service>``: a DPUService per DPF service (e.g. ``doca-hbn``).
+
+    Contract properties: ``name``, ``hosts``, ``template``.
+    """
+
+    name: pulumi.Output[str]
+    hosts: pulumi.Output[list[str]]
+    dpus: pulumi.Output[list[str]]
+    services: pulumi.Output[list[str]]
+    kubeconfig_secret: pulumi.Output[str]
+
+    def __init__(self, name: str, args: DpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        c = args.config
+        hosts = [m.host for m in args.members]
+        super().__init__(
+            token("DpuCluster"), name, {"name": name, "hosts": hosts, "template": c.template}, opts
+        )
+        ms = args.mothership
+
+        def k8s_opts(*deps: pulumi.Resource | None, **kw: object) -> pulumi.ResourceOptions:
+            return child_opts(self, provider=ms.provider, depends_on=[ms.namespace_resource, *deps], **kw)
+
+        labels = common_labels(dpu_cluster=name)
+        deployment = k8s.apiextensions.CustomResource(
+            name,
+            api_version=K0RDENT_API,
+            kind="ClusterDeployment",
+            metadata={"name": name, "namespace": ms.namespace, "labels": labels},
+            spec=dpu_cluster_deployment_spec(
+                name=name,
+                template=c.template,
+                credential=c.credential,
+                control_plane_replicas=c.control_plane_replicas,
+                k0s_version=c.k0s_version,
+                workers=len(args.members),
+            ),
+            opts=k8s_opts(),
+        )
+        kubeconfig = f"{name}-kubeconfig"
+        dpu_cluster = k8s.apiextensions.CustomResource(
+            f"{name}-dpucluster",
+            api_version=DPF_PROVISIONING_API,
+            kind="DPUCluster",
+            metadata={"name": name, "namespace": ms.namespace, "labels": labels},
+            spec=dpu_cluster_spec(
+                version=c.kubernetes_version, kubeconfig_secret=kubeconfig, max_nodes=len(args.members)
+            ),
+            opts=k8s_opts(deployment, replace_on_changes=["spec.kubeconfig"], delete_before_replace=True),
+        )
+        bfb_name = f"{name}-bfb"
+        bfb = k8s.apiextensions.CustomResource(
+            bfb_name,
+            api_version=DPF_PROVISIONING_API,
+            kind="BFB",
+            metadata={"name": bfb_name, "namespace": ms.namespace, "labels": labels},
+            spec=bfb_spec(c.bfb_url),
+            opts=k8s_opts(replace_on_changes=["spec"], delete_before_replace=True),
+        )
+        for m in args.members:
+            k8s.apiextensions.CustomResource(
+                f"{m.dpu}-dpuset",
+                api_version=DPF_PROVISIONING_API,
+                kind="DPUSet",
+                metadata={
+                    "name": m.dpu,
+                    "namespace": ms.namespace,
+                    "labels": {**labels, **common_labels(host=m.host, dpu=m.dpu)},
+                },
+                spec=dpu_set_spec(host=m.host, flavor=m.flavor, bfb=bfb_name, cluster=name),
+                opts=k8s_opts(bfb, dpu_cluster, *args.depends_on),
+            )
+        for s in c.services:
+            k8s.apiextensions.CustomResource(
+                f"{name}-{s.name}",
+                api_version=DPF_SERVICE_API,
+                kind="DPUService",
+                metadata={"name": s.name, "namespace": ms.namespace, "labels": labels},
+                spec=dpu_service_spec(s),
+                opts=k8s_opts(dpu_cluster),
+            )
+        self.name = pulumi.Output.from_input(name)
+        self.hosts = pulumi.Output.from_input(hosts)
+        self.dpus = pulumi.Output.from_input([m.dpu for m in args.members])
+        self.services = pulumi.Output.from_input([s.name for s in c.services])
+        self.kubeconfig_secret = pulumi.Output.from_input(kubeconfig)
+        self.register_outputs(
+            {
+                "name": self.name,
+                "hosts": self.hosts,
+                "dpus": self.dpus,
+                "services": self.services,
+                "kubeconfig_secret": self.kubeconfig_secret,
+            }
+        )

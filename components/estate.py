@@ -1,0 +1,359 @@
+"""``composable:infra:Estate``: the whole estate of a stack, built from the typed config."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import Mothership, child_opts, token
+from components.composer import Composer, ComposerArgs, TenantPool
+from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
+from components.gpu_composition import GpuComposition, GpuCompositionArgs
+from components.host import Host, HostArgs
+from components.hypervisor_cluster import HypervisorCluster, HypervisorClusterArgs
+from components.manifests import HOST_GPU_MODE, common_labels, device_plugin_config, host_node_labels, to_yaml
+from components.service_template import service_template
+from components.tenant import Tenant, TenantArgs, sharing_name
+from stack_config.loader import resolve_path
+from stack_config.models import MOTHERSHIP, EstateConfig, GpuSharingConfig
+
+
+@dataclass(frozen=True)
+class EstateArgs:
+    """Inputs of :class:`Estate`.
+
+    Attributes:
+        config: the validated estate config.
+        stack: Pulumi stack name (a contract property).
+        project_root: directory of ``Pulumi.yaml``; relative paths in the config resolve against it.
+    """
+
+    config: EstateConfig
+    stack: str
+    project_root: Path
+
+
+def composition_names(config: EstateConfig) -> list[str]:
+    """Component names of the static compositions: ``<host>-gpus``, numbered when a host has several."""
+    per_host: dict[str, int] = defaultdict(int)
+    for g in config.gpu_compositions:
+        per_host[g.host] += 1
+    seen: dict[str, int] = defaultdict(int)
+    names = []
+    for g in config.gpu_compositions:
+        seen[g.host] += 1
+        names.append(f"{g.host}-gpus" if per_host[g.host] == 1 else f"{g.host}-gpus-{seen[g.host]}")
+    return names
+
+
+def host_sharing(config: EstateConfig, host: str) -> list[tuple[str, GpuSharingConfig]]:
+    """The ``(config name, sharing)`` settings that list ``host``."""
+    return [
+        (sharing_name(t.name), t.gpu_sharing)
+        for t in config.tenants
+        if t.gpu_sharing is not None and host in t.gpu_sharing.hosts
+    ]
+
+
+def cluster_gpu_models(config: EstateConfig, cluster: str) -> list[str]:
+    """GPU products that may sit in a hypervisor cluster's hosts: models composed onto them (all pool
+    models when a composition names none) and models its tenant clusters ask for."""
+    hv = config.hypervisor_cluster(cluster)
+    if hv is None:
+        return []
+    models: set[str] = set()
+    for g in config.gpu_compositions:
+        if g.host in hv.hosts:
+            pool = config.pool(g.pool)
+            models.update([g.model] if g.model else (pool.models if pool else []))
+    for t in config.tenants:
+        models.update(c.gpu_model for c in t.clusters if c.hypervisor_cluster == cluster and c.gpu_model)
+    return sorted(models)
+
+
+def excluded_devices(config: EstateConfig, compositions: list[GpuComposition]) -> pulumi.Input[list[str]]:
+    """The composer's exclusion list: every statically composed device.
+
+    When every composition names its devices in config, the list is plain data, known at preview
+    (so the policy pack can prove static GPUs stay outside the composer's pool); otherwise it is the
+    compositions' ``device_names`` outputs, known only after they are created.
+    """
+    if all(g.device_names for g in config.gpu_compositions):
+        return sorted({d for g in config.gpu_compositions for d in g.device_names})
+    return pulumi.Output.all(*[c.device_names for c in compositions]).apply(
+        lambda lists: sorted({d for names in lists for d in (names or [])})
+    )
+
+
+class Estate(pulumi.ComponentResource):
+    """The estate: every host, DPU, cluster, tenant, static GPU composition and the composer.
+
+    Children:
+
+    - ``<name>-mothership``: the explicit pulumi-kubernetes provider (kubeconfig from config,
+      resolved against the project root); every Kubernetes object uses it (or the composer's own
+      target-cluster provider ``<name>-composer-target``).
+    - ``<name>-namespace``: the infrastructure namespace.
+    - ``<name>-gpu-operator`` / ``<name>-kubevirt``: ServiceTemplates used by the hypervisor clusters.
+    - :class:`~components.host.Host` per host (each with its :class:`~components.dpu.Dpu`),
+      :class:`~components.dpu_cluster.DpuCluster`, :class:`~components.hypervisor_cluster.HypervisorCluster`
+      per cluster, :class:`~components.tenant.Tenant` per tenant,
+      :class:`~components.gpu_composition.GpuComposition` per static composition,
+      :class:`~components.composer.Composer`.
+
+    Output ``report`` (also the stack output ``estate``) is what :func:`components.summary.render_summary`
+    prints. Contract properties: ``stack``, ``environment``.
+    """
+
+    report: pulumi.Output[dict[str, Any]]
+    hosts: dict[str, Host]
+    tenants: dict[str, Tenant]
+    hypervisor_clusters: dict[str, HypervisorCluster]
+    compositions: list[GpuComposition]
+    dpu_cluster: DpuCluster | None
+    composer: Composer | None
+
+    def __init__(self, name: str, args: EstateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        cfg = args.config
+        super().__init__(token("Estate"), name, {"stack": args.stack, "environment": cfg.environment}, opts)
+        root = args.project_root
+        ms_cfg = cfg.mothership
+        provider = k8s.Provider(
+            f"{name}-mothership",
+            kubeconfig=str(resolve_path(ms_cfg.kubeconfig, root)),
+            context=ms_cfg.context,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": ms_cfg.namespace, "labels": common_labels(component="infrastructure")},
+            opts=child_opts(self, provider=provider),
+        )
+        mothership = Mothership(provider=provider, namespace=ms_cfg.namespace, namespace_resource=namespace)
+        templates = [
+            service_template(
+                f"{name}-gpu-operator",
+                cfg.catalog.gpu_operator,
+                namespace=ms_cfg.namespace,
+                provider=provider,
+                parent=self,
+                depends_on=[namespace],
+            )
+        ]
+        if any(c.kubevirt for c in cfg.hypervisor_clusters):
+            templates.append(
+                service_template(
+                    f"{name}-kubevirt",
+                    cfg.catalog.kubevirt,
+                    namespace=ms_cfg.namespace,
+                    provider=provider,
+                    parent=self,
+                    depends_on=[namespace],
+                )
+            )
+
+        # Hosts (and their DPUs).
+        self.hosts = {}
+        for h in cfg.hosts:
+            cluster = cfg.cluster_of_host(h.name)
+            mode = cluster.gpu_workload_mode if cluster else None
+            ca = h.dpu.bmc.ca_bundle if h.dpu is not None else None
+            self.hosts[h.name] = Host(
+                h.name,
+                HostArgs(
+                    config=h,
+                    mothership=mothership,
+                    cluster=cluster.name if cluster else None,
+                    gpu_mode=HOST_GPU_MODE[mode] if mode else "none",
+                    node_labels=host_node_labels(gpu_workload_mode=mode, sharing=host_sharing(cfg, h.name)),
+                    label_nodes=ms_cfg.label_nodes,
+                    dpu_ca_bundle=str(resolve_path(ca, root)) if ca else None,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        # The DPU cluster.
+        self.dpu_cluster = None
+        if cfg.dpu_cluster is not None:
+            members, dpus = [], []
+            for host_name in cfg.dpu_cluster_hosts():
+                host = self.hosts[host_name]
+                if host.dpu is None:
+                    continue
+                dpu_name = cfg.host(host_name).dpu_name  # type: ignore[union-attr]
+                members.append(DpuMember(dpu=str(dpu_name), host=host_name, flavor=f"{dpu_name}-flavor"))
+                dpus.append(host.dpu)
+            self.dpu_cluster = DpuCluster(
+                cfg.dpu_cluster.name,
+                DpuClusterArgs(
+                    config=cfg.dpu_cluster, members=members, mothership=mothership, depends_on=dpus
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        # Hypervisor clusters.
+        self.hypervisor_clusters = {}
+        for c in cfg.hypervisor_clusters:
+            sharing = [s for h in c.hosts for s in host_sharing(cfg, h)]
+            mig = next((s.mig_strategy for _, s in sharing if s.strategy == "mig"), None)
+            self.hypervisor_clusters[c.name] = HypervisorCluster(
+                c.name,
+                HypervisorClusterArgs(
+                    config=c,
+                    mothership=mothership,
+                    catalog=cfg.catalog,
+                    gpu_models=cluster_gpu_models(cfg, c.name),
+                    device_plugin_configs={n: to_yaml(device_plugin_config(s)) for n, s in sharing},
+                    mig_strategy=mig,
+                    depends_on=[*templates, *(self.hosts[h] for h in c.hosts)],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        # Tenants.
+        self.tenants = {
+            t.name: Tenant(
+                t.name,
+                TenantArgs(
+                    config=t,
+                    provider=provider,
+                    catalog=cfg.catalog,
+                    hypervisor_clusters=self.hypervisor_clusters,
+                    composer_pool=cfg.composer is not None,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for t in cfg.tenants
+        }
+
+        # Static GPU compositions.
+        self.compositions = []
+        for comp_name, g in zip(composition_names(cfg), cfg.gpu_compositions, strict=True):
+            pool = cfg.pool(g.pool)
+            assert pool is not None  # guaranteed by stack_config.rules
+            self.compositions.append(
+                GpuComposition(
+                    comp_name,
+                    GpuCompositionArgs(config=g, director=cfg.fabric.director, pool=pool),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.hosts[g.host]]),
+                )
+            )
+
+        # The composer.
+        self.composer = None
+        if cfg.composer is not None:
+            cc = cfg.composer
+            target_provider = provider
+            if cc.kubeconfig is not None:
+                target_provider = k8s.Provider(
+                    f"{name}-composer-target",
+                    kubeconfig=str(resolve_path(cc.kubeconfig, root)),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            excluded = excluded_devices(cfg, self.compositions)
+            pool = cfg.pool(cc.pool)
+            assert pool is not None  # guaranteed by stack_config.rules
+            depends = [*self.compositions]
+            if cc.target_cluster != MOTHERSHIP:
+                depends.append(self.hypervisor_clusters[cc.target_cluster])
+            self.composer = Composer(
+                cc.release_name,
+                ComposerArgs(
+                    config=cc,
+                    director=cfg.fabric.director,
+                    pool=pool,
+                    chart_path=resolve_path(cc.chart_path, root),
+                    provider=target_provider,
+                    excluded_devices=excluded,
+                    tenant_pools=[TenantPool(name=t.name, quota_gpus=t.gpu_quota) for t in cfg.tenants],
+                    depends_on=depends,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        self.report = self._report(args.stack, cfg)
+        self.register_outputs({"report": self.report})
+
+    def _report(self, stack: str, cfg: EstateConfig) -> pulumi.Output[dict[str, Any]]:
+        hosts = [
+            pulumi.Output.all(
+                name=h.name,
+                role=h.role,
+                bmc_address=h.bmc_address,
+                cluster=h.cluster,
+                gpu_mode=h.gpu_mode,
+                dpu=h.dpu_name,
+            )
+            for h in self.hosts.values()
+        ]
+        dpus = [
+            pulumi.Output.all(
+                name=d.name,
+                host=d.host,
+                mode=d.mode,
+                host_privilege_level=d.host_privilege_level,
+                host_rshim=d.host_rshim,
+                reset_pending=d.reset_pending,
+                flavor=d.flavor,
+            )
+            for d in (h.dpu for h in self.hosts.values())
+            if d is not None
+        ]
+        tenants = [
+            pulumi.Output.all(
+                name=t.name,
+                namespace=t.namespace,
+                gpu_quota=t.gpu_quota,
+                allowed_models=t.allowed_models,
+                networks=t.networks,
+                clusters=t.clusters,
+                gpu_sharing=t.gpu_sharing,
+            )
+            for t in self.tenants.values()
+        ]
+        clusters = [
+            pulumi.Output.all(
+                name=c.name,
+                hosts=c.hosts,
+                gpu_workload_mode=c.gpu_workload_mode,
+                kubevirt=c.kubevirt,
+                services=c.services,
+            )
+            for c in self.hypervisor_clusters.values()
+        ]
+        gpus = [
+            pulumi.Output.all(
+                host=g.host, pool=g.pool, tenant=g.tenant, device_names=g.device_names, models=g.models
+            )
+            for g in self.compositions
+        ]
+        dpu_cluster: Any = None
+        if self.dpu_cluster is not None:
+            d = self.dpu_cluster
+            dpu_cluster = pulumi.Output.all(name=d.name, hosts=d.hosts, dpus=d.dpus, services=d.services)
+        composer: Any = None
+        if self.composer is not None:
+            c = self.composer
+            composer = pulumi.Output.all(
+                namespace=c.namespace,
+                pool=c.pool,
+                target_cluster=c.target_cluster,
+                idle_timeout_seconds=c.idle_timeout_seconds,
+                excluded_devices=c.excluded_devices,
+            )
+        return pulumi.Output.all(
+            stack=stack,
+            environment=cfg.environment,
+            hosts=pulumi.Output.all(*hosts),
+            dpus=pulumi.Output.all(*dpus),
+            hypervisor_clusters=pulumi.Output.all(*clusters),
+            dpu_cluster=dpu_cluster,
+            tenants=pulumi.Output.all(*tenants),
+            gpus=pulumi.Output.all(*gpus),
+            composer=composer,
+        )

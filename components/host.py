@@ -1,0 +1,157 @@
+"""``composable:infra:Host``: a bare-metal host registered with Metal3."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import Mothership, child_opts, secret, token
+from components.dpu import Dpu, DpuArgs
+from components.manifests import bare_metal_host_spec, bmc_address, common_labels, host_user_data
+from stack_config.models import HostConfig
+
+
+@dataclass(frozen=True)
+class HostArgs:
+    """Inputs of :class:`Host`.
+
+    Attributes:
+        config: the host's config.
+        mothership: where the Kubernetes objects go.
+        cluster: hypervisor cluster the host belongs to, or None.
+        gpu_mode: ``passthrough`` | ``vgpu`` | ``container`` | ``none`` (from the cluster's mode).
+        node_labels: GPU Operator labels for the host's node (workload type, device-plugin and
+            MIG config); put on the BareMetalHost for CAPM3 label sync.
+        label_nodes: lab only: also patch these labels onto the Node named like the host.
+        dpu_ca_bundle: resolved CA bundle path for the DPU BMC, or None.
+    """
+
+    config: HostConfig
+    mothership: Mothership
+    cluster: str | None = None
+    gpu_mode: str = "none"
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    label_nodes: bool = False
+    dpu_ca_bundle: str | None = None
+
+
+class Host(pulumi.ComponentResource):
+    """A bare-metal host: Metal3 BareMetalHost, its BMC credentials and cloud-init user-data.
+
+    Children (all Kubernetes objects in the mothership's infrastructure namespace):
+
+    - ``<name>-bmc-credentials``: Secret with ``username``/``password`` (Pulumi secrets).
+    - ``<name>-user-data``: Secret with ``userData``: cloud-init that appends the kernel args
+      (``intel_iommu=on iommu=pt pci=realloc``) and blacklists modules (``nouveau``).
+    - ``<name>``: BareMetalHost (``bmc.address`` ``redfish-virtualmedia://...``, ``bootMACAddress``,
+      ``online``, ``userData``), labelled with its role, cluster and GPU Operator node labels.
+    - ``<name>-node-labels`` (lab only): NodePatch putting the GPU Operator labels on the Node.
+    - the host's :class:`~components.dpu.Dpu`, when it has one.
+
+    Contract properties: ``name``, ``role``, ``bmc_address``, ``bmc_verify_tls``, ``kernel_args``,
+    ``blacklisted_modules``, ``cluster``, ``tenant_workloads``, ``dpu``, ``gpu_mode``.
+    """
+
+    name: pulumi.Output[str]
+    role: pulumi.Output[str]
+    bmc_address: pulumi.Output[str]
+    cluster: pulumi.Output[str | None]
+    gpu_mode: pulumi.Output[str]
+    bare_metal_host: pulumi.Output[str]
+    credentials_secret: pulumi.Output[str]
+    user_data_secret: pulumi.Output[str]
+    dpu_name: pulumi.Output[str | None]
+    dpu: Dpu | None
+
+    def __init__(self, name: str, args: HostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        c = args.config
+        address = bmc_address(c.bmc.endpoint, driver=c.bmc.driver, system_id=c.bmc.system_id)
+        props = {
+            "name": name,
+            "role": c.role,
+            "bmc_address": address,
+            "bmc_verify_tls": c.bmc.verify_tls,
+            "kernel_args": list(c.kernel_args),
+            "blacklisted_modules": list(c.blacklisted_modules),
+            "cluster": args.cluster,
+            "tenant_workloads": c.runs_tenant_workloads,
+            "dpu": c.dpu_name,
+            "gpu_mode": args.gpu_mode,
+        }
+        super().__init__(token("Host"), name, props, opts)
+
+        ms = args.mothership
+        k8s_opts = {"provider": ms.provider}
+        labels = common_labels(host=name, role=c.role, cluster=args.cluster)
+        creds_name, user_data_name = f"{name}-bmc-credentials", f"{name}-user-data"
+        creds = k8s.core.v1.Secret(
+            creds_name,
+            metadata={"name": creds_name, "namespace": ms.namespace, "labels": labels},
+            type="Opaque",
+            string_data={"username": secret(c.bmc.username), "password": secret(c.bmc.password)},
+            opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
+        )
+        user_data = k8s.core.v1.Secret(
+            user_data_name,
+            metadata={"name": user_data_name, "namespace": ms.namespace, "labels": labels},
+            type="Opaque",
+            string_data={
+                "userData": host_user_data(
+                    kernel_args=c.kernel_args, blacklisted_modules=c.blacklisted_modules
+                )
+            },
+            opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
+        )
+        k8s.apiextensions.CustomResource(
+            name,
+            api_version="metal3.io/v1alpha1",
+            kind="BareMetalHost",
+            metadata={"name": name, "namespace": ms.namespace, "labels": {**labels, **args.node_labels}},
+            spec=bare_metal_host_spec(
+                c, credentials_secret=creds_name, user_data_secret=user_data_name, namespace=ms.namespace
+            ),
+            opts=child_opts(self, depends_on=[creds, user_data], **k8s_opts),
+        )
+        if args.label_nodes and args.node_labels:
+            k8s.core.v1.NodePatch(
+                f"{name}-node-labels",
+                metadata={
+                    "name": name,
+                    "labels": dict(args.node_labels),
+                    "annotations": {"pulumi.com/patchForce": "true"},
+                },
+                opts=child_opts(self, **k8s_opts),
+            )
+        self.dpu = None
+        if c.dpu is not None and c.dpu_name is not None:
+            self.dpu = Dpu(
+                c.dpu_name,
+                DpuArgs(config=c.dpu, host=name, mothership=ms, ca_bundle=args.dpu_ca_bundle),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        self.name = pulumi.Output.from_input(name)
+        self.role = pulumi.Output.from_input(c.role)
+        self.bmc_address = pulumi.Output.from_input(address)
+        self.cluster = pulumi.Output.from_input(args.cluster)
+        self.gpu_mode = pulumi.Output.from_input(args.gpu_mode)
+        self.bare_metal_host = pulumi.Output.from_input(name)
+        self.credentials_secret = pulumi.Output.from_input(creds_name)
+        self.user_data_secret = pulumi.Output.from_input(user_data_name)
+        self.dpu_name = pulumi.Output.from_input(c.dpu_name)
+        self.register_outputs(
+            {
+                "name": self.name,
+                "role": self.role,
+                "bmc_address": self.bmc_address,
+                "cluster": self.cluster,
+                "gpu_mode": self.gpu_mode,
+                "bare_metal_host": self.bare_metal_host,
+                "credentials_secret": self.credentials_secret,
+                "user_data_secret": self.user_data_secret,
+                "dpu_name": self.dpu_name,
+            }
+        )

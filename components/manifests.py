@@ -1,0 +1,501 @@
+"""Pure builders for the Kubernetes objects the components register (no Pulumi, no I/O).
+
+Every function takes config values (plain data) and returns the plain ``spec``/``data``
+dicts or strings that a component hands to pulumi-kubernetes, so they are tested with tiny
+input/expected cases and validated offline against the upstream CRD schemas in
+``../shared/crds`` (``tests/components/test_manifests.py``). Sources per object:
+
+- Metal3 BareMetalHost ``metal3.io/v1alpha1`` (baremetal-operator ``docs/api.md``):
+  ``bmc.address`` schemes ``redfish://``, ``redfish-virtualmedia://`` (``+http`` for plain
+  HTTP), ``bmc.credentialsName`` Secret with ``username``/``password``, ``userData`` Secret
+  with key ``userData``.
+- k0rdent ClusterDeployment / ServiceTemplate ``k0rdent.mirantis.com/v1beta1``; values of
+  the ``kubevirt-hosted-cp`` template from k0rdent/kcm ``templates/cluster/kubevirt-hosted-cp/
+  values.yaml`` (``controlPlaneNumber``, ``workersNumber``, ``worker.{cpus,memory,devices,
+  networks}``, ``k0s.{version,network.provider}``).
+- GPU Operator Helm values (``sandboxWorkloads``, ``vfioManager``, ``vgpuManager``,
+  ``devicePlugin.config``, ``mig.strategy``) and device-plugin config file (``version: v1``,
+  ``sharing.timeSlicing`` / ``sharing.mps``, ``flags.migStrategy``).
+- DPF ``provisioning.dpu.nvidia.com/v1alpha1`` DPUFlavor (``nvconfig[].parameters``),
+  DPUCluster, DPUSet, BFB; ``svc.dpu.nvidia.com/v1alpha1`` DPUService.
+- KubeVirt GPU assignment: ``spec.domain.devices.gpus[].deviceName`` (KubeVirt user guide,
+  "Host Devices Assignment"), ``permittedHostDevices.pciHostDevices`` with
+  ``externalResourceProvider: true`` when the GPU Operator's sandbox device plugin advertises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from stack_config.gpus import GPU_PRODUCTS, vgpu_resource_name
+from stack_config.models import (
+    CatalogConfig,
+    DpuServiceConfig,
+    GpuSharingConfig,
+    HostConfig,
+    HypervisorClusterConfig,
+    ServiceTemplateConfig,
+    TenantClusterConfig,
+    TenantNetworkConfig,
+)
+
+#: API versions of the custom resources the components create (see /work/shared/crds).
+K0RDENT_API = "k0rdent.mirantis.com/v1beta1"
+METAL3_API = "metal3.io/v1alpha1"
+DPF_PROVISIONING_API = "provisioning.dpu.nvidia.com/v1alpha1"
+DPF_SERVICE_API = "svc.dpu.nvidia.com/v1alpha1"
+
+#: Label-key prefix of the program's own labels.
+LABEL_PREFIX = "composable-gpu.io"
+#: GPU Operator node label selecting the sandbox workload type (GPU Operator docs, KubeVirt).
+GPU_WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
+#: GPU Operator node label selecting a named device-plugin config.
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+#: MIG manager node label selecting a mig-parted config.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+
+#: Host GPU mode (component contract) for each hypervisor-cluster workload mode.
+HOST_GPU_MODE = {"vm-passthrough": "passthrough", "vm-vgpu": "vgpu", "container": "container"}
+
+
+def common_labels(**extra: str | None) -> dict[str, str]:
+    """Labels on every object: managed-by/part-of plus ``composable-gpu.io/<key>`` for each extra.
+
+    ``common_labels(tenant="alpha")`` -> ``{..., "composable-gpu.io/tenant": "alpha"}``; None values
+    are dropped.
+    """
+    labels = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-of": "composable-gpu"}
+    labels.update({f"{LABEL_PREFIX}/{k.replace('_', '-')}": v for k, v in extra.items() if v is not None})
+    return labels
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """SafeDumper writing multi-line strings as literal blocks (``|``)."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_BlockDumper.add_representer(str, _str_representer)
+
+
+def to_yaml(value: Any) -> str:
+    """Stable YAML text for Helm values and config files: sorted keys, block style, no line
+    folding, multi-line strings as literal blocks (so files embedded in cloud-init stay readable)."""
+    return yaml.dump(value, Dumper=_BlockDumper, sort_keys=True, default_flow_style=False, width=2**16)
+
+
+# --------------------------------------------------------------------------- hosts
+
+
+def bmc_address(endpoint: str, *, driver: str = "redfish-virtualmedia", system_id: str = "1") -> str:
+    """Metal3 ``bmc.address`` for a Redfish BMC.
+
+    ``bmc_address("https://10.0.0.5:8443")`` -> ``redfish-virtualmedia://10.0.0.5:8443/redfish/v1/Systems/1``;
+    a plain ``http://`` endpoint selects the ``+http`` variant (``redfish-virtualmedia+http://``),
+    as Metal3 documents. Any path on ``endpoint`` is ignored.
+    """
+    parts = urlsplit(endpoint)
+    scheme = driver if parts.scheme == "https" else f"{driver}+http"
+    return f"{scheme}://{parts.netloc}/redfish/v1/Systems/{system_id}"
+
+
+def host_user_data(*, kernel_args: Sequence[str], blacklisted_modules: Sequence[str]) -> str:
+    """cloud-init user-data that sets kernel arguments and blacklists kernel modules.
+
+    Writes ``/etc/default/grub.d/90-composable-gpu.cfg`` appending ``kernel_args`` to
+    ``GRUB_CMDLINE_LINUX_DEFAULT`` and ``/etc/modprobe.d/blacklist-<module>.conf`` (``blacklist
+    <m>`` and ``options <m> modeset=0``, as the seed article does for nouveau), then rebuilds the
+    initramfs and GRUB config and reboots once so both take effect.
+    """
+    args = " ".join(kernel_args)
+    files: list[dict[str, Any]] = [
+        {
+            "path": "/etc/default/grub.d/90-composable-gpu.cfg",
+            "permissions": "0644",
+            "content": f'GRUB_CMDLINE_LINUX_DEFAULT="${{GRUB_CMDLINE_LINUX_DEFAULT}} {args}"\n',
+        }
+    ]
+    for module in blacklisted_modules:
+        files.append(
+            {
+                "path": f"/etc/modprobe.d/blacklist-{module}.conf",
+                "permissions": "0644",
+                "content": f"blacklist {module}\noptions {module} modeset=0\n",
+            }
+        )
+    doc = {
+        "write_files": files,
+        "runcmd": [["update-initramfs", "-u"], ["update-grub"]],
+        "power_state": {"mode": "reboot", "message": "apply kernel arguments", "condition": True},
+    }
+    return "#cloud-config\n" + to_yaml(doc)
+
+
+def bare_metal_host_spec(
+    host: HostConfig, *, credentials_secret: str, user_data_secret: str, namespace: str
+) -> dict[str, Any]:
+    """``spec`` of the host's BareMetalHost (required by the CRD: ``online``, ``bmc.address``,
+    ``bmc.credentialsName``)."""
+    spec: dict[str, Any] = {
+        "online": host.online,
+        "bootMACAddress": host.boot_mac,
+        "bootMode": host.boot_mode,
+        "bmc": {
+            "address": bmc_address(host.bmc.endpoint, driver=host.bmc.driver, system_id=host.bmc.system_id),
+            "credentialsName": credentials_secret,
+            "disableCertificateVerification": not host.bmc.verify_tls,
+        },
+        "userData": {"name": user_data_secret, "namespace": namespace},
+        "description": f"{host.role} host {host.name}",
+    }
+    if host.image is not None:
+        image: dict[str, Any] = {
+            "url": host.image.url,
+            "checksum": host.image.checksum,
+            "checksumType": host.image.checksum_type,
+        }
+        if host.image.format:
+            image["format"] = host.image.format
+        spec["image"] = image
+    return spec
+
+
+def host_node_labels(
+    *, gpu_workload_mode: str | None, sharing: Iterable[tuple[str, GpuSharingConfig]] = ()
+) -> dict[str, str]:
+    """Node labels a host needs for the GPU Operator.
+
+    ``gpu_workload_mode`` (the host's cluster mode, or None) gives ``nvidia.com/gpu.workload.config``;
+    each ``(config_name, sharing)`` that lists the host adds ``nvidia.com/device-plugin.config`` and,
+    for MIG, ``nvidia.com/mig.config``. A host shared by two configs is a config error caught by
+    the rules, so the last one wins here.
+    """
+    labels: dict[str, str] = {}
+    if gpu_workload_mode:
+        labels[GPU_WORKLOAD_LABEL] = gpu_workload_mode
+    for config_name, s in sharing:
+        labels[DEVICE_PLUGIN_CONFIG_LABEL] = config_name
+        if s.strategy == "mig" and s.mig_config:
+            labels[MIG_CONFIG_LABEL] = s.mig_config
+    return labels
+
+
+# --------------------------------------------------------------------------- DPUs
+
+
+def mlxconfig_parameters(mlxconfig: Mapping[str, int | str]) -> list[str]:
+    """``NAME=VALUE`` strings, sorted by name: ``{"A": 1}`` -> ``["A=1"]``."""
+    return [f"{k}={v}" for k, v in sorted(mlxconfig.items())]
+
+
+def dpu_flavor_spec(mlxconfig: Mapping[str, int | str]) -> dict[str, Any]:
+    """DPUFlavor ``spec`` carrying the mlxconfig settings (applied on all DPU devices; a power
+    cycle applies them)."""
+    return {
+        "nvconfig": [
+            {"device": "*", "parameters": mlxconfig_parameters(mlxconfig), "hostPowerCycleRequired": True}
+        ]
+    }
+
+
+def dpu_cluster_spec(*, version: str, kubeconfig_secret: str, max_nodes: int) -> dict[str, Any]:
+    """DPUCluster ``spec`` for a cluster created elsewhere (type ``static``: DPF uses the kubeconfig
+    Secret CAPI writes as ``<cluster>-kubeconfig``)."""
+    return {
+        "type": "static",
+        "version": version,
+        "kubeconfig": kubeconfig_secret,
+        "maxNodes": max(1, max_nodes),
+    }
+
+
+def bfb_spec(url: str) -> dict[str, Any]:
+    """BFB ``spec``: the BlueField bundle URL and its file name."""
+    return {"url": url, "fileName": url.rsplit("/", 1)[-1]}
+
+
+def dpu_set_spec(*, host: str, flavor: str, bfb: str, cluster: str) -> dict[str, Any]:
+    """DPUSet ``spec`` provisioning the DPU of ``host`` with ``flavor`` and ``bfb`` into ``cluster``."""
+    return {
+        "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": host}},
+        "strategy": {"type": "RollingUpdate"},
+        "dpuTemplate": {
+            "spec": {
+                "dpuFlavor": flavor,
+                "bfb": {"name": bfb},
+                "cluster": {
+                    "nodeLabels": {f"{LABEL_PREFIX}/host": host, f"{LABEL_PREFIX}/dpu-cluster": cluster}
+                },
+                "nodeEffect": {"noEffect": True},
+            }
+        },
+    }
+
+
+def dpu_service_spec(service: DpuServiceConfig) -> dict[str, Any]:
+    """DPUService ``spec``: a Helm chart installed into the DPU cluster."""
+    return {
+        "deployInCluster": False,
+        "helmChart": {
+            "source": {"repoURL": service.repo_url, "chart": service.chart, "version": service.version},
+            "values": dict(service.values),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- k0rdent
+
+
+def service_template_spec(template: ServiceTemplateConfig) -> dict[str, Any]:
+    """ServiceTemplate ``spec``: the chart from a Flux HelmRepository in the same namespace."""
+    return {
+        "helm": {
+            "chartSpec": {
+                "chart": template.chart,
+                "version": template.version,
+                "interval": "10m",
+                "sourceRef": {"kind": "HelmRepository", "name": template.repository},
+            }
+        }
+    }
+
+
+def device_plugin_config(sharing: GpuSharingConfig) -> dict[str, Any]:
+    """GPU Operator device-plugin config file (``version: v1``) for one sharing setting.
+
+    time-slicing / MPS: ``sharing.<timeSlicing|mps>.resources[{name: nvidia.com/gpu, replicas}]``;
+    MIG: ``flags.migStrategy`` (the partition layout comes from the ``nvidia.com/mig.config`` label).
+    """
+    if sharing.strategy == "mig":
+        return {"version": "v1", "flags": {"migStrategy": sharing.mig_strategy}}
+    key = "timeSlicing" if sharing.strategy == "time-slicing" else "mps"
+    body: dict[str, Any] = {"resources": [{"name": "nvidia.com/gpu", "replicas": sharing.replicas or 2}]}
+    if sharing.strategy == "time-slicing":
+        body["renameByDefault"] = sharing.rename_by_default
+        body["failRequestsGreaterThanOne"] = sharing.fail_requests_greater_than_one
+    else:
+        body["renameByDefault"] = sharing.rename_by_default
+    return {"version": "v1", "sharing": {key: body}}
+
+
+def gpu_operator_values(
+    *,
+    workload_mode: str,
+    device_plugin_configs: Mapping[str, str] | None = None,
+    mig_strategy: str | None = None,
+) -> dict[str, Any]:
+    """GPU Operator Helm values for a cluster in ``workload_mode``.
+
+    ``vm-passthrough``: sandbox workloads on, VFIO manager on; ``vm-vgpu``: sandbox workloads on,
+    vGPU manager and vGPU device manager on; ``container``: driver and device plugin for pods.
+    ``device_plugin_configs`` (name -> config YAML) become ``devicePlugin.config`` with the data
+    inline; nodes pick one with the ``nvidia.com/device-plugin.config`` label.
+    """
+    vm = workload_mode != "container"
+    values: dict[str, Any] = {
+        "sandboxWorkloads": {"enabled": vm, "defaultWorkload": workload_mode},
+        "vfioManager": {"enabled": workload_mode == "vm-passthrough"},
+        "vgpuManager": {"enabled": workload_mode == "vm-vgpu"},
+        "vgpuDeviceManager": {"enabled": workload_mode == "vm-vgpu"},
+        "sandboxDevicePlugin": {"enabled": vm},
+        "driver": {"enabled": True},
+    }
+    if device_plugin_configs:
+        values["devicePlugin"] = {
+            "config": {
+                "create": True,
+                "name": "device-plugin-config",
+                "default": "",
+                "data": dict(sorted(device_plugin_configs.items())),
+            }
+        }
+    if mig_strategy:
+        values["mig"] = {"strategy": mig_strategy}
+    return values
+
+
+def kubevirt_values(*, workload_mode: str, gpu_models: Iterable[str]) -> dict[str, Any]:
+    """KubeVirt Helm values: GPU/HostDevices feature gates and, for ``vm-passthrough``, the GPUs
+    permitted for passthrough (advertised by the GPU Operator: ``externalResourceProvider``)."""
+    config: dict[str, Any] = {"developerConfiguration": {"featureGates": ["GPU", "HostDevices"]}}
+    if workload_mode == "vm-passthrough":
+        devices = [
+            {
+                "pciVendorSelector": GPU_PRODUCTS[m].pci_id.upper(),
+                "resourceName": GPU_PRODUCTS[m].passthrough_resource,
+                "externalResourceProvider": True,
+            }
+            for m in sorted(set(gpu_models))
+            if m in GPU_PRODUCTS
+        ]
+        if devices:
+            config["permittedHostDevices"] = {"pciHostDevices": devices}
+    return {"kubevirt": {"configuration": config}}
+
+
+def _service(template: ServiceTemplateConfig, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "template": template.name,
+        "namespace": template.namespace,
+        "values": to_yaml(dict(values)),
+    }
+
+
+def hypervisor_cluster_spec(
+    cluster: HypervisorClusterConfig,
+    *,
+    catalog: CatalogConfig,
+    gpu_models: Iterable[str] = (),
+    device_plugin_configs: Mapping[str, str] | None = None,
+    mig_strategy: str | None = None,
+) -> dict[str, Any]:
+    """ClusterDeployment ``spec`` of a hypervisor cluster on Metal3 hosts.
+
+    Workers are the BareMetalHosts labelled ``composable-gpu.io/cluster=<name>`` (CAPM3
+    ``hostSelector``); every worker gets ``nvidia.com/gpu.workload.config=<mode>`` through the k0s
+    worker ``--labels`` flag; services: the GPU Operator (and KubeVirt when enabled).
+    """
+    models = list(gpu_models)
+    services = [
+        _service(
+            catalog.gpu_operator,
+            "gpu-operator",
+            gpu_operator_values(
+                workload_mode=cluster.gpu_workload_mode,
+                device_plugin_configs=device_plugin_configs,
+                mig_strategy=mig_strategy,
+            ),
+        )
+    ]
+    if cluster.kubevirt:
+        services.append(
+            _service(
+                catalog.kubevirt,
+                "kubevirt",
+                kubevirt_values(workload_mode=cluster.gpu_workload_mode, gpu_models=models),
+            )
+        )
+    return {
+        "template": cluster.template,
+        "credential": cluster.credential,
+        "config": {
+            "controlPlaneNumber": cluster.control_plane_replicas,
+            "workersNumber": len(cluster.hosts),
+            "clusterLabels": common_labels(cluster=cluster.name, gpu_workload=cluster.gpu_workload_mode),
+            "worker": {"hostSelector": {"matchLabels": {f"{LABEL_PREFIX}/cluster": cluster.name}}},
+            "k0s": {
+                "version": cluster.k0s_version,
+                "network": {"provider": "custom" if cluster.cni == "cilium" else cluster.cni},
+                "workerArgs": [f"--labels={GPU_WORKLOAD_LABEL}={cluster.gpu_workload_mode}"],
+            },
+        },
+        "serviceSpec": {"services": services, "continueOnError": False},
+    }
+
+
+def dpu_cluster_deployment_spec(
+    *, name: str, template: str, credential: str, control_plane_replicas: int, k0s_version: str, workers: int
+) -> dict[str, Any]:
+    """ClusterDeployment ``spec`` of the DPU cluster: hosted control plane on the mothership, arm64
+    k0s workers (the DPUs, joined by DPF provisioning)."""
+    return {
+        "template": template,
+        "credential": credential,
+        "config": {
+            "controlPlaneNumber": control_plane_replicas,
+            "workersNumber": workers,
+            "clusterLabels": common_labels(dpu_cluster=name),
+            "k0s": {"version": k0s_version, "arch": "arm64"},
+        },
+    }
+
+
+def tenant_cluster_spec(
+    cluster: TenantClusterConfig,
+    *,
+    tenant: str,
+    namespace: str,
+    networks: Sequence[TenantNetworkConfig],
+    catalog: CatalogConfig,
+) -> dict[str, Any]:
+    """ClusterDeployment ``spec`` of a tenant child cluster (``kubevirt-hosted-cp`` values).
+
+    Worker VMs run on the hypervisor cluster's nodes (``nodeSelector`` on its cluster label), get a
+    bridge interface per tenant network (Multus network ``<namespace>/<network>``), and GPUs as
+    KubeVirt ``devices.gpus`` (passthrough resource or vGPU type). Services: the tenant's CNI when
+    it is Cilium, the GPU Operator (container mode, inside the VMs) when the cluster has GPUs.
+    """
+    interfaces: list[dict[str, Any]] = [{"name": "default", "bridge": {}}]
+    vm_networks: list[dict[str, Any]] = [{"name": "default", "pod": {}}]
+    for net in networks:
+        interfaces.append({"name": net.name, "bridge": {}})
+        vm_networks.append({"name": net.name, "multus": {"networkName": f"{namespace}/{net.name}"}})
+    devices: dict[str, Any] = {"interfaces": interfaces}
+    resource = gpu_device_name(cluster)
+    if resource:
+        devices["gpus"] = [
+            {"name": f"gpu{i}", "deviceName": resource} for i in range(cluster.gpu_count_per_worker)
+        ]
+    services: list[dict[str, Any]] = []
+    if cluster.cni == "cilium":
+        services.append(_service(catalog.cilium, "cilium", {"kubeProxyReplacement": False}))
+    if cluster.gpu_mode != "none":
+        services.append(
+            _service(catalog.gpu_operator, "gpu-operator", gpu_operator_values(workload_mode="container"))
+        )
+    spec: dict[str, Any] = {
+        "template": cluster.template,
+        "credential": cluster.credential,
+        "config": {
+            "controlPlaneNumber": cluster.control_plane_replicas,
+            "workersNumber": cluster.workers,
+            "clusterLabels": common_labels(tenant=tenant, hypervisor_cluster=cluster.hypervisor_cluster),
+            "worker": {
+                "cpus": cluster.worker_cpus,
+                "memory": f"{cluster.worker_memory_mib}Mi",
+                "nodeSelector": {f"{LABEL_PREFIX}/cluster": cluster.hypervisor_cluster},
+                "devices": devices,
+                "networks": vm_networks,
+            },
+            "k0s": {
+                "version": cluster.k0s_version,
+                "network": {"provider": "custom" if cluster.cni == "cilium" else cluster.cni},
+            },
+        },
+    }
+    if services:
+        spec["serviceSpec"] = {"services": services, "continueOnError": False}
+    return spec
+
+
+def gpu_device_name(cluster: TenantClusterConfig) -> str | None:
+    """KubeVirt ``deviceName`` of the cluster's GPUs: the passthrough resource or the vGPU resource."""
+    if cluster.gpu_mode == "none" or not cluster.gpu_model or cluster.gpu_model not in GPU_PRODUCTS:
+        return None
+    product = GPU_PRODUCTS[cluster.gpu_model]
+    if cluster.gpu_mode == "passthrough":
+        return product.passthrough_resource
+    vgpu = cluster.effective_vgpu_type
+    return vgpu_resource_name(vgpu) if vgpu else None
+
+
+def tenant_network_data(tenant: str, net: TenantNetworkConfig) -> dict[str, str]:
+    """ConfigMap ``data`` describing a tenant network (all values strings, as ConfigMaps require)."""
+    data = {
+        "tenant": tenant,
+        "name": net.name,
+        "cidr": net.cidr,
+        "vxlanId": str(net.vxlan_id),
+        "vlanId": str(net.vlan_id),
+    }
+    if net.gateway:
+        data["gateway"] = net.gateway
+    return data

@@ -1,0 +1,221 @@
+"""``composable:infra:Tenant``: a tenant's namespace, quota, networks, clusters and GPU sharing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import child_opts, token
+from components.gpu_sharing import GpuSharing, GpuSharingArgs
+from components.manifests import common_labels
+from components.network import TenantNetwork, TenantNetworkArgs
+from components.service_template import service_template
+from components.tenant_cluster import TenantCluster, TenantClusterArgs
+from stack_config.models import CatalogConfig, TenantConfig
+
+#: Namespace label the composer reads to put a namespace's pods into a pool (composer/annotations.py).
+COMPOSER_POOL_LABEL = "composer.liqid.io/pool"
+
+
+def sharing_name(tenant: str) -> str:
+    """Name of a tenant's GPU sharing config: ``<tenant>-gpu-sharing``."""
+    return f"{tenant}-gpu-sharing"
+
+
+@dataclass(frozen=True)
+class TenantArgs:
+    """Inputs of :class:`Tenant`.
+
+    Attributes:
+        config: the tenant's config.
+        provider: mothership provider.
+        catalog: ServiceTemplate names/versions (for its clusters).
+        hypervisor_clusters: hypervisor-cluster components by name (its clusters depend on them).
+        composer_pool: when the composer runs, label the namespace into the composer pool named after
+            the tenant (the composer then enforces ``gpu_quota`` for its pods).
+    """
+
+    config: TenantConfig
+    provider: k8s.Provider
+    catalog: CatalogConfig
+    hypervisor_clusters: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    composer_pool: bool = False
+
+
+class Tenant(pulumi.ComponentResource):
+    """A tenant.
+
+    Children:
+
+    - ``<name>-namespace``: Namespace ``tenant-<name>`` (labelled with the tenant, and with
+      ``composer.liqid.io/pool=<name>`` when the composer runs).
+    - ``<name>-gpu-quota``: ResourceQuota ``requests.nvidia.com/gpu: <gpu_quota>``.
+    - ``<name>-<network>``: a :class:`~components.network.TenantNetwork` per network.
+    - ``<name>-<cluster>``: a :class:`~components.tenant_cluster.TenantCluster` per child cluster.
+    - ``<name>-gpu-operator`` / ``<name>-cilium``: ServiceTemplates in its namespace, when its
+      clusters use GPUs / Cilium (k0rdent resolves templates in the ClusterDeployment's namespace;
+      the ``kubevirt-hosted-cp`` ClusterTemplate and the KubeVirt Credential are platform-provided).
+    - ``<name>-gpu-sharing``: a :class:`~components.gpu_sharing.GpuSharing` when configured.
+
+    Contract properties: ``name``, ``gpu_quota``, ``allowed_models``.
+    """
+
+    name: pulumi.Output[str]
+    namespace: pulumi.Output[str]
+    gpu_quota: pulumi.Output[int]
+    allowed_models: pulumi.Output[list[str]]
+    networks: pulumi.Output[list[dict]]
+    clusters: pulumi.Output[list[dict]]
+    gpu_sharing: pulumi.Output[dict | None]
+
+    def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        c = args.config
+        props = {"name": name, "gpu_quota": c.gpu_quota, "allowed_models": list(c.allowed_models)}
+        super().__init__(token("Tenant"), name, props, opts)
+        ns_name = c.namespace_name
+        ns_labels = common_labels(tenant=name)
+        if args.composer_pool:
+            ns_labels[COMPOSER_POOL_LABEL] = name
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": ns_name, "labels": ns_labels},
+            opts=child_opts(self, provider=args.provider),
+        )
+        k8s.core.v1.ResourceQuota(
+            f"{name}-gpu-quota",
+            metadata={"name": "gpu-quota", "namespace": ns_name, "labels": common_labels(tenant=name)},
+            spec={"hard": {"requests.nvidia.com/gpu": str(c.gpu_quota)}},
+            opts=child_opts(self, provider=args.provider, depends_on=[namespace]),
+        )
+        networks = [
+            TenantNetwork(
+                f"{name}-{n.name}",
+                TenantNetworkArgs(
+                    tenant=name,
+                    namespace=ns_name,
+                    config=n,
+                    provider=args.provider,
+                    namespace_resource=namespace,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for n in c.networks
+        ]
+        templates = []
+        if any(cl.gpu_mode != "none" for cl in c.clusters):
+            templates.append(
+                service_template(
+                    f"{name}-gpu-operator",
+                    args.catalog.gpu_operator,
+                    namespace=ns_name,
+                    provider=args.provider,
+                    parent=self,
+                    depends_on=[namespace],
+                )
+            )
+        if any(cl.cni == "cilium" for cl in c.clusters):
+            templates.append(
+                service_template(
+                    f"{name}-cilium",
+                    args.catalog.cilium,
+                    namespace=ns_name,
+                    provider=args.provider,
+                    parent=self,
+                    depends_on=[namespace],
+                )
+            )
+        by_name = {n.name: n for n in c.networks}
+        clusters = []
+        for cl in c.clusters:
+            attached = [by_name[n] for n in (cl.networks if cl.networks is not None else list(by_name))]
+            clusters.append(
+                TenantCluster(
+                    f"{name}-{cl.name}",
+                    TenantClusterArgs(
+                        tenant=name,
+                        namespace=ns_name,
+                        config=cl,
+                        networks=attached,
+                        catalog=args.catalog,
+                        provider=args.provider,
+                        depends_on=[
+                            namespace,
+                            *networks,
+                            args.hypervisor_clusters.get(cl.hypervisor_cluster),
+                        ],
+                    ),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+        sharing = None
+        if c.gpu_sharing is not None:
+            sharing = GpuSharing(
+                sharing_name(name),
+                GpuSharingArgs(
+                    config=c.gpu_sharing,
+                    tenants=[name],
+                    namespace=ns_name,
+                    provider=args.provider,
+                    depends_on=[namespace],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+
+        self.name = pulumi.Output.from_input(name)
+        self.namespace = pulumi.Output.from_input(ns_name)
+        self.gpu_quota = pulumi.Output.from_input(c.gpu_quota)
+        self.allowed_models = pulumi.Output.from_input(list(c.allowed_models))
+        self.networks = (
+            pulumi.Output.all(
+                *[
+                    pulumi.Output.all(name=n.name, cidr=n.cidr, vxlan_id=n.vxlan_id, vlan_id=n.vlan_id)
+                    for n in networks
+                ]
+            )
+            if networks
+            else pulumi.Output.from_input([])
+        )
+        self.clusters = (
+            pulumi.Output.all(
+                *[
+                    pulumi.Output.all(
+                        name=cl.name,
+                        hypervisor_cluster=cl.hypervisor_cluster,
+                        workers=cl.workers,
+                        networks=cl.networks,
+                        gpu_mode=cl.gpu_mode,
+                        gpu_model=cl.gpu_model,
+                        gpu_count=cl.gpu_count,
+                        cni=cl.cni,
+                    )
+                    for cl in clusters
+                ]
+            )
+            if clusters
+            else pulumi.Output.from_input([])
+        )
+        self.gpu_sharing = (
+            pulumi.Output.all(
+                name=sharing.name,
+                strategy=sharing.strategy,
+                hosts=sharing.hosts,
+                replicas=sharing.replicas,
+                mig_profile=sharing.mig_profile,
+            )
+            if sharing is not None
+            else pulumi.Output.from_input(None)
+        )
+        self.register_outputs(
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "gpu_quota": self.gpu_quota,
+                "allowed_models": self.allowed_models,
+                "networks": self.networks,
+                "clusters": self.clusters,
+                "gpu_sharing": self.gpu_sharing,
+            }
+        )

@@ -1,0 +1,117 @@
+"""``composable:infra:TenantCluster``: a tenant child cluster from the ``kubevirt-hosted-cp`` template."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import child_opts, token
+from components.manifests import K0RDENT_API, common_labels, tenant_cluster_spec
+from stack_config.models import CatalogConfig, TenantClusterConfig, TenantNetworkConfig
+
+
+@dataclass(frozen=True)
+class TenantClusterArgs:
+    """Inputs of :class:`TenantCluster`.
+
+    Attributes:
+        tenant: tenant name.
+        namespace: the tenant's namespace (the ClusterDeployment lives there).
+        config: the cluster's config.
+        networks: the tenant networks its workers attach to.
+        catalog: ServiceTemplate names/versions.
+        provider: mothership provider.
+        depends_on: resources to wait for (tenant Namespace, networks, the hypervisor cluster).
+    """
+
+    tenant: str
+    namespace: str
+    config: TenantClusterConfig
+    networks: Sequence[TenantNetworkConfig]
+    catalog: CatalogConfig
+    provider: k8s.Provider
+    depends_on: Sequence[pulumi.Resource | None] = ()
+
+
+class TenantCluster(pulumi.ComponentResource):
+    """A tenant child cluster: k0smotron hosted control plane, KubeVirt VM workers on the tenant's
+    networks, GPUs by passthrough or vGPU.
+
+    Child ``<name>``: ClusterDeployment from the ``kubevirt-hosted-cp`` template in the tenant's
+    namespace (see :func:`components.manifests.tenant_cluster_spec` for the values).
+
+    Contract properties: ``tenant``, ``name``, ``template``, ``hosted_control_plane``, ``networks``
+    (``tenant/network``), ``hypervisor_cluster``, ``gpu_mode``, ``gpu_model``, ``gpu_count`` (GPUs in
+    all), ``cni``.
+    """
+
+    tenant: pulumi.Output[str]
+    name: pulumi.Output[str]
+    namespace: pulumi.Output[str]
+    hypervisor_cluster: pulumi.Output[str]
+    workers: pulumi.Output[int]
+    networks: pulumi.Output[list[str]]
+    gpu_mode: pulumi.Output[str]
+    gpu_model: pulumi.Output[str | None]
+    gpu_count: pulumi.Output[int]
+    cni: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: TenantClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        c = args.config
+        networks = [f"{args.tenant}/{n.name}" for n in args.networks]
+        props = {
+            "tenant": args.tenant,
+            "name": c.name,
+            "template": c.template,
+            "hosted_control_plane": "hosted-cp" in c.template,
+            "networks": networks,
+            "hypervisor_cluster": c.hypervisor_cluster,
+            "gpu_mode": c.gpu_mode,
+            "gpu_model": c.gpu_model,
+            "gpu_count": c.gpu_total,
+            "cni": c.cni,
+        }
+        super().__init__(token("TenantCluster"), name, props, opts)
+        k8s.apiextensions.CustomResource(
+            name,
+            api_version=K0RDENT_API,
+            kind="ClusterDeployment",
+            metadata={
+                "name": c.name,
+                "namespace": args.namespace,
+                "labels": common_labels(tenant=args.tenant, hypervisor_cluster=c.hypervisor_cluster),
+            },
+            spec=tenant_cluster_spec(
+                c, tenant=args.tenant, namespace=args.namespace, networks=args.networks, catalog=args.catalog
+            ),
+            opts=child_opts(self, provider=args.provider, depends_on=args.depends_on),
+        )
+        self.tenant = pulumi.Output.from_input(args.tenant)
+        self.name = pulumi.Output.from_input(c.name)
+        self.namespace = pulumi.Output.from_input(args.namespace)
+        self.hypervisor_cluster = pulumi.Output.from_input(c.hypervisor_cluster)
+        self.workers = pulumi.Output.from_input(c.workers)
+        self.networks = pulumi.Output.from_input(networks)
+        self.gpu_mode = pulumi.Output.from_input(c.gpu_mode)
+        self.gpu_model = pulumi.Output.from_input(c.gpu_model)
+        self.gpu_count = pulumi.Output.from_input(c.gpu_total)
+        self.cni = pulumi.Output.from_input(c.cni)
+        self.register_outputs(
+            {
+                "tenant": self.tenant,
+                "name": self.name,
+                "namespace": self.namespace,
+                "hypervisor_cluster": self.hypervisor_cluster,
+                "workers": self.workers,
+                "networks": self.networks,
+                "gpu_mode": self.gpu_mode,
+                "gpu_model": self.gpu_model,
+                "gpu_count": self.gpu_count,
+                "cni": self.cni,
+            }
+        )

@@ -1,0 +1,152 @@
+"""``python -m composer``: run the composer controller.
+
+Configuration: ``COMPOSER_*`` environment variables or flags (``python -m composer --help``;
+see :mod:`composer.config`). Minimal lab example::
+
+    COMPOSER_DIRECTOR_PASSWORD=... python -m composer \\
+        --director-url http://127.0.0.1:18080 --kubeconfig .lab/composer.kubeconfig \\
+        --namespace gpu-composer --idle-timeout-seconds 30 --probe-port 0
+
+Exit codes: 0 after SIGTERM/SIGINT, 1 when the Lease was lost (the pod restarts and
+campaigns again), 2 for bad configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+
+from pydantic import ValidationError
+
+from composer import config
+from composer.act import Executor
+from composer.controller import Controller
+from composer.fabric import director_factory
+from composer.health import Probes, serve
+from composer.kube import KubeApi, KubeError, api_client
+from composer.leader import LeaseElector
+from composer.metrics import Metrics
+
+log = logging.getLogger("composer")
+
+#: Pause after a pod change before the round starts, to batch bursts of changes (seconds).
+DEBOUNCE_SECONDS = 0.3
+
+
+def _watch_pods(kube: KubeApi, wake: threading.Event, stop: threading.Event) -> None:
+    """Wake the loop on pod changes; reconnects after errors (the loop resyncs regardless)."""
+    while not stop.is_set():
+        try:
+            for _ in kube.watch_pods(timeout_seconds=60):
+                wake.set()
+                if stop.is_set():
+                    return
+        except Exception as exc:
+            log.debug("pod watch ended: %s", exc)
+            stop.wait(2.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    try:
+        settings = config.load(argv)
+    except ValidationError as exc:
+        print(f"composer: bad configuration:\n{exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
+    )
+    policy = settings.policy()
+    metrics = Metrics()
+    kube = KubeApi(api_client(settings.kubeconfig), instance=settings.identity)
+    factory = director_factory(
+        settings.director_url,
+        username=settings.director_username,
+        password=settings.password(),
+        timeout=settings.director_timeout_seconds,
+        retries=settings.director_retries,
+    )
+    executor = Executor(
+        kube,
+        factory,
+        policy,
+        metrics,
+        plugin_namespace=settings.device_plugin_namespace,
+        plugin_selector=settings.device_plugin_selector,
+        release_to_system_pool=settings.release_to_system_pool,
+    )
+    ctrl = Controller(
+        kube,
+        factory,
+        policy,
+        metrics,
+        executor,
+        node_selector=settings.node_selector,
+        workers=settings.compose_workers,
+    )
+    stall = max(900.0, settings.resync_seconds * 10)
+    probes = Probes(stall_seconds=stall, clock=time.monotonic)
+    server = serve(settings.probe_address, settings.probe_port, probes, metrics.render)
+    log.info("probes and metrics on %s:%d", *server.server_address[:2])
+
+    stop = threading.Event()
+    wake = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: (stop.set(), wake.set()))
+    elector = None
+    if settings.leader_election:
+        elector = LeaseElector(
+            kube,
+            namespace=settings.namespace,
+            name=settings.lease_name,
+            identity=settings.identity,
+            lease_duration_seconds=settings.lease_duration_seconds,
+            retry_seconds=settings.lease_retry_seconds,
+        )
+        threading.Thread(
+            target=elector.run,
+            args=(stop,),
+            kwargs={"on_change": lambda lead: (metrics.leader.set(1 if lead else 0), wake.set())},
+            name="composer-lease",
+            daemon=True,
+        ).start()
+    else:
+        metrics.leader.set(1)
+    threading.Thread(target=_watch_pods, args=(kube, wake, stop), name="composer-watch", daemon=True).start()
+
+    code = 0
+    try:
+        while not stop.is_set():
+            if elector is not None and elector.lost.is_set():
+                log.error("leadership lost: exiting so that no two replicas act at once")
+                code = 1
+                break
+            leading = elector.is_leader if elector is not None else True
+            if leading:
+                try:
+                    ctrl.round()
+                except (KubeError, Exception):
+                    log.exception("round failed")
+                    metrics.round_failures.labels("bug").inc()
+                fresh = time.time() - ctrl.last_round_ok <= stall
+                probes.beat(ready=fresh, detail="leader" if fresh else "leader, no successful round lately")
+            else:
+                probes.beat(ready=True, detail="standby (not the leader)")
+            if wake.wait(settings.resync_seconds):
+                wake.clear()
+                stop.wait(DEBOUNCE_SECONDS)
+    finally:
+        stop.set()
+        ctrl.close()
+        if elector is not None:
+            elector.release()
+        server.shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,306 @@
+"""Executing one node's job: annotation writes, device-plugin restart, compose, reclaim.
+
+Runs in a worker thread; one job per node at a time, so a node's annotations have a single
+writer. Order matters for crash safety:
+
+- compose: the ``Composing`` intent is written *before* the Director is called, and the
+  result after; a crash in between is resolved next round from the Director's truth;
+- reclaim: the ``reclaim`` annotation is written before the taint is set, GPU pods on the node
+  are listed again after the taint (a pod bound in the meantime aborts the reclaim), and the
+  taint is lifted before the annotation is cleared.
+
+Director failures never escape a job: they become intent ``retry_at`` times, Events and
+metrics. Kubernetes failures abort the job (logged); the next round starts from what is
+really there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from composer import annotations as ann
+from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim
+from composer.decide import EventSpec, NodeJob, Policy, intents_for, node_event, pod_event
+from composer.fabric import FabricClient, FabricFactory
+from composer.metrics import Metrics
+from composer.models import Taint
+from dynamic_providers.director.errors import DirectorError
+
+log = logging.getLogger(__name__)
+
+RECLAIM_TAINT = Taint(ann.RECLAIM_TAINT_KEY, ann.RECLAIM_TAINT_VALUE, ann.RECLAIM_TAINT_EFFECT)
+
+
+class KubeWrites(Protocol):
+    """The Kubernetes calls a job makes (:class:`composer.kube.KubeApi` provides them)."""
+
+    def patch_node_annotations(self, node: str, changes: Mapping[str, str | None]) -> None: ...
+
+    def set_taint(self, node: str, taint: Taint, present: bool) -> None: ...
+
+    def gpu_pods_on_node(self, node: str) -> list[str]: ...
+
+    def delete_device_plugin_pods(self, node: str, namespace: str, selector: str) -> list[str]: ...
+
+    def create_event(self, ev: EventSpec) -> None: ...
+
+
+@dataclass
+class JobResult:
+    """What a job did, for the controller's memory.
+
+    Attributes:
+        failed: pod UID -> failed compose attempts so far (retry later).
+        gave_up: pod UID -> why the composer stops trying.
+        composed: pod UID -> devices attached for it.
+        reclaim_failed: a reclaim step failed (back off before the next attempt).
+        reclaimed: devices given back.
+    """
+
+    node: str
+    failed: dict[str, int] = field(default_factory=dict)
+    gave_up: dict[str, str] = field(default_factory=dict)
+    composed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reclaim_failed: bool = False
+    reclaimed: tuple[str, ...] = ()
+
+
+@dataclass
+class Executor:
+    """Runs :class:`NodeJob` objects against Kubernetes and the Director.
+
+    Attributes:
+        kube: Kubernetes writes.
+        fabric_factory: builds a Director client; one is cached per worker thread.
+        policy: retry limits and backoff.
+        metrics: where to count.
+        plugin_namespace / plugin_selector: the NVIDIA device-plugin pods.
+        release_to_system_pool: move reclaimed GPUs from the group pool to the system pool.
+        clock: seconds since the epoch.
+        created: pod UID -> creation time, for the latency histograms (set each round).
+    """
+
+    kube: KubeWrites
+    fabric_factory: FabricFactory
+    policy: Policy
+    metrics: Metrics
+    plugin_namespace: str = "gpu-operator"
+    plugin_selector: str = "app=nvidia-device-plugin-daemonset"
+    release_to_system_pool: bool = True
+    clock: Callable[[], float] = time.time
+    _local: threading.local = field(default_factory=threading.local, repr=False)
+
+    def fabric(self) -> FabricClient:
+        """This thread's Director client."""
+        c = getattr(self._local, "client", None)
+        if c is None:
+            c = self._local.client = self.fabric_factory()
+        return c
+
+    def _drop_client(self) -> None:
+        c = getattr(self._local, "client", None)
+        self._local.client = None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # closing a broken client must not hide the real error
+                log.debug("closing the Director client failed", exc_info=True)
+
+    def emit(self, ev: EventSpec) -> None:
+        """Create an Event (also logged); failures are logged, never raised."""
+        log.info("event %s %s/%s %s: %s", ev.type, ev.namespace, ev.name, ev.reason, ev.message)
+        try:
+            self.kube.create_event(ev)
+        except Exception as exc:
+            log.warning("event %s/%s %s not recorded: %s", ev.namespace, ev.name, ev.reason, exc)
+
+    def _write(self, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
+        changes: dict[str, str | None] = {}
+        if old.devices != new.devices:
+            changes[ann.DEVICES] = ann.encode_devices(new.devices)
+        if old.intents != new.intents:
+            changes[ann.INTENTS] = ann.encode_intents(new.intents)
+        if old.reclaim != new.reclaim:
+            changes[ann.RECLAIM] = ann.encode_reclaim(new.reclaim)
+        self.kube.patch_node_annotations(node, changes)
+        return new
+
+    # -- the job ---------------------------------------------------------------------------
+    def run(self, job: NodeJob, created: Mapping[str, float] | None = None) -> JobResult:
+        """Do ``job``; returns what happened. Raises only on Kubernetes failures."""
+        res = JobResult(job.node)
+        rec = self._write(job.node, job.before, job.after)
+        if job.cancel_edit:
+            self._cancel_edit(job.node)
+        if job.restart_plugin:
+            deleted = self.kube.delete_device_plugin_pods(
+                job.node, self.plugin_namespace, self.plugin_selector
+            )
+            self.metrics.plugin_restarts.inc(len(deleted))
+            log.info("restarted device-plugin pod(s) %s on %s", deleted, job.node)
+        if job.compose:
+            rec = self._compose(job, rec, res, created or {})
+        if job.reclaim is not None:
+            self._reclaim(job, rec, res)
+        return res
+
+    def _cancel_edit(self, node: str) -> None:
+        cancel = getattr(self.fabric(), "cancel_edit", None)
+        if cancel is None:
+            return
+        try:
+            cancel(node)
+            log.info("cancelled a fabric edit left open on %s by an interrupted compose", node)
+        except DirectorError as exc:
+            log.info("no fabric edit to cancel on %s (%s)", node, exc)
+
+    def _compose(
+        self, job: NodeJob, rec: NodeRecord, res: JobResult, created: Mapping[str, float]
+    ) -> NodeRecord:
+        now = self.clock()
+        fresh = intents_for(job.compose, now)
+        rec = self._write(job.node, rec, replace(rec, intents={**rec.intents, **fresh}))
+        devices = [d for it in job.compose for d in it.placement.devices]
+        if not devices:
+            for it in job.compose:
+                self.emit(
+                    pod_event(
+                        it.placement.key,
+                        it.placement.uid,
+                        "Normal",
+                        "UsingSpareGpus",
+                        f"{it.placement.spare_units} {it.request.resource} already on "
+                        f"{job.node} ({it.placement.model}); waiting for the scheduler",
+                    )
+                )
+            return rec
+        try:
+            self.fabric().compose(job.node, devices)
+        except DirectorError as exc:
+            return self._compose_failed(job, rec, res, exc, fresh)
+        except Exception as exc:  # a client bug or transport surprise: treat as transient
+            self._drop_client()
+            return self._compose_failed(job, rec, res, DirectorError(f"unexpected: {exc!r}"), fresh)
+        done = self.clock()
+        self.metrics.compositions.inc()
+        self.metrics.composed_gpus.inc(len(devices))
+        intents = dict(rec.intents)
+        for it in job.compose:
+            pl = it.placement
+            intents[pl.uid] = fresh[pl.uid].moved(IntentPhase.ATTACHED, done)
+            res.composed[pl.uid] = pl.devices
+            if pl.uid in created and created[pl.uid] > 0:
+                self.metrics.pending_to_composed.observe(max(0.0, done - created[pl.uid]))
+            where = f" on PCIe switch {'/'.join(pl.switches)}" if pl.switches else ""
+            self.emit(
+                pod_event(
+                    pl.key,
+                    pl.uid,
+                    "Normal",
+                    "Composed",
+                    f"composed {', '.join(pl.devices) or 'no new GPUs'} ({pl.model}){where} onto "
+                    f"{job.node}" + (f", reusing {pl.spare_units} spare unit(s)" if pl.spare_units else ""),
+                )
+            )
+        return self._write(job.node, rec, NodeRecord(rec.devices | set(devices), intents, rec.reclaim))
+
+    def _compose_failed(
+        self, job: NodeJob, rec: NodeRecord, res: JobResult, exc: DirectorError, fresh: dict[str, Intent]
+    ) -> NodeRecord:
+        now = self.clock()
+        kind = type(exc).__name__
+        self.metrics.composition_failures.labels(kind).inc()
+        log.warning("compose on %s failed: %s", job.node, exc)
+        intents = dict(rec.intents)
+        for it in job.compose:
+            pl = it.placement
+            n = it.attempts + 1
+            if n >= self.policy.compose_max_attempts:
+                intents.pop(pl.uid, None)
+                why = f"compose failed {n} time(s), giving up: {exc}"
+                res.gave_up[pl.uid] = why
+                self.emit(pod_event(pl.key, pl.uid, "Warning", "ComposeGaveUp", why))
+                continue
+            wait = self.policy.backoff_seconds(n)
+            intents[pl.uid] = replace(fresh[pl.uid], retry_at=now + wait)
+            res.failed[pl.uid] = n
+            self.emit(
+                pod_event(
+                    pl.key,
+                    pl.uid,
+                    "Warning",
+                    "ComposeFailed",
+                    f"composing {', '.join(pl.devices)} onto {job.node} failed (attempt {n} of "
+                    f"{self.policy.compose_max_attempts}), retrying in {wait:.0f} s: {exc}",
+                )
+            )
+        return self._write(job.node, rec, replace(rec, intents=intents))
+
+    def _reclaim(self, job: NodeJob, rec: NodeRecord, res: JobResult) -> None:
+        step = job.reclaim
+        assert step is not None
+        node = job.node
+        now = self.clock()
+        if step.kind in ("finish", "abort"):
+            self.kube.set_taint(node, RECLAIM_TAINT, False)
+            self._write(node, rec, replace(rec, reclaim=None))
+            return
+        devices = step.devices
+        if step.kind == "start":
+            rec = self._write(node, rec, replace(rec, reclaim=Reclaim(devices, "Tainted", now)))
+            self.kube.set_taint(node, RECLAIM_TAINT, True)
+            busy = self.kube.gpu_pods_on_node(node)
+            if busy:
+                log.info("reclaim on %s aborted: GPU pod(s) %s arrived", node, busy)
+                self.kube.set_taint(node, RECLAIM_TAINT, False)
+                self._write(node, rec, replace(rec, reclaim=None))
+                return
+        try:
+            if devices:
+                self.fabric().decompose(node, list(devices))
+                if self.release_to_system_pool:
+                    try:
+                        self.fabric().release_to_system_pool(list(devices))
+                    except DirectorError as exc:  # still free, only in the group's pool
+                        log.warning("could not move %s back to the system pool: %s", devices, exc)
+        except Exception as exc:
+            reason = type(exc).__name__
+            if not isinstance(exc, DirectorError):
+                self._drop_client()
+            self.metrics.decomposition_failures.labels(reason).inc()
+            log.warning("decompose on %s failed: %s", node, exc)
+            res.reclaim_failed = True
+            self.kube.set_taint(node, RECLAIM_TAINT, False)
+            self._write(node, rec, replace(rec, reclaim=None))
+            self.emit(
+                node_event(
+                    node,
+                    "Warning",
+                    "ReclaimFailed",
+                    f"giving back {', '.join(devices)} failed, will retry: {exc}",
+                )
+            )
+            return
+        if devices:
+            self.metrics.decompositions.inc()
+            self.metrics.decomposed_gpus.inc(len(devices))
+            self.emit(
+                node_event(
+                    node,
+                    "Normal",
+                    "Reclaimed",
+                    f"idle for {self.policy.idle_timeout_seconds:.0f} s: gave {', '.join(devices)} "
+                    "back to the free pool",
+                )
+            )
+        res.reclaimed = devices
+        self._write(
+            node,
+            rec,
+            NodeRecord(rec.devices - set(devices), rec.intents, Reclaim(devices, "Decomposed", self.clock())),
+        )

@@ -1,0 +1,172 @@
+"""Names the composer writes into Kubernetes, and the codecs of its node annotations.
+
+All under the prefix ``composer.liqid.io/`` (LIQID's own Kubernetes tooling also keeps desired
+state in node annotations, BRIEF "Domain facts"). The composer is the only writer of these
+keys; people may read them (``kubectl get node -o yaml``) to see what it intends.
+
+Node annotations:
+
+``composer.liqid.io/devices``
+    Comma-separated, sorted Director device names the composer attached to this node. Only
+    these are ever decomposed; GPUs attached by anyone else (the Pulumi program's static
+    compositions) are never touched.
+``composer.liqid.io/intents``
+    JSON object, pod UID -> :class:`Intent`: a pending pod the composer is serving on this
+    node, and how far it got (``Composing`` -> ``Attached`` -> ``Advertised``). Written before
+    the Director is called, so a restart finds what was under way and converges from the
+    Director's truth instead of composing twice.
+``composer.liqid.io/reclaim``
+    JSON :class:`Reclaim`: an idle-reclaim in progress (the node is tainted meanwhile).
+
+Node label read (optional): ``composer.liqid.io/pool`` (the host's pool) and
+``composer.liqid.io/max-gpus`` (PCIe slots the host has for fabric GPUs).
+Namespace label read (optional): ``composer.liqid.io/pool`` (the pool of the namespace's pods).
+Taint written during reclaim: ``composer.liqid.io/reclaiming=true:NoSchedule``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+PREFIX = "composer.liqid.io/"
+DEVICES = PREFIX + "devices"
+INTENTS = PREFIX + "intents"
+RECLAIM = PREFIX + "reclaim"
+POOL_LABEL = PREFIX + "pool"
+MAX_GPUS_LABEL = PREFIX + "max-gpus"
+RECLAIM_TAINT_KEY = PREFIX + "reclaiming"
+RECLAIM_TAINT_VALUE = "true"
+RECLAIM_TAINT_EFFECT = "NoSchedule"
+#: Event source (``reportingComponent`` / ``source.component``).
+COMPONENT = "gpu-composer"
+
+
+class IntentPhase(StrEnum):
+    """How far serving one pod got."""
+
+    #: recorded before ``compose`` is called; the devices may or may not be attached yet
+    COMPOSING = "Composing"
+    #: the Director attached the devices (or the pod reuses spare units already on the node)
+    ATTACHED = "Attached"
+    #: the node advertises enough units of the pod's resource; waiting for the scheduler
+    ADVERTISED = "Advertised"
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """One pod being served on a node (value of the ``intents`` annotation, by pod UID).
+
+    Attributes:
+        pod: ``namespace/name``.
+        resource: the GPU resource name the pod requests.
+        units: units of ``resource`` requested.
+        model: GPU model composed for it.
+        devices: devices composed for it (empty when it reuses spare units).
+        phase: see :class:`IntentPhase`.
+        since: when ``phase`` was entered (seconds since the epoch).
+        retry_at: for ``Composing`` after a failed compose: not before this time is the
+            intent dropped and the pod planned again (0 = no failure recorded).
+        plugin_restarts: device-plugin restarts done while waiting for the advertisement.
+    """
+
+    pod: str
+    resource: str
+    units: int
+    model: str
+    devices: tuple[str, ...] = ()
+    phase: IntentPhase = IntentPhase.COMPOSING
+    since: float = 0.0
+    retry_at: float = 0.0
+    plugin_restarts: int = 0
+
+    def moved(self, phase: IntentPhase, now: float, **changes: Any) -> Intent:
+        """A copy in ``phase`` entered at ``now``."""
+        return replace(self, phase=phase, since=now, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaim:
+    """An idle reclaim in progress (value of the ``reclaim`` annotation).
+
+    Attributes:
+        devices: the composer-managed devices being given back.
+        phase: ``Tainted`` (taint set, decompose pending) or ``Decomposed`` (waiting until
+            the node stops advertising them, then the taint is removed).
+        since: when ``phase`` was entered (seconds since the epoch).
+    """
+
+    devices: tuple[str, ...]
+    phase: str = "Tainted"
+    since: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """The composer's annotations of one node, decoded."""
+
+    devices: frozenset[str] = frozenset()
+    intents: dict[str, Intent] = field(default_factory=dict)
+    reclaim: Reclaim | None = None
+
+
+def decode(annotations: dict[str, str] | None) -> NodeRecord:
+    """Decode the composer's annotations; malformed values decode as absent (never raise)."""
+    a = annotations or {}
+    devices = frozenset(d for d in (a.get(DEVICES) or "").split(",") if d.strip())
+    intents: dict[str, Intent] = {}
+    try:
+        raw = json.loads(a.get(INTENTS) or "{}")
+        for uid, v in raw.items():
+            intents[uid] = Intent(
+                pod=str(v["pod"]),
+                resource=str(v["resource"]),
+                units=int(v["units"]),
+                model=str(v["model"]),
+                devices=tuple(v.get("devices") or ()),
+                phase=IntentPhase(v.get("phase", "Composing")),
+                since=float(v.get("since", 0.0)),
+                retry_at=float(v.get("retry_at", 0.0)),
+                plugin_restarts=int(v.get("plugin_restarts", 0)),
+            )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        intents = {}
+    reclaim: Reclaim | None = None
+    try:
+        r = json.loads(a[RECLAIM]) if a.get(RECLAIM) else None
+        if r:
+            reclaim = Reclaim(tuple(r["devices"]), str(r.get("phase", "Tainted")), float(r.get("since", 0.0)))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        reclaim = None
+    return NodeRecord(devices, intents, reclaim)
+
+
+def encode_devices(devices: frozenset[str] | set[str]) -> str | None:
+    """Annotation value for the managed device set (None deletes the annotation)."""
+    return ",".join(sorted(devices)) if devices else None
+
+
+def encode_intents(intents: dict[str, Intent]) -> str | None:
+    """Annotation value for the intents (None deletes the annotation)."""
+    if not intents:
+        return None
+    out = {}
+    for uid in sorted(intents):
+        d = asdict(intents[uid])
+        d["devices"] = list(d["devices"])
+        d["phase"] = str(d["phase"])
+        out[uid] = d
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+def encode_reclaim(reclaim: Reclaim | None) -> str | None:
+    """Annotation value for a reclaim in progress (None deletes the annotation)."""
+    if reclaim is None:
+        return None
+    return json.dumps(
+        {"devices": list(reclaim.devices), "phase": reclaim.phase, "since": reclaim.since},
+        sort_keys=True,
+        separators=(",", ":"),
+    )

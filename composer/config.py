@@ -1,0 +1,169 @@
+"""Composer configuration: environment variables ``COMPOSER_*`` and command-line flags.
+
+Every field is also a flag in kebab case (``--idle-timeout-seconds 600``); flags win over the
+environment. Lists and maps are JSON in the environment (``COMPOSER_EXCLUDED_DEVICES='["gpu0"]'``).
+The Director password comes from ``COMPOSER_DIRECTOR_PASSWORD`` (the chart fills it from a
+Secret) or from a mounted file named by ``--director-password-file``; it is never logged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
+
+from composer.decide import Policy
+
+
+class PoolSpec(BaseModel):
+    """A pool (tenant or cluster) and its limits.
+
+    Attributes:
+        name: pool name; namespaces and nodes join it with the label ``composer.liqid.io/pool``.
+        quota_gpus: most composer-managed GPUs the pool's hosts may hold at once (None = no limit).
+        devices: Director device names reserved to the pool (only its pods get them).
+
+    Accepts snake_case or camelCase keys (``quotaGpus``, as in the chart's values).
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=63)
+    quota_gpus: int | None = Field(default=None, ge=0, le=100_000)
+    devices: list[str] = Field(default_factory=list)
+
+
+class Settings(BaseSettings):
+    """All composer settings (see each field's description for meaning, unit and default)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COMPOSER_",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_prog_name="python -m composer",
+        extra="ignore",
+    )
+
+    director_url: str = Field(description="Director base URL, e.g. http://director:8080")
+    director_username: str = Field(default="admin", description="Director user")
+    director_password: SecretStr | None = Field(
+        default=None, description="Director password (prefer a Secret)"
+    )
+    director_password_file: Path | None = Field(
+        default=None, description="file holding the Director password"
+    )
+    director_timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="per-request timeout")
+    director_retries: int = Field(default=2, ge=0, le=10, description="client retries per call")
+
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path; unset = in-cluster config")
+    namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE", "gpu-composer"),
+        description="namespace of the leader-election Lease",
+    )
+    lease_name: str = Field(default="gpu-composer", description="name of the leader-election Lease")
+    identity: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        description="this replica's holder identity in the Lease",
+    )
+    leader_election: bool = Field(default=True, description="take part in leader election")
+    lease_duration_seconds: float = Field(default=15.0, ge=1, le=300, description="Lease duration")
+    lease_retry_seconds: float = Field(default=2.0, gt=0, le=60, description="pause between Lease renewals")
+
+    pool: str = Field(default="default", min_length=1, description="pool of unlabelled namespaces and nodes")
+    pools: list[PoolSpec] = Field(default_factory=list, description="pools with quotas / reserved devices")
+    excluded_devices: list[str] = Field(
+        default_factory=list, description="GPUs composed statically: never composed or decomposed"
+    )
+    node_selector: str = Field(default="", description="label selector of the nodes this composer manages")
+    namespaces: list[str] = Field(default_factory=list, description="namespaces watched (empty = all)")
+    max_gpus_per_node: int | None = Field(default=None, ge=1, le=64, description="GPU slots per host")
+    units_per_gpu: dict[str, int] = Field(
+        default_factory=dict,
+        description="resource -> units one GPU yields (time-slicing replicas, MIG slices)",
+    )
+    resource_models: dict[str, list[str]] = Field(
+        default_factory=dict, description="resource -> GPU models able to provide it (e.g. MIG profiles)"
+    )
+
+    idle_timeout_seconds: float = Field(
+        default=600.0, gt=0, le=7 * 86400, description="no GPU pod for this long: GPUs go back to the pool"
+    )
+    advertise_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="wait for the node to advertise GPUs, then restart its device plugin",
+    )
+    schedule_timeout_seconds: float = Field(
+        default=300.0, gt=0, le=86400, description="advertised but still unscheduled: give the pod up"
+    )
+    compose_max_attempts: int = Field(default=5, ge=1, le=100, description="compose attempts per pod")
+    retry_base_seconds: float = Field(default=5.0, ge=0, le=600, description="first retry backoff")
+    retry_max_seconds: float = Field(default=300.0, ge=0, le=3600, description="longest retry backoff")
+    resync_seconds: float = Field(default=5.0, gt=0, le=600, description="pause between rounds")
+    compose_workers: int = Field(default=4, ge=1, le=64, description="nodes worked on in parallel")
+    restart_device_plugin: bool = Field(
+        default=True, description="restart the device plugin if not advertised"
+    )
+    device_plugin_namespace: str = Field(default="gpu-operator", description="namespace of the device plugin")
+    device_plugin_selector: str = Field(
+        default="app=nvidia-device-plugin-daemonset", description="label selector of device-plugin pods"
+    )
+    release_to_system_pool: bool = Field(
+        default=True, description="after reclaim, move GPUs back to the system free pool"
+    )
+
+    probe_address: str = Field(default="0.0.0.0", description="bind address of /healthz /readyz /metrics")
+    probe_port: int = Field(default=8080, ge=0, le=65535, description="port of /healthz /readyz /metrics")
+    log_level: str = Field(default="INFO", description="logging level")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.director_password is None and self.director_password_file is None:
+            raise ValueError("set COMPOSER_DIRECTOR_PASSWORD or --director-password-file")
+        names = [p.name for p in self.pools]
+        if len(names) != len(set(names)):
+            raise ValueError("pool names must be unique")
+        if self.retry_max_seconds < self.retry_base_seconds:
+            raise ValueError("retry_max_seconds must be >= retry_base_seconds")
+        return self
+
+    def password(self) -> str:
+        """The Director password (from the file if given, else from the variable)."""
+        if self.director_password_file is not None:
+            return self.director_password_file.read_text().strip()
+        assert self.director_password is not None
+        return self.director_password.get_secret_value()
+
+    def policy(self) -> Policy:
+        """The decision-relevant settings as a plain value."""
+        return Policy(
+            default_pool=self.pool,
+            quotas={p.name: p.quota_gpus for p in self.pools if p.quota_gpus is not None},
+            device_pools={d: p.name for p in self.pools for d in p.devices},
+            excluded=frozenset(self.excluded_devices),
+            max_gpus_per_node=self.max_gpus_per_node,
+            units_per_gpu=dict(self.units_per_gpu),
+            resource_models={k: frozenset(v) for k, v in self.resource_models.items()},
+            idle_timeout_seconds=self.idle_timeout_seconds,
+            advertise_timeout_seconds=self.advertise_timeout_seconds,
+            schedule_timeout_seconds=self.schedule_timeout_seconds,
+            compose_max_attempts=self.compose_max_attempts,
+            retry_base_seconds=self.retry_base_seconds,
+            retry_max_seconds=self.retry_max_seconds,
+            restart_device_plugin=self.restart_device_plugin,
+            namespaces=frozenset(self.namespaces),
+        )
+
+
+def load(argv: list[str] | None = None) -> Settings:
+    """Settings from the environment and ``argv`` (flags win).
+
+    Raises:
+        pydantic.ValidationError / SystemExit: bad values (the message names the field).
+    """
+    return CliApp.run(Settings, cli_args=argv or [])

@@ -1,0 +1,231 @@
+"""The reconcile loop: observe -> decide -> hand node jobs to workers, every round.
+
+A round reads everything it decides on fresh (pods, nodes, labelled namespaces, the Director's
+GPUs and machines), so the loop is level-triggered: whatever happened before (a crash, a lost
+lease, an operator's change) the next round starts from what is really there. A pod watch
+only wakes the loop early; ``resyncSeconds`` bounds the wait otherwise.
+
+Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
+is left out of the next rounds' decisions (its GPUs and pods are reserved) until it finishes,
+so a slow hot-plug never blocks other nodes and no GPU is planned twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from composer.act import Executor, JobResult
+from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, decide
+from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
+from composer.kube import KubeApi, KubeError
+from composer.metrics import Metrics
+from composer.nodestate import node_view
+from composer.podspec import pod_view
+from dynamic_providers.director.errors import DirectorError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Running:
+    future: Future[JobResult]
+    job: NodeJob
+
+
+@dataclass
+class Controller:
+    """The composer's control loop.
+
+    Attributes:
+        kube: Kubernetes API (reads and writes).
+        fabric_factory: builds Director clients (one for the loop, one per worker thread).
+        policy: decision settings.
+        metrics: where to count.
+        executor: runs node jobs.
+        node_selector: label selector of managed nodes ("" = all).
+        workers: parallel node jobs.
+        clock: seconds since the epoch.
+    """
+
+    kube: KubeApi
+    fabric_factory: FabricFactory
+    policy: Policy
+    metrics: Metrics
+    executor: Executor
+    node_selector: str = ""
+    workers: int = 4
+    clock: Callable[[], float] = time.time
+    memory: Memory = field(default_factory=Memory)
+    last_round_ok: float = 0.0
+    _fabric: FabricClient | None = None
+    _pool: ThreadPoolExecutor | None = None
+    _running: dict[str, _Running] = field(default_factory=dict)
+
+    # -- observe ---------------------------------------------------------------------------
+    def observe(self) -> Snapshot:
+        """Read pods, nodes, namespace pools and the fabric.
+
+        Raises:
+            KubeError: the API server could not be read.
+            DirectorError: the Director could not be read.
+        """
+        now = self.clock()
+        pods = tuple(pod_view(p) for p in self.kube.list_pods())
+        nodes = tuple(node_view(n) for n in self.kube.list_nodes(self.node_selector))
+        pools = self.kube.namespace_pools()
+        fabric = self._read_fabric()
+        return Snapshot(now, pods, nodes, pools, fabric)
+
+    def _read_fabric(self) -> FabricView:
+        if self._fabric is None:
+            self._fabric = self.fabric_factory()
+        try:
+            return read_fabric(self._fabric)
+        except DirectorError:
+            self._reset_fabric()
+            raise
+
+    def _reset_fabric(self) -> None:
+        if self._fabric is not None:
+            try:
+                self._fabric.close()
+            except Exception:
+                log.debug("closing the Director client failed", exc_info=True)
+        self._fabric = None
+
+    # -- round -----------------------------------------------------------------------------
+    def _collect(self) -> None:
+        for node, run in list(self._running.items()):
+            if not run.future.done():
+                continue
+            del self._running[node]
+            try:
+                self._remember(run.future.result())
+            except Exception as exc:
+                log.warning("job on %s failed: %s", node, exc)
+                self.metrics.round_failures.labels("job").inc()
+
+    def _remember(self, res: JobResult) -> None:
+        m = self.memory
+        for uid, n in res.failed.items():
+            m.attempts[uid] = n
+        for uid, why in res.gave_up.items():
+            m.abandoned[uid] = why
+            m.attempts.pop(uid, None)
+        for uid in res.composed:
+            m.attempts.pop(uid, None)
+        if res.reclaim_failed:
+            n = m.reclaim_failures.get(res.node, 0) + 1
+            m.reclaim_failures[res.node] = n
+            m.reclaim_retry_at[res.node] = self.clock() + self.policy.backoff_seconds(n)
+        elif res.reclaimed:
+            m.reclaim_failures.pop(res.node, None)
+            m.reclaim_retry_at.pop(res.node, None)
+
+    def round(self) -> Decision | None:
+        """One round; returns the decision, or None when observing failed (nothing was done)."""
+        t0 = time.monotonic()
+        self._collect()
+        busy = {n: r.job for n, r in self._running.items()}  # fixed before observing (see module doc)
+        try:
+            snap = self.observe()
+        except KubeError as exc:
+            log.warning("round skipped, Kubernetes read failed: %s", exc)
+            self.metrics.round_failures.labels("observe-kubernetes").inc()
+            return None
+        except DirectorError as exc:
+            log.warning("round skipped, Director read failed: %s", exc)
+            self.metrics.round_failures.labels("observe-director").inc()
+            return None
+        snap = _without_busy(snap, busy)
+        decision = decide(snap, self.memory, self.policy)
+        for ev in decision.events:
+            self.executor.emit(ev)
+        created = {p.uid: p.created for p in snap.pods}
+        pool = self._ensure_pool()
+        for job in decision.jobs:
+            self._running[job.node] = _Running(pool.submit(self.executor.run, job, created), job)
+        self.metrics.pending_pods.set(decision.pending)
+        self.metrics.set_free(decision.free_by_model)
+        self.metrics.rounds.inc()
+        self.metrics.round_seconds.observe(time.monotonic() - t0)
+        self.last_round_ok = self.clock()
+        if decision.plan.placements or decision.plan.refusals:
+            log.info(
+                "round: %d placement(s), %d refusal(s), %d job(s)",
+                len(decision.plan.placements),
+                len(decision.plan.refusals),
+                len(decision.jobs),
+            )
+        return decision
+
+    def _ensure_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="composer-node")
+        return self._pool
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait until no node job is running (for tests and shutdown); True if idle."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(r.future.done() for r in self._running.values()):
+                self._collect()
+                return True
+            time.sleep(0.01)
+        return False
+
+    def close(self) -> None:
+        """Wait for running jobs and release clients."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._collect()
+        self._reset_fabric()
+
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        resync_seconds: float,
+        is_leader: Callable[[], bool],
+        wake: threading.Event | None = None,
+    ) -> None:
+        """Run rounds until ``stop`` is set; rounds only while ``is_leader()``."""
+        wake = wake or threading.Event()
+        while not stop.is_set():
+            if is_leader():
+                try:
+                    self.round()
+                except Exception:  # a bug must not kill the loop; the next round starts afresh
+                    log.exception("round failed")
+                    self.metrics.round_failures.labels("bug").inc()
+            wake.wait(resync_seconds)
+            wake.clear()
+
+
+def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
+    """Hide nodes with a running job, their pods being composed for, and the GPUs they take.
+
+    Their records are stale until the job ends, so they sit this round out.
+    """
+    if not busy:
+        return snap
+    uids = {it.placement.uid for job in busy.values() for it in job.compose}
+    uids |= {uid for job in busy.values() for uid in job.after.intents}
+    devices = {d for job in busy.values() for it in job.compose for d in it.placement.devices}
+    pods = tuple(
+        p
+        for p in snap.pods
+        if p.uid not in uids
+        and not (p.unschedulable and p.constraints.hosts and p.constraints.hosts <= busy.keys())
+    )
+    nodes = tuple(n for n in snap.nodes if n.name not in busy)
+    gpus = tuple(g for g in snap.fabric.gpus if g.name not in devices and g.machine not in busy)
+    fabric = FabricView(gpus, snap.fabric.machines, snap.fabric.machine_groups)
+    # pods bound to busy nodes stay visible (they do not matter for other nodes)
+    return replace(snap, pods=pods, nodes=nodes, fabric=fabric)

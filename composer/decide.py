@@ -1,0 +1,524 @@
+"""One reconcile round's decisions, from a snapshot of the world. No I/O.
+
+:func:`decide` takes what was observed (pods, nodes, the Director's truth) plus the
+controller's small in-memory :class:`Memory` (backoff counters, idle timers, what was already
+reported) and returns a :class:`Decision`: per-node jobs (annotation updates, device-plugin
+restarts, compositions, reclaim steps) and Events. The controller executes the jobs
+(:mod:`composer.act`); tests call :func:`decide` with plain data.
+
+Convergence rules (issue 7 §3-§5):
+
+- intents are reconciled against the Director first: devices of a ``Composing`` intent that
+  the Director shows attached are adopted (a restart mid-compose never composes twice); an
+  intent whose pod is bound, gone or finished is dropped;
+- a node is *busy* while a non-terminal GPU pod is bound or nominated to it, or an intent is
+  open on it; only composer-managed devices (annotation ``composer.liqid.io/devices``) of a
+  node idle for ``idle_timeout_seconds`` are reclaimed, never excluded (static) ones;
+- a reclaim taints the node first, re-checks, decomposes, and lifts the taint once the node
+  stops advertising the GPUs (or after ``advertise_timeout_seconds``);
+- a request nothing can satisfy gets one Warning Event per reason change, and nothing is
+  attached for it, so there is no attach/detach loop; a pod composed for but never scheduled
+  is given up after ``schedule_timeout_seconds`` and not planned again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from composer import annotations as ann
+from composer.annotations import Intent, IntentPhase, NodeRecord
+from composer.fabric import FabricView
+from composer.models import GPU_RESOURCE, GpuRequest, Placement, Plan
+from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
+from composer.planner import plan as make_plan
+from composer.podspec import PodView, gpu_request
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Decision-relevant settings (see :class:`composer.config.Settings` for meanings)."""
+
+    default_pool: str = "default"
+    quotas: Mapping[str, int] = field(default_factory=dict)
+    device_pools: Mapping[str, str] = field(default_factory=dict)
+    excluded: frozenset[str] = frozenset()
+    max_gpus_per_node: int | None = None
+    units_per_gpu: Mapping[str, int] = field(default_factory=dict)
+    resource_models: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    idle_timeout_seconds: float = 600.0
+    advertise_timeout_seconds: float = 120.0
+    schedule_timeout_seconds: float = 300.0
+    compose_max_attempts: int = 5
+    retry_base_seconds: float = 5.0
+    retry_max_seconds: float = 300.0
+    restart_device_plugin: bool = True
+    namespaces: frozenset[str] = frozenset()
+
+    def backoff_seconds(self, attempt: int) -> float:
+        """Pause before retry number ``attempt`` (1-based): base * 2^(attempt-1), capped."""
+        return min(self.retry_max_seconds, self.retry_base_seconds * (2 ** max(0, attempt - 1)))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one round observed.
+
+    Attributes:
+        now: observation time (seconds since the epoch).
+        pods: every non-terminal pod in the watched namespaces, plus those bound to nodes.
+        nodes: nodes matching the composer's node selector.
+        namespace_pools: namespace -> pool, from the namespace label ``composer.liqid.io/pool``.
+        fabric: the Director's truth.
+    """
+
+    now: float
+    pods: tuple[PodView, ...]
+    nodes: tuple[NodeView, ...]
+    namespace_pools: Mapping[str, str]
+    fabric: FabricView
+
+
+@dataclass
+class Memory:
+    """What the controller remembers between rounds (lost on restart, which is always safe:
+    timers restart later, never earlier; given-up pods get one more try).
+
+    Attributes:
+        idle_since: node -> when it was first seen idle with managed GPUs.
+        attempts: pod UID -> failed compose attempts so far.
+        abandoned: pod UID -> why the composer gave up on it (not planned again).
+        reported: pod UID -> last refusal reason sent as an Event.
+        reclaim_retry_at: node -> earliest time to try a failed reclaim again.
+        reclaim_failures: node -> failed reclaim attempts in a row.
+    """
+
+    idle_since: dict[str, float] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    abandoned: dict[str, str] = field(default_factory=dict)
+    reported: dict[str, str] = field(default_factory=dict)
+    reclaim_retry_at: dict[str, float] = field(default_factory=dict)
+    reclaim_failures: dict[str, int] = field(default_factory=dict)
+
+    def forget_missing(self, live_uids: set[str], live_nodes: set[str]) -> None:
+        """Drop entries of pods and nodes that no longer exist (bounded memory)."""
+        for d in (self.attempts, self.abandoned, self.reported):
+            for uid in [u for u in d if u not in live_uids]:
+                del d[uid]
+        for d2 in (self.idle_since, self.reclaim_retry_at, self.reclaim_failures):
+            for n in [n for n in d2 if n not in live_nodes]:
+                del d2[n]
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """A Kubernetes Event to emit about a Pod or a Node."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+
+
+def pod_event(key: str, uid: str, type_: str, reason: str, message: str) -> EventSpec:
+    """An Event about the pod ``namespace/name``."""
+    ns, _, name = key.partition("/")
+    return EventSpec("Pod", ns, name, uid, type_, reason, message)
+
+
+def node_event(node: str, type_: str, reason: str, message: str) -> EventSpec:
+    """An Event about a node."""
+    return EventSpec("Node", "default", node, node, type_, reason, message)
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimStep:
+    """One step of an idle reclaim.
+
+    ``kind``: ``start`` (annotate, taint, re-check, decompose), ``decompose`` (taint already
+    set), ``finish`` (lift the taint, clear the annotation), ``abort`` (a GPU pod appeared:
+    lift the taint, keep the GPUs).
+    """
+
+    kind: str
+    devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeItem:
+    """A placement with the request it serves and its earlier failed attempts."""
+
+    placement: Placement
+    request: GpuRequest
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """Everything to do on one node this round, in order.
+
+    Attributes:
+        node: node name.
+        before: the composer record as read.
+        after: the record after reconciliation (written if it differs from ``before``).
+        restart_plugin: delete the node's device-plugin pod (GPUs not advertised in time).
+        cancel_edit: cancel a fabric edit left open by a composer that died mid-compose.
+        compose: placements to compose onto the node.
+        reclaim: a reclaim step, or None.
+    """
+
+    node: str
+    before: NodeRecord
+    after: NodeRecord
+    restart_plugin: bool = False
+    cancel_edit: bool = False
+    compose: tuple[ComposeItem, ...] = ()
+    reclaim: ReclaimStep | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to do."""
+        return (
+            self.before == self.after
+            and not self.restart_plugin
+            and not self.cancel_edit
+            and not self.compose
+            and self.reclaim is None
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The round's output: node jobs (non-idle only), Events, and the plan (for metrics/logs)."""
+
+    jobs: tuple[NodeJob, ...]
+    events: tuple[EventSpec, ...]
+    plan: Plan
+    pending: int
+    free_by_model: Mapping[tuple[str, str], int]
+
+
+def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
+    return node.gpu_allocatable.get(resource, 0) - usage.gpu.get(resource, 0)
+
+
+def reconcile_record(
+    node: NodeView,
+    *,
+    attached: Mapping[str, str],
+    usage: NodeUsage,
+    pods_by_uid: Mapping[str, PodView],
+    now: float,
+    policy: Policy,
+    in_flight: frozenset[str] = frozenset(),
+) -> tuple[NodeRecord, bool, bool, list[EventSpec], list[tuple[str, str]]]:
+    """Bring one node's composer record in line with the Director and the pods.
+
+    Args:
+        node: the node (its ``record`` is the record as read).
+        attached: device -> model of GPUs the Director shows attached to the node.
+        usage: requests of pods bound to the node.
+        pods_by_uid: every observed pod.
+        now: current time (seconds since the epoch).
+        policy: timeouts.
+        in_flight: pod UIDs whose compose this process started and has not finished (their
+            ``Composing`` intents are not crash leftovers).
+
+    Returns:
+        ``(record, restart_plugin, cancel_edit, events, given_up)``; ``given_up`` lists
+        ``(pod uid, reason)`` the controller must not plan again.
+    """
+    rec = node.record
+    managed = set(rec.devices & attached.keys())
+    intents: dict[str, Intent] = {}
+    events: list[EventSpec] = []
+    given_up: list[tuple[str, str]] = []
+    restart = False
+    cancel = False
+    budget: dict[str, int] = {}
+    for uid, it in sorted(rec.intents.items(), key=lambda kv: (kv[1].since, kv[0])):
+        pod = pods_by_uid.get(uid)
+        if pod is None or pod.terminal or pod.deleting or pod.node_name:
+            # served, or nothing left to serve; what was composed for it stays managed (reclaimable)
+            managed |= {d for d in it.devices if d in attached}
+            continue
+        if it.phase == IntentPhase.COMPOSING:
+            got = {d for d in it.devices if d in attached}
+            if it.devices and len(got) == len(it.devices):
+                managed |= got
+                intents[uid] = it.moved(IntentPhase.ATTACHED, now, retry_at=0.0)
+                events.append(
+                    pod_event(
+                        it.pod,
+                        uid,
+                        "Normal",
+                        "Composed",
+                        f"found {', '.join(it.devices)} ({it.model}) attached to {node.name} "
+                        "after a restart; not composing again",
+                    )
+                )
+            elif uid in in_flight or (it.retry_at and now < it.retry_at):
+                intents[uid] = it
+            else:
+                managed |= got  # a partial attach becomes spare GPUs on the node, reused by the planner
+                if not it.retry_at:
+                    cancel = True  # a composer died between fabric/edit and fabric/reprogram
+            continue
+        if it.phase == IntentPhase.ATTACHED:
+            left = budget.setdefault(it.resource, _advertised_units(node, usage, it.resource))
+            if left >= it.units:
+                budget[it.resource] = left - it.units
+                intents[uid] = it.moved(IntentPhase.ADVERTISED, now)
+                continue
+            wait = policy.advertise_timeout_seconds * (2 ** min(it.plugin_restarts, 4))
+            if now - it.since >= wait:
+                if policy.restart_device_plugin:
+                    restart = True
+                    intents[uid] = replace(it, since=now, plugin_restarts=it.plugin_restarts + 1)
+                    events.append(
+                        pod_event(
+                            it.pod,
+                            uid,
+                            "Warning",
+                            "GpusNotAdvertised",
+                            f"{node.name} does not advertise {it.resource} after {wait:.0f} s; "
+                            "restarting its NVIDIA device-plugin pod",
+                        )
+                    )
+                else:
+                    intents[uid] = replace(it, since=now, plugin_restarts=it.plugin_restarts + 1)
+                    events.append(
+                        pod_event(
+                            it.pod,
+                            uid,
+                            "Warning",
+                            "GpusNotAdvertised",
+                            f"{node.name} does not advertise {it.resource} after {wait:.0f} s",
+                        )
+                    )
+            else:
+                intents[uid] = it
+            continue
+        # ADVERTISED: the scheduler should bind it soon
+        budget[it.resource] = (
+            budget.setdefault(it.resource, _advertised_units(node, usage, it.resource)) - it.units
+        )
+        if now - it.since >= policy.schedule_timeout_seconds:
+            reason = (
+                f"GPUs on {node.name} advertised for {policy.schedule_timeout_seconds:.0f} s but the pod "
+                "is still not scheduled; giving up (its GPUs are reclaimed when idle)"
+            )
+            given_up.append((uid, reason))
+            events.append(pod_event(it.pod, uid, "Warning", "ComposedButNotScheduled", reason))
+        else:
+            intents[uid] = it
+    record = NodeRecord(frozenset(managed), intents, rec.reclaim)
+    return record, restart, cancel, events, given_up
+
+
+def reclaim_step(
+    node: NodeView,
+    record: NodeRecord,
+    *,
+    attached: Mapping[str, str],
+    busy: bool,
+    now: float,
+    policy: Policy,
+    memory: Memory,
+) -> ReclaimStep | None:
+    """The next reclaim step for a node, updating ``memory.idle_since`` (see module docstring)."""
+    if record.reclaim is None:
+        if node.reclaim_tainted:
+            return ReclaimStep("finish")  # taint left behind without a reclaim record
+        reclaimable = tuple(sorted((record.devices & attached.keys()) - policy.excluded))
+        if busy or not reclaimable:
+            memory.idle_since.pop(node.name, None)
+            return None
+        since = memory.idle_since.setdefault(node.name, now)
+        if now - since >= policy.idle_timeout_seconds and now >= memory.reclaim_retry_at.get(node.name, 0.0):
+            return ReclaimStep("start", reclaimable)
+        return None
+    memory.idle_since.pop(node.name, None)
+    rc = record.reclaim
+    if rc.phase == "Tainted":
+        if busy:
+            return ReclaimStep("abort")
+        return ReclaimStep(
+            "decompose", tuple(d for d in rc.devices if d in attached and d not in policy.excluded)
+        )
+    # Decomposed: lift the taint once the node no longer advertises them
+    if node.advertised_gpus <= len(attached) or now - rc.since >= policy.advertise_timeout_seconds:
+        return ReclaimStep("finish")
+    return None
+
+
+def decide(
+    snapshot: Snapshot, memory: Memory, policy: Policy, *, in_flight: frozenset[str] = frozenset()
+) -> Decision:
+    """Decide one round. Updates ``memory`` (idle timers, abandoned pods, reported refusals).
+
+    Args:
+        snapshot: what was observed.
+        memory: the controller's memory (mutated).
+        policy: settings.
+        in_flight: pod UIDs with a compose still running in this process.
+
+    Returns:
+        The :class:`Decision`.
+    """
+    now = snapshot.now
+    fabric = snapshot.fabric
+    pods_by_uid = {p.uid: p for p in snapshot.pods}
+    usage = usage_by_node(snapshot.pods)
+    empty_usage = NodeUsage()
+    events: list[EventSpec] = []
+    composable = [n for n in snapshot.nodes if n.name in fabric.machines]
+    memory.forget_missing(set(pods_by_uid), {n.name for n in composable})
+
+    # 1. reconcile each node's record with the Director and the pods
+    records: dict[str, NodeRecord] = {}
+    flags: dict[str, tuple[bool, bool]] = {}
+    for node in composable:
+        rec, restart, cancel, evs, given_up = reconcile_record(
+            node,
+            attached=fabric.attached(node.name),
+            usage=usage.get(node.name, empty_usage),
+            pods_by_uid=pods_by_uid,
+            now=now,
+            policy=policy,
+            in_flight=in_flight,
+        )
+        records[node.name] = rec
+        flags[node.name] = (restart, cancel)
+        events.extend(evs)
+        for uid, why in given_up:
+            memory.abandoned[uid] = why
+
+    # 2. requests: unschedulable GPU pods nobody is serving yet
+    served = {uid for rec in records.values() for uid in rec.intents}
+    requests: dict[str, GpuRequest] = {}
+    for p in snapshot.pods:
+        if (
+            not p.unschedulable
+            or not p.wants_gpu
+            or p.deleting
+            or p.terminal
+            or p.nominated_node
+            or p.uid in served
+            or p.uid in memory.abandoned
+            or (policy.namespaces and p.namespace not in policy.namespaces)
+        ):
+            continue
+        req = gpu_request(
+            p,
+            pool=snapshot.namespace_pools.get(p.namespace, policy.default_pool),
+            units_per_gpu=policy.units_per_gpu,
+            resource_models=policy.resource_models,
+        )
+        if isinstance(req, str):
+            if memory.reported.get(p.uid) != "InvalidRequest":
+                memory.reported[p.uid] = "InvalidRequest"
+                events.append(pod_event(p.key, p.uid, "Warning", "NotComposed", req))
+            continue
+        requests[p.uid] = req
+
+    # 3. hosts, pool usage, free pool -> plan
+    hosts = []
+    pool_usage: dict[str, int] = {}
+    for node in composable:
+        rec = records[node.name]
+        attached = fabric.attached(node.name)
+        pool = node.labels.get(ann.POOL_LABEL, policy.default_pool)
+        hosts.append(
+            host_state(
+                node,
+                record=rec,
+                usage=usage.get(node.name, empty_usage),
+                attached_models=attached,
+                pending=pods_by_uid,
+                pool=pool,
+                max_gpus=max_gpus_of(node, policy.max_gpus_per_node),
+                units_per_gpu=policy.units_per_gpu,
+                group=fabric.machine_groups.get(node.name),
+            )
+        )
+        held = set(rec.devices & attached.keys())
+        for it in rec.intents.values():
+            held.update(it.devices)
+        pool_usage[pool] = pool_usage.get(pool, 0) + len(held - policy.excluded)
+    free = fabric.free(excluded=policy.excluded, device_pools=policy.device_pools)
+    free_by_model: dict[tuple[str, str], int] = {}
+    for g in free:
+        k = (g.model, g.pool or "")
+        free_by_model[k] = free_by_model.get(k, 0) + 1
+    plan = make_plan(
+        requests.values(), hosts, free, quotas=policy.quotas, usage=pool_usage, excluded=policy.excluded
+    )
+
+    for r in plan.refusals:
+        if memory.reported.get(r.uid) != r.reason:
+            memory.reported[r.uid] = r.reason
+            events.append(pod_event(r.key, r.uid, "Warning", "NotComposed", f"{r.reason}: {r.message}"))
+    by_node: dict[str, list[ComposeItem]] = {}
+    for pl in plan.placements:
+        memory.reported.pop(pl.uid, None)
+        by_node.setdefault(pl.host, []).append(
+            ComposeItem(pl, requests[pl.uid], memory.attempts.get(pl.uid, 0))
+        )
+
+    # 4. idle detection and reclaim, then the jobs
+    jobs = []
+    for node in composable:
+        rec = records[node.name]
+        u = usage.get(node.name, empty_usage)
+        busy = u.gpu_pods > 0 or bool(rec.intents) or node.name in by_node
+        step = reclaim_step(
+            node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
+        )
+        restart, cancel = flags[node.name]
+        job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(by_node.get(node.name, ())), step)
+        if not job.idle:
+            jobs.append(job)
+    pending = sum(1 for p in snapshot.pods if p.unschedulable and p.wants_gpu and not p.deleting)
+    return Decision(tuple(jobs), tuple(events), plan, pending, free_by_model)
+
+
+def intents_for(items: tuple[ComposeItem, ...], now: float) -> dict[str, Intent]:
+    """The intents recorded before composing ``items`` (``Composing``, or ``Attached`` when
+    the placement only reuses spare units)."""
+    out = {}
+    for it in items:
+        pl, r = it.placement, it.request
+        phase = IntentPhase.COMPOSING if pl.devices else IntentPhase.ATTACHED
+        out[pl.uid] = Intent(
+            pod=pl.key,
+            resource=r.resource,
+            units=r.units,
+            model=pl.model,
+            devices=pl.devices,
+            phase=phase,
+            since=now,
+        )
+    return out
+
+
+__all__ = [
+    "GPU_RESOURCE",
+    "ComposeItem",
+    "Decision",
+    "EventSpec",
+    "Memory",
+    "NodeJob",
+    "Policy",
+    "ReclaimStep",
+    "Snapshot",
+    "decide",
+    "intents_for",
+    "node_event",
+    "pod_event",
+    "reclaim_step",
+    "reconcile_record",
+]

@@ -1,0 +1,161 @@
+"""The composer's view of the LIQID fabric, and the client surface it needs.
+
+:class:`FabricClient` is the part of ``dynamic_providers.director.client.DirectorClient`` the
+composer calls (``gpus``, ``machines``, ``compose``, ``decompose``, ``release_to_system_pool``,
+``close``); tests pass fakes with the same methods. Errors are the Director client's
+(``dynamic_providers.director.errors.DirectorError`` and subclasses; ``transient`` tells whether
+a retry may help).
+
+:func:`read_fabric` turns one read of the Director into a :class:`FabricView` of plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from composer.models import FreeGpu
+
+
+class GpuLike(Protocol):
+    """What the composer reads of a ``dynamic_providers.director.models.Gpu``."""
+
+    name: str
+    model: str
+    swit_gid: str
+    machine: str | None
+    group_id: int | None
+    owner_tag: str | None
+
+    @property
+    def healthy(self) -> bool: ...
+
+
+class MachineLike(Protocol):
+    """What the composer reads of a ``dynamic_providers.director.models.Machine``."""
+
+    mach_name: str
+    grp_id: int
+
+
+class FabricClient(Protocol):
+    """The Director operations the composer uses (one client per thread: not thread-safe)."""
+
+    def gpus(self) -> Sequence[GpuLike]: ...
+
+    def machines(self) -> Sequence[MachineLike]: ...
+
+    def compose(self, machine: str, device_names: Sequence[str]) -> Sequence[GpuLike]: ...
+
+    def decompose(self, machine: str, device_names: Sequence[str]) -> None: ...
+
+    def release_to_system_pool(self, device_names: Sequence[str]) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+#: Builds a fresh client (called once per worker thread).
+FabricFactory = Callable[[], FabricClient]
+
+
+@dataclass(frozen=True, slots=True)
+class FabricGpu:
+    """One GPU as read from the Director.
+
+    Attributes:
+        name: device name (``gpu7``).
+        model: GFD product name (``Tesla-T4``).
+        switch: PCIe switch id (``swit_gid``).
+        machine: machine (== node) it is attached to, or None.
+        group: id of the Director group whose pool holds it, or None (system free pool).
+        healthy: the device state is a working one.
+        owner_tag: the device's user description (the Pulumi program tags GPUs it composes).
+    """
+
+    name: str
+    model: str
+    switch: str = ""
+    machine: str | None = None
+    group: str | None = None
+    healthy: bool = True
+    owner_tag: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FabricView:
+    """One consistent read of the fabric.
+
+    Attributes:
+        gpus: every GPU.
+        machines: names of all Director machines (composable hosts are nodes with these names).
+        machine_groups: machine name -> id of its Director group (as a string).
+    """
+
+    gpus: tuple[FabricGpu, ...] = ()
+    machines: frozenset[str] = frozenset()
+    machine_groups: Mapping[str, str] = field(default_factory=dict)
+    _attached: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for g in self.gpus:
+            if g.machine is not None:
+                self._attached.setdefault(g.machine, {})[g.name] = g.model
+
+    def attached(self, machine: str) -> Mapping[str, str]:
+        """Device name -> model of every GPU attached to ``machine``."""
+        return self._attached.get(machine, {})
+
+    def free(self, *, excluded: frozenset[str], device_pools: Mapping[str, str]) -> list[FreeGpu]:
+        """The planner's free pool.
+
+        Healthy, unattached GPUs, minus ``excluded`` and minus GPUs carrying an owner tag (the
+        Pulumi program tags the GPUs it composes statically, before it attaches them). A GPU's
+        pool is ``device_pools[name]`` if configured, else None (shared). A GPU in a group's
+        pool keeps that group, so the planner only puts it on machines of the group (the
+        Director refuses anything else).
+        """
+        out = []
+        for g in self.gpus:
+            if g.machine is not None or not g.healthy or g.name in excluded or g.owner_tag:
+                continue
+            out.append(FreeGpu(g.name, g.model, g.switch, device_pools.get(g.name), g.group))
+        return out
+
+
+def read_fabric(client: FabricClient) -> FabricView:
+    """Read every GPU and machine once.
+
+    Raises:
+        dynamic_providers.director.errors.DirectorError: the Director could not be read.
+    """
+    gpus = tuple(
+        FabricGpu(
+            name=g.name,
+            model=g.model,
+            switch=str(g.swit_gid or ""),
+            machine=g.machine,
+            group=None if g.group_id is None else str(g.group_id),
+            healthy=bool(g.healthy),
+            owner_tag=g.owner_tag or None,
+        )
+        for g in client.gpus()
+    )
+    machines = client.machines()
+    groups = {m.mach_name: str(m.grp_id) for m in machines}
+    return FabricView(gpus, frozenset(groups), groups)
+
+
+def director_factory(
+    base_url: str, *, username: str, password: str, timeout: float, retries: int
+) -> FabricFactory:
+    """A factory of real ``DirectorClient`` objects (imported lazily so tests need not)."""
+
+    def make() -> FabricClient:
+        from dynamic_providers.director.client import DirectorClient
+
+        return DirectorClient(
+            base_url, username=username, password=password, timeout=timeout, retries=retries
+        )
+
+    return make

@@ -1,0 +1,87 @@
+"""Prometheus metrics of the composer (``prometheus_client``), in a registry per instance.
+
+Names (all prefixed ``composer_``):
+
+- ``pending_to_composed_seconds`` (histogram): pod creation -> its GPUs attached by the Director.
+- ``pending_to_advertised_seconds`` (histogram): pod creation -> the node advertises them.
+- ``free_gpus{model,pool}`` (gauge): the Director's free pool as the planner sees it.
+- ``pending_gpu_pods`` (gauge): unschedulable pods requesting GPUs.
+- ``compositions_total`` / ``composition_failures_total{reason}`` (counters): compose calls.
+- ``decompositions_total`` / ``decomposition_failures_total{reason}`` (counters): decompose calls.
+- ``composed_gpus_total`` / ``decomposed_gpus_total`` (counters): devices moved.
+- ``device_plugin_restarts_total`` (counter).
+- ``rounds_total`` / ``round_failures_total{stage}`` (counters), ``round_seconds`` (histogram).
+- ``leader`` (gauge, 1 while this replica holds the Lease).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600)
+
+
+class Metrics:
+    """The composer's metric objects, registered in :attr:`registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.pending_to_composed = Histogram(
+            "composer_pending_to_composed_seconds",
+            "Pod creation to GPUs attached by the Director, seconds",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.pending_to_advertised = Histogram(
+            "composer_pending_to_advertised_seconds",
+            "Pod creation to GPUs advertised by the node, seconds",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.free_gpus = Gauge(
+            "composer_free_gpus", "Free GPUs in the Director pool", ["model", "pool"], registry=r
+        )
+        self.pending_pods = Gauge(
+            "composer_pending_gpu_pods", "Unschedulable pods requesting GPUs", registry=r
+        )
+        self.compositions = Counter("composer_compositions_total", "Successful compose calls", registry=r)
+        self.composition_failures = Counter(
+            "composer_composition_failures_total", "Failed compose calls", ["reason"], registry=r
+        )
+        self.decompositions = Counter(
+            "composer_decompositions_total", "Successful decompose calls", registry=r
+        )
+        self.decomposition_failures = Counter(
+            "composer_decomposition_failures_total", "Failed decompose calls", ["reason"], registry=r
+        )
+        self.composed_gpus = Counter("composer_composed_gpus_total", "GPUs attached", registry=r)
+        self.decomposed_gpus = Counter("composer_decomposed_gpus_total", "GPUs given back", registry=r)
+        self.plugin_restarts = Counter(
+            "composer_device_plugin_restarts_total", "Device-plugin pods restarted", registry=r
+        )
+        self.rounds = Counter("composer_rounds_total", "Reconcile rounds completed", registry=r)
+        self.round_failures = Counter(
+            "composer_round_failures_total", "Reconcile rounds that failed", ["stage"], registry=r
+        )
+        self.round_seconds = Histogram(
+            "composer_round_seconds",
+            "Reconcile round duration, seconds",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+            registry=r,
+        )
+        self.leader = Gauge("composer_leader", "1 while this replica holds the Lease", registry=r)
+        self._free_keys: set[tuple[str, str]] = set()
+
+    def set_free(self, free_by_model: Mapping[tuple[str, str], int]) -> None:
+        """Replace the free-pool gauge values (models that ran out drop to 0)."""
+        for key in self._free_keys - set(free_by_model):
+            self.free_gpus.labels(*key).set(0)
+        for key, n in free_by_model.items():
+            self.free_gpus.labels(*key).set(n)
+        self._free_keys |= set(free_by_model)
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

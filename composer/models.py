@@ -1,0 +1,220 @@
+"""Plain data the composer decides over: pending GPU requests, hosts, free GPUs, plans.
+
+Everything here is an immutable value with no I/O. The Kubernetes adapter
+(:mod:`composer.podspec`, :mod:`composer.nodestate`) and the fabric adapter
+(:mod:`composer.fabric`) build these from the API objects; the planner
+(:mod:`composer.planner`) turns them into a :class:`Plan`.
+
+Units: CPU in millicores, memory in bytes, time in seconds since the epoch.
+Names of Kubernetes labels and resources follow NVIDIA GPU Feature Discovery and the
+NVIDIA device plugin (BRIEF "Kubernetes side").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+#: Extended resource of whole GPUs advertised by the NVIDIA device plugin.
+GPU_RESOURCE = "nvidia.com/gpu"
+#: Prefix shared by every NVIDIA resource name (whole, shared/time-sliced, MIG).
+NVIDIA_RESOURCE_PREFIX = "nvidia.com/"
+#: GFD label carrying the sanitised product name of the node's GPUs (e.g. ``Tesla-T4``).
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: GFD label carrying the number of GPUs on the node.
+COUNT_LABEL = "nvidia.com/gpu.count"
+#: Well-known node label with the node's host name.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Model sentinel for a host that already carries GPUs of more than one model (statically
+#: composed by hand): such a host never receives more GPUs from the composer.
+MIXED_MODELS = "<mixed>"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """True for NVIDIA GPU resource names: ``nvidia.com/gpu``, ``nvidia.com/gpu.shared``
+    (time-slicing/MPS with ``renameByDefault``) and MIG slices ``nvidia.com/mig-<profile>``."""
+    return name == GPU_RESOURCE or name.startswith(("nvidia.com/gpu.", "nvidia.com/mig-"))
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration (core/v1 ``Toleration``). Empty strings mean "not set"."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint (core/v1 ``Taint``); ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    """One node-selector requirement (core/v1 ``NodeSelectorRequirement``).
+
+    ``operator`` is one of In, NotIn, Exists, DoesNotExist, Gt, Lt; ``values`` as in the API.
+    A plain ``nodeSelector`` entry ``k: v`` is ``LabelRequirement(k, "In", (v,))``.
+    """
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """What one unschedulable pod needs from the fabric.
+
+    Attributes:
+        key: ``namespace/name`` of the pod.
+        uid: the pod's UID (intents are keyed on it).
+        pool: the pool (tenant or cluster) the pod belongs to; it may only use hosts of this
+            pool and GPUs of this pool or of the shared pool.
+        resource: the GPU resource name requested (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``,
+            ``nvidia.com/mig-1g.5gb``, ...).
+        units: how many units of ``resource`` the pod requests (>= 1).
+        units_per_gpu: how many units of ``resource`` one physical GPU yields once advertised
+            (1 for whole GPUs; the time-slicing replicas; 7 for ``mig-1g.5gb`` on an A100).
+        models: allowed GPU models (GFD product names), or None for any model.
+        hosts: allowed hosts (node names), or None for any host.
+        cpu_millis: the pod's CPU request (millicores).
+        memory_bytes: the pod's memory request (bytes).
+        tolerations: the pod's tolerations.
+        node_requirements: other node-label requirements, all of which must hold.
+        priority: the pod's priority (higher is planned first).
+        created: pod creation time (seconds since the epoch), for first-come ordering.
+    """
+
+    key: str
+    uid: str
+    units: int
+    pool: str = "default"
+    resource: str = GPU_RESOURCE
+    units_per_gpu: int = 1
+    models: frozenset[str] | None = None
+    hosts: frozenset[str] | None = None
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    tolerations: tuple[Toleration, ...] = ()
+    node_requirements: tuple[LabelRequirement, ...] = ()
+    priority: int = 0
+    created: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        """Physical GPUs needed when nothing spare is reused: ceil(units / units_per_gpu)."""
+        return -(-self.units // max(1, self.units_per_gpu))
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """A bare-metal worker (a Kubernetes Node that is also a Director machine) as seen now.
+
+    Attributes:
+        name: node name == Director machine name.
+        pool: pool the host belongs to.
+        cpu_free_millis: allocatable CPU minus requests of pods bound or about to be bound.
+        memory_free_bytes: allocatable memory minus such requests.
+        model: the GPU model the host carries now (from the Director's attached GPUs or in-flight
+            intents), None when it has none, :data:`MIXED_MODELS` if it has several.
+        attached: number of GPUs attached now (composer-managed, static and in flight).
+        max_gpus: how many GPUs the host can take at most (PCIe slots), None for no limit.
+        spare: resource name -> units advertised or in flight but not requested by any pod.
+        labels: node labels.
+        taints: node taints.
+        schedulable: False when cordoned, not Ready or being reclaimed.
+        group: the Director group of the machine; GPUs sitting in a group's pool can only be
+            composed onto machines of that group (Director ``predevice`` semantics).
+    """
+
+    name: str
+    pool: str = "default"
+    cpu_free_millis: int = 0
+    memory_free_bytes: int = 0
+    model: str | None = None
+    attached: int = 0
+    max_gpus: int | None = None
+    spare: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+    group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FreeGpu:
+    """A GPU in the Director's free pool.
+
+    Attributes:
+        name: Director device name (``gpu7``).
+        model: GFD-style product name (``Tesla-T4``).
+        switch: PCIe switch id (Director ``swit_gid``), as a string.
+        pool: pool the GPU is reserved to, or None for the shared pool.
+        group: Director group whose free pool holds it (only that group's machines may take
+            it), or None for the system free pool (any machine).
+    """
+
+    name: str
+    model: str
+    switch: str = ""
+    pool: str | None = None
+    group: str | None = None
+
+
+class Reason(StrEnum):
+    """Why a request got no placement (used as the Kubernetes Event reason)."""
+
+    INVALID = "InvalidRequest"
+    NO_FREE_GPUS = "NoFreeGpus"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    UNKNOWN_HOST = "UnknownHost"
+    MODEL_CONFLICT = "ModelConflict"
+    NO_HOST_FITS = "NoHostFits"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A planned placement of one request.
+
+    Attributes:
+        key / uid: the pod (as in :class:`GpuRequest`).
+        host: the chosen host.
+        model: the GPU model the pod will run on.
+        devices: free GPUs to compose onto ``host`` (may be empty when spare units suffice).
+        spare_units: units of the request served by units already on the host.
+        switches: distinct PCIe switches of ``devices``, in order.
+    """
+
+    key: str
+    uid: str
+    host: str
+    model: str
+    devices: tuple[str, ...]
+    spare_units: int = 0
+    switches: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the planner could not place, with a reason and a human message."""
+
+    key: str
+    uid: str
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The planner's output: placements and refusals, each in planning order."""
+
+    placements: tuple[Placement, ...] = ()
+    refusals: tuple[Refusal, ...] = ()

@@ -1,0 +1,93 @@
+"""``python -m lab.gpu_agent``: run the GPU-Operator stand-in (lab only).
+
+Example::
+
+    GPU_AGENT_DIRECTOR_PASSWORD=... python -m lab.gpu_agent --kubeconfig .lab/kubeconfig \\
+        --director-url http://127.0.0.1:18080 --interval 0.5 --advertise-delay 1
+
+The Director password comes from ``$GPU_AGENT_DIRECTOR_PASSWORD`` (or
+``$DIRECTOR_SIM_PASSWORD``), never from the command line. Stops on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from kubernetes import client, config
+
+from lab.gpu_agent.agent import DirectorReader, GpuAgent
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    ap = argparse.ArgumentParser(
+        prog="python -m lab.gpu_agent",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--kubeconfig", required=True, help="kubeconfig of the lab cluster (admin)")
+    ap.add_argument("--director-url", required=True, help="Director base URL")
+    ap.add_argument("--director-username", default=os.environ.get("GPU_AGENT_DIRECTOR_USERNAME", "admin"))
+    ap.add_argument("--node-selector", default="", help="label selector of the Nodes to manage")
+    ap.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    ap.add_argument(
+        "--advertise-delay",
+        type=float,
+        default=1.0,
+        help="seconds between a change on the Director and the node advertising it",
+    )
+    ap.add_argument(
+        "--plugin-restart-quirk",
+        action="store_true",
+        help="advertise hot-plugged GPUs only after the device-plugin pod restarts",
+    )
+    ap.add_argument(
+        "--plugin-namespace", default="gpu-operator", help="namespace of the fake device-plugin pods"
+    )
+    ap.add_argument(
+        "--shared-replicas",
+        type=int,
+        default=0,
+        help="also advertise nvidia.com/gpu.shared = GPUs x N (time-slicing)",
+    )
+    ap.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    password = os.environ.get("GPU_AGENT_DIRECTOR_PASSWORD") or os.environ.get("DIRECTOR_SIM_PASSWORD")
+    if not password:
+        print("gpu-agent: set $GPU_AGENT_DIRECTOR_PASSWORD", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    core = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
+    director = DirectorReader(args.director_url, username=args.director_username, password=password)
+    agent = GpuAgent(
+        core,
+        director,
+        node_selector=args.node_selector,
+        advertise_delay_seconds=args.advertise_delay,
+        plugin_restart_quirk=args.plugin_restart_quirk,
+        shared_replicas=args.shared_replicas,
+        plugin_namespace=args.plugin_namespace,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print("gpu-agent running", flush=True)
+    while not stop.is_set():
+        try:
+            agent.step()
+        except Exception as exc:  # keep polling: the Director or the API server may be restarting
+            logging.getLogger("lab.gpu_agent").warning("poll failed: %s", exc)
+        stop.wait(args.interval)
+    director.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,216 @@
+"""The GPU-Operator stand-in's logic (lab only; see the package docstring).
+
+:class:`DirectorReader` reads which GPUs each machine holds (LIQID REST API, BRIEF "Domain
+facts": envelope ``{"response": {"code", "errors", "data"}}``, ``GET device/info/gpu`` for the
+model, ``GET predevice?dev_type=gpu`` for the machine holding each group-assigned GPU).
+:class:`GpuAgent` reflects that into Nodes, one :meth:`GpuAgent.step` per poll.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("lab.gpu_agent")
+
+GPU = "nvidia.com/gpu"
+SHARED = "nvidia.com/gpu.shared"
+PRODUCT = "nvidia.com/gpu.product"
+COUNT = "nvidia.com/gpu.count"
+PRESENT = "nvidia.com/gpu.present"
+MERGE = "application/merge-patch+json"
+PLUGIN_NAMESPACE = "gpu-operator"
+PLUGIN_LABELS = {"app": "nvidia-device-plugin-daemonset"}
+
+
+def gfd_product(director_model: str) -> str:
+    """GFD's product label: the NVML name with blanks as dashes (``Tesla T4`` -> ``Tesla-T4``)."""
+    return re.sub(r"\s+", "-", director_model.strip())
+
+
+class DirectorReadError(RuntimeError):
+    """The Director could not be read (message: method, path, status or transport error)."""
+
+
+class DirectorReader:
+    """Reads machine -> attached GPU models from a Director over its REST API (HTTP Basic).
+
+    Args:
+        base_url: ``http://host:port`` of the Director.
+        username / password: credentials.
+        timeout_seconds: per-request timeout.
+    """
+
+    def __init__(self, base_url: str, *, username: str, password: str, timeout_seconds: float = 5.0) -> None:
+        self.root = base_url.rstrip("/") + "/liqid/api/v2/"
+        self.session = requests.Session()
+        self.session.auth = (username, password)
+        self.timeout = timeout_seconds
+
+    def _get(self, path: str, **params: str) -> list[dict[str, Any]]:
+        try:
+            r = self.session.get(self.root + path, params=params, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise DirectorReadError(f"GET {path}: {type(exc).__name__}") from exc
+        if r.status_code != 200:
+            raise DirectorReadError(f"GET {path} -> HTTP {r.status_code}")
+        body = (r.json() or {}).get("response") or {}
+        if body.get("code") or body.get("errors"):
+            raise DirectorReadError(f"GET {path}: {body.get('errors')}")
+        return list(body.get("data") or [])
+
+    def attached(self) -> dict[str, list[str]]:
+        """Machine name -> GFD product names of the GPUs attached to it (one per GPU)."""
+        models = {i["name"]: gfd_product(i.get("model") or "") for i in self._get("device/info/gpu")}
+        out: dict[str, list[str]] = {}
+        for p in self._get("predevice", dev_type="gpu"):
+            if p.get("mname"):
+                out.setdefault(p["mname"], []).append(models.get(p["name"], "unknown"))
+        return out
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self.session.close()
+
+
+@dataclass(frozen=True)
+class Advert:
+    """What a node should advertise: GPU count and product (None when it has none)."""
+
+    count: int = 0
+    product: str | None = None
+
+
+def advert_for(models: list[str]) -> Advert:
+    """The advertisement for a machine's GPU models (GFD labels the most common one)."""
+    if not models:
+        return Advert()
+    product = max(sorted(set(models)), key=models.count)
+    return Advert(len(models), product)
+
+
+def current_advert(node: Mapping[str, Any]) -> Advert:
+    """What a Node advertises now (capacity ``nvidia.com/gpu`` and the product label)."""
+    cap = (node.get("status") or {}).get("capacity") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    try:
+        count = int(cap.get(GPU, 0))
+    except ValueError:
+        count = 0
+    return Advert(count, labels.get(PRODUCT) if count else None)
+
+
+@dataclass
+class GpuAgent:
+    """Reflects the Director's attachments into Nodes (lab stand-in for the GPU Operator).
+
+    Attributes:
+        core: CoreV1Api of the lab cluster (admin).
+        director: where attachments are read.
+        node_selector: label selector of the Nodes to manage ("" = all).
+        advertise_delay_seconds: how long after the Director shows a change the node
+            advertises it (the GPU Operator's reaction time).
+        plugin_restart_quirk: more GPUs are advertised only after the node's device-plugin
+            pod was (re)created after they appeared.
+        shared_replicas: also advertise ``nvidia.com/gpu.shared`` = GPUs x this (0 = off).
+        plugin_namespace: namespace of the fake device-plugin pods (quirk mode).
+        clock: monotonic seconds.
+    """
+
+    core: client.CoreV1Api
+    director: DirectorReader
+    node_selector: str = ""
+    advertise_delay_seconds: float = 1.0
+    plugin_restart_quirk: bool = False
+    shared_replicas: int = 0
+    plugin_namespace: str = PLUGIN_NAMESPACE
+    clock: Callable[[], float] = time.monotonic
+    _seen: dict[str, tuple[Advert, float]] = field(default_factory=dict)
+    _plugin_started: dict[str, float] = field(default_factory=dict)
+
+    def step(self) -> dict[str, Advert]:
+        """One poll: read the Director and the Nodes, patch what is due. Returns node -> advert
+        applied in this step."""
+        attached = self.director.attached()
+        nodes = self.core.list_node(label_selector=self.node_selector or None, _preload_content=False)
+        applied: dict[str, Advert] = {}
+        now = self.clock()
+        for node in json.loads(nodes.data)["items"]:
+            name = node["metadata"]["name"]
+            if self.plugin_restart_quirk:
+                self._ensure_plugin_pod(name, now)
+            want = advert_for(attached.get(name, []))
+            have = current_advert(node)
+            if want == have:
+                self._seen.pop(name, None)
+                continue
+            seen = self._seen.get(name)
+            if seen is None or seen[0] != want:
+                self._seen[name] = seen = (want, now)
+            if now - seen[1] < self.advertise_delay_seconds:
+                continue
+            if (
+                self.plugin_restart_quirk
+                and want.count > have.count
+                and self._plugin_started.get(name, 0.0) <= seen[1]
+            ):
+                continue  # hot-plugged GPUs wait for a device-plugin restart
+            self._apply(name, want)
+            self._seen.pop(name, None)
+            applied[name] = want
+        return applied
+
+    def _apply(self, node: str, a: Advert) -> None:
+        value: str | None = str(a.count) if a.count else None
+        resources: dict[str, str | None] = {GPU: value}
+        if self.shared_replicas:
+            resources[SHARED] = str(a.count * self.shared_replicas) if a.count else None
+        self.core.patch_node_status(
+            node, {"status": {"capacity": resources, "allocatable": resources}}, _content_type=MERGE
+        )
+        labels = {PRODUCT: a.product, COUNT: value, PRESENT: "true" if a.count else None}
+        self.core.patch_node(node, {"metadata": {"labels": labels}}, _content_type=MERGE)
+        log.info("node %s advertises %d GPU(s) %s", node, a.count, a.product or "")
+
+    def _ensure_plugin_pod(self, node: str, now: float) -> None:
+        name = f"nvidia-device-plugin-{node}"
+        try:
+            self.core.read_namespaced_pod(name, self.plugin_namespace)
+            self._plugin_started.setdefault(node, now)
+            return
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        try:
+            self.core.read_namespace(self.plugin_namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.core.create_namespace({"metadata": {"name": self.plugin_namespace}})
+        body = {
+            "metadata": {"name": name, "namespace": self.plugin_namespace, "labels": dict(PLUGIN_LABELS)},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:stand-in"}
+                ],
+                "tolerations": [{"operator": "Exists"}],
+            },
+        }
+        try:
+            self.core.create_namespaced_pod(self.plugin_namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:  # still terminating: try again next poll
+                raise
+            return
+        self._plugin_started[node] = now
+        log.info("device-plugin pod for %s (re)created", node)

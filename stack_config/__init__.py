@@ -1,0 +1,24 @@
+"""Typed stack configuration of the estate (pydantic), its loader, rules and JSON schema.
+
+Public names:
+
+- :func:`load_estate` / :func:`load_stack_file`: validate raw config -> :class:`EstateConfig`;
+- :class:`EstateConfigError` / :class:`ConfigProblem`: every problem, with its key path;
+- :data:`FULL_CONFIG_KEY`: ``composable-gpu:estate``;
+- :func:`render_summary` (in :mod:`stack_config.summary`): stack outputs -> readable report.
+"""
+
+from stack_config.errors import ConfigProblem, EstateConfigError
+from stack_config.loader import CONFIG_KEY, CONFIG_NAMESPACE, FULL_CONFIG_KEY, load_estate, load_stack_file
+from stack_config.models import EstateConfig
+
+__all__ = [
+    "CONFIG_KEY",
+    "CONFIG_NAMESPACE",
+    "FULL_CONFIG_KEY",
+    "ConfigProblem",
+    "EstateConfig",
+    "EstateConfigError",
+    "load_estate",
+    "load_stack_file",
+]

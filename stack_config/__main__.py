@@ -1,0 +1,62 @@
+"""``python -m stack_config``: offline tools for the stack config.
+
+- ``schema [--check]``: write ``stack_config/stack-config.schema.json`` (``--check``: exit 1 if
+  the committed file is stale).
+- ``validate [--allow-missing-secrets] FILE...``: validate the estate in ``Pulumi.<stack>.yaml``
+  files (encrypted values are only checked for presence; with the flag, absent secrets are
+  accepted); prints one line per problem, exit 1 on any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from stack_config.errors import EstateConfigError
+from stack_config.loader import load_stack_file
+from stack_config.schema import SCHEMA_PATH, render_schema, write_schema
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    ap = argparse.ArgumentParser(
+        prog="python -m stack_config",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    schema = sub.add_parser("schema", help="write (or --check) the JSON schema file")
+    schema.add_argument("--check", action="store_true")
+    validate = sub.add_parser("validate", help="validate Pulumi.<stack>.yaml files")
+    validate.add_argument(
+        "--allow-missing-secrets",
+        action="store_true",
+        help="accept absent secrets (set per deployment with pulumi config set --secret)",
+    )
+    validate.add_argument("files", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+
+    if args.cmd == "schema":
+        if args.check:
+            current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
+            if current != render_schema():
+                print(f"{SCHEMA_PATH} is stale: run python -m stack_config schema", file=sys.stderr)
+                return 1
+            return 0
+        print(write_schema())
+        return 0
+    failed = False
+    for path in args.files:
+        try:
+            estate = load_stack_file(path, require_secrets=not args.allow_missing_secrets)
+        except EstateConfigError as exc:
+            failed = True
+            print(f"{path}: {exc}", file=sys.stderr)
+            continue
+        print(f"{path}: ok ({estate.environment}, {len(estate.hosts)} hosts, {len(estate.tenants)} tenants)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

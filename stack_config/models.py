@@ -1,0 +1,586 @@
+"""Typed stack configuration: the whole estate under the Pulumi config key ``composable-gpu:estate``.
+
+Shape (YAML in ``Pulumi.<stack>.yaml``; every field is documented below and in the exported
+JSON schema ``stack_config/stack-config.schema.json``)::
+
+    composable-gpu:estate:
+      environment: lab                      # lab | staging | production
+      mothership: {kubeconfig: .lab/kubeconfig, namespace: composable-infra}
+      fabric:
+        director: {endpoint: http://127.0.0.1:18080, username: admin, password: <secret>}
+        pools: [{name: lab-pool, models: [Tesla-T4]}]
+      hosts:
+        - name: blade-slot-1
+          role: baremetal-worker            # hypervisor | baremetal-worker | dpu-cluster-host
+          boot_mac: 52:54:00:00:01:01
+          bmc: {endpoint: https://127.0.0.1:18451, username: root, password: <secret>}
+          dpu: {bmc: {endpoint: https://127.0.0.1:18441, username: root, password: <secret>}}
+      hypervisor_clusters: [{name: lab-workers, hosts: [blade-slot-1], gpu_workload_mode: container}]
+      dpu_cluster: {name: lab-dpu}
+      tenants:
+        - name: alpha
+          networks: [{name: alpha-net, cidr: 10.10.0.0/24, vxlan_id: 10010, vlan_id: 110}]
+          clusters: [{name: alpha-k8s, hypervisor_cluster: lab-workers}]
+          gpu_quota: 2
+          allowed_models: [Tesla-T4]
+      gpu_compositions: []                  # static attachments
+      composer: {pool: lab-pool, idle_timeout_seconds: 300, target_cluster: lab-workers}
+
+Names are Kubernetes-style DNS labels because they become object names. Models are frozen
+and reject unknown keys. Cross-field rules (unique names, references that must exist, ...)
+live in :mod:`stack_config.rules`; :func:`stack_config.loader.load_estate` runs both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stack_config.gpus import GPU_PRODUCTS
+from stack_config.types import (
+    Cidr,
+    DnsLabel,
+    HttpUrl,
+    KernelArg,
+    MacAddress,
+    MlxconfigKey,
+    NonEmptyStr,
+    NonNegativeInt,
+    PositiveInt,
+    Secret,
+    VlanId,
+    VxlanId,
+    bounded_int,
+)
+
+Environment = Literal["lab", "staging", "production"]
+HostRole = Literal["hypervisor", "baremetal-worker", "dpu-cluster-host"]
+GpuWorkloadMode = Literal["vm-passthrough", "vm-vgpu", "container"]
+TenantGpuMode = Literal["passthrough", "vgpu", "none"]
+SharingStrategy = Literal["time-slicing", "mps", "mig"]
+Cni = Literal["calico", "kuberouter", "cilium"]
+
+#: Name that ``composer.target_cluster`` may use for the management cluster itself.
+MOTHERSHIP = "mothership"
+
+#: Host kernel arguments for VFIO passthrough (seed article 2, "bare-metal hosts").
+DEFAULT_KERNEL_ARGS: tuple[str, ...] = ("intel_iommu=on", "iommu=pt", "pci=realloc")
+#: Kernel modules blacklisted on GPU hosts so the NVIDIA driver (or vfio-pci) can bind.
+DEFAULT_BLACKLISTED_MODULES: tuple[str, ...] = ("nouveau",)
+#: BlueField-3 zero-trust mlxconfig settings from the brief (virtio-net and PCI switch emulation).
+DEFAULT_MLXCONFIG: dict[str, int | str] = {
+    "VIRTIO_NET_EMULATION_ENABLE": 1,
+    "VIRTIO_NET_EMULATION_NUM_PF": 10,
+    "VIRTIO_NET_EMULATION_NUM_VF": 10,
+    "PCI_SWITCH_EMULATION_ENABLE": 1,
+    "PCI_SWITCH_EMULATION_NUM_PORT": 10,
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# --------------------------------------------------------------------------- mothership
+
+
+class MothershipConfig(_Model):
+    """The management cluster (k0rdent) that receives every Kubernetes object of the program."""
+
+    kubeconfig: NonEmptyStr = ".lab/kubeconfig"
+    """Path of its kubeconfig; a relative path is relative to the project root (beside Pulumi.yaml)."""
+    context: str | None = None
+    """kubeconfig context to use; default: the file's current context."""
+    namespace: DnsLabel = "composable-infra"
+    """Namespace (created by the program) for BareMetalHosts, DPF objects and infrastructure clusters."""
+    label_nodes: bool = False
+    """Lab only: the mothership also holds the worker Nodes (named like the hosts); apply the hosts'
+    GPU labels to those Nodes directly instead of relying on CAPM3 label sync."""
+
+
+# --------------------------------------------------------------------------- fabric
+
+
+class DirectorConfig(_Model):
+    """The LIQID Director (fabric manager) REST endpoint, base path ``/liqid/api/v2``."""
+
+    endpoint: HttpUrl
+    """Base URL, e.g. ``http://127.0.0.1:8080`` (HTTP 8080 / HTTPS 8443 on real Directors)."""
+    username: NonEmptyStr
+    """API user."""
+    password: Secret
+    """API password (secret)."""
+
+
+class GpuPoolConfig(_Model):
+    """A pool of GPUs on the fabric: a Director group whose free devices can be composed."""
+
+    name: DnsLabel
+    """Pool name used by compositions and the composer."""
+    group: NonEmptyStr | None = None
+    """Director group name; default: the pool name."""
+    models: list[NonEmptyStr] = Field(min_length=1)
+    """GPU products in the pool, as GFD product names (``Tesla-T4``, ``NVIDIA-A100-PCIE-40GB``)."""
+    size: NonNegativeInt | None = None
+    """Number of GPUs the pool holds (for capacity checks); unknown when omitted."""
+
+    @property
+    def director_group(self) -> str:
+        """The Director group name of this pool."""
+        return self.group or self.name
+
+
+class FabricConfig(_Model):
+    """The composable PCIe fabric: Director endpoint and GPU pools."""
+
+    director: DirectorConfig
+    """How to reach the Director."""
+    pools: list[GpuPoolConfig] = Field(min_length=1)
+    """GPU pools."""
+
+
+# --------------------------------------------------------------------------- hosts and DPUs
+
+
+class BmcConfig(_Model):
+    """A Redfish BMC endpoint and its credentials."""
+
+    endpoint: HttpUrl
+    """Base URL of the BMC, e.g. ``https://10.0.0.11`` (Redfish service root under ``/redfish/v1``)."""
+    username: NonEmptyStr
+    """BMC user."""
+    password: Secret
+    """BMC password (secret)."""
+    verify_tls: bool = True
+    """Verify the BMC's TLS certificate."""
+    ca_bundle: str | None = None
+    """PEM file with the CA that signed the BMC certificate; relative to the project root."""
+
+
+class HostBmcConfig(BmcConfig):
+    """A host BMC, as Metal3 addresses it."""
+
+    system_id: NonEmptyStr = "1"
+    """Redfish ComputerSystem id (``/redfish/v1/Systems/<id>``)."""
+    driver: Literal["redfish-virtualmedia", "redfish"] = "redfish-virtualmedia"
+    """Ironic driver scheme for ``bmc.address`` (virtual-media boot or PXE)."""
+
+
+class DpuConfig(_Model):
+    """The BlueField-3 DPU of a host: BMC, operating mode, zero-trust posture and mlxconfig."""
+
+    name: DnsLabel | None = None
+    """DPU name; default ``dpu-<host>``."""
+    bmc: BmcConfig
+    """The DPU's own BMC (Redfish, ``/redfish/v1/Systems/Bluefield``)."""
+    mode: Literal["DpuMode", "NicMode"] = "DpuMode"
+    """BlueField operating mode (``Oem/Nvidia`` ``Mode``)."""
+    host_privilege: Literal["Restricted", "Privileged"] = "Restricted"
+    """``HostPrivilegeLevel`` BIOS attribute; ``Restricted`` is zero-trust."""
+    host_rshim: Literal["Disabled", "Enabled"] = "Disabled"
+    """Host access to the DPU's rshim (``HostRshim.Set``)."""
+    mlxconfig: dict[MlxconfigKey, int | str] = Field(default_factory=lambda: dict(DEFAULT_MLXCONFIG))
+    """Firmware parameters set with mlxconfig (carried by the DPF DPUFlavor ``nvconfig``)."""
+    apply_reset: bool = False
+    """Reset the DPU so pending BIOS settings apply (interrupts traffic)."""
+
+
+class HostImageConfig(_Model):
+    """OS image Metal3 writes to the host (optional: CAPM3 machine templates usually set it)."""
+
+    url: HttpUrl
+    """Image URL."""
+    checksum: NonEmptyStr
+    """Checksum or checksum URL."""
+    checksum_type: Literal["md5", "sha256", "sha512", "auto"] = "auto"
+    """Checksum algorithm."""
+    format: Literal["raw", "qcow2", "vdi", "vmdk", "live-iso"] | None = None
+    """Disk format; Ironic detects it when omitted."""
+
+
+class HostConfig(_Model):
+    """A bare-metal host. Its name is also the Kubernetes node name and the Director machine name."""
+
+    name: DnsLabel
+    """Host name (``blade-slot-1``)."""
+    role: Literal["hypervisor", "baremetal-worker", "dpu-cluster-host"]
+    """``hypervisor``: KubeVirt host for tenant VMs; ``baremetal-worker``: runs GPU pods directly;
+    ``dpu-cluster-host``: hosts a DPU of the DPU cluster and runs no tenant workloads."""
+    boot_mac: MacAddress
+    """MAC address of the NIC the host boots from (``bootMACAddress``)."""
+    bmc: HostBmcConfig
+    """The host BMC."""
+    kernel_args: list[KernelArg] = Field(default_factory=lambda: list(DEFAULT_KERNEL_ARGS))
+    """Kernel command-line arguments written through cloud-init user-data."""
+    blacklisted_modules: list[NonEmptyStr] = Field(default_factory=lambda: list(DEFAULT_BLACKLISTED_MODULES))
+    """Kernel modules blacklisted through user-data."""
+    online: bool = True
+    """Desired power state (``spec.online``)."""
+    boot_mode: Literal["UEFI", "UEFISecureBoot", "legacy"] = "UEFI"
+    """Firmware boot mode."""
+    tenant_workloads: bool | None = None
+    """Whether tenant workloads run on the host; default: true unless role is ``dpu-cluster-host``."""
+    image: HostImageConfig | None = None
+    """OS image; omitted when a cluster template provisions the host."""
+    dpu: DpuConfig | None = None
+    """The host's BlueField DPU, if any."""
+
+    @property
+    def dpu_name(self) -> str | None:
+        """Name of the host's DPU (``dpu-<host>`` by default), or None without a DPU."""
+        if self.dpu is None:
+            return None
+        return self.dpu.name or f"dpu-{self.name}"
+
+    @property
+    def runs_tenant_workloads(self) -> bool:
+        """Effective ``tenant_workloads``."""
+        if self.tenant_workloads is not None:
+            return self.tenant_workloads
+        return self.role != "dpu-cluster-host"
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+class HypervisorClusterConfig(_Model):
+    """A k0rdent child cluster on bare-metal hosts (Metal3/CAPI), with the GPU Operator and KubeVirt."""
+
+    name: DnsLabel
+    """Cluster name (the ClusterDeployment name)."""
+    hosts: list[DnsLabel] = Field(min_length=1)
+    """Member hosts (names from ``hosts``)."""
+    gpu_workload_mode: GpuWorkloadMode
+    """GPU Operator workload: ``vm-passthrough`` (VFIO), ``vm-vgpu`` or ``container`` (pods)."""
+    kubevirt: bool = True
+    """Install KubeVirt (required for ``vm-*`` modes and for tenant clusters)."""
+    template: NonEmptyStr = "capm3-hosted-cp"
+    """k0rdent ClusterTemplate (bare metal through CAPM3, k0smotron hosted control plane)."""
+    credential: NonEmptyStr = "metal3-credential"
+    """k0rdent Credential name in the mothership namespace."""
+    control_plane_replicas: PositiveInt = 3
+    """Hosted control-plane replicas."""
+    k0s_version: NonEmptyStr = "v1.33.1+k0s.0"
+    """k0s release of the cluster."""
+    cni: Cni = "calico"
+    """Cluster CNI."""
+
+
+class DpuServiceConfig(_Model):
+    """A DOCA Platform Framework service deployed into the DPU cluster (a DPUService)."""
+
+    name: DnsLabel
+    """Service name."""
+    repo_url: str = Field(pattern=r"^(oci://|https://).+$")
+    """Helm repository (``oci://`` or ``https://``)."""
+    chart: NonEmptyStr
+    """Chart name."""
+    version: NonEmptyStr
+    """Chart version."""
+    values: dict[str, Any] = Field(default_factory=dict)
+    """Helm values."""
+
+
+def _default_dpu_services() -> list[DpuServiceConfig]:
+    return [
+        DpuServiceConfig(
+            name="doca-hbn",
+            repo_url="https://helm.ngc.nvidia.com/nvidia/doca",
+            chart="doca-hbn",
+            version="1.0.1",
+        )
+    ]
+
+
+class DpuClusterConfig(_Model):
+    """The cluster whose workers run on the DPUs' ARM cores, control plane hosted on the mothership."""
+
+    name: DnsLabel = "dpu-cluster"
+    """Cluster name."""
+    hosts: list[DnsLabel] | None = None
+    """Hosts whose DPUs join; default: every host with a DPU."""
+    template: NonEmptyStr = "dpu-hosted-cp"
+    """k0rdent ClusterTemplate: k0smotron hosted control plane, arm64 k0s workers on the DPUs."""
+    credential: NonEmptyStr = "metal3-credential"
+    """k0rdent Credential name."""
+    control_plane_replicas: PositiveInt = 1
+    """Hosted control-plane replicas."""
+    kubernetes_version: NonEmptyStr = "v1.33.1"
+    """Kubernetes version of the DPU cluster (DPUCluster ``spec.version``)."""
+    k0s_version: NonEmptyStr = "v1.33.1+k0s.0"
+    """k0s release of the cluster."""
+    bfb_url: str = Field(
+        default="https://content.mellanox.com/BlueField/BFBs/Ubuntu22.04/"
+        "bf-bundle-2.9.1-40_24.11_ubuntu-22.04_prod.bfb",
+        pattern=r"^(http|https)://.+\.bfb$",
+    )
+    """BlueField bundle (BFB) image the DPUs are provisioned with."""
+    services: list[DpuServiceConfig] = Field(default_factory=_default_dpu_services)
+    """DPF services to run in the DPU cluster."""
+
+
+# --------------------------------------------------------------------------- tenants
+
+
+class TenantNetworkConfig(_Model):
+    """An isolated tenant network: a VXLAN segment (OVS on the DPUs), tagged with a VLAN on host ports."""
+
+    name: DnsLabel
+    """Network name, unique within the tenant."""
+    cidr: Cidr
+    """IPAM range, e.g. ``10.10.0.0/24``."""
+    vxlan_id: VxlanId
+    """VXLAN network identifier, unique in the estate."""
+    vlan_id: VlanId
+    """VLAN ID on tenant ports, unique in the estate."""
+    gateway: str | None = None
+    """Gateway address inside ``cidr``; default: none."""
+
+
+class TenantClusterConfig(_Model):
+    """A tenant child cluster: hosted control plane, KubeVirt VM workers on a hypervisor cluster."""
+
+    name: DnsLabel
+    """Cluster name, unique within the tenant."""
+    hypervisor_cluster: DnsLabel
+    """Hypervisor cluster whose KubeVirt runs the worker VMs."""
+    template: NonEmptyStr = "kubevirt-hosted-cp"
+    """k0rdent ClusterTemplate."""
+    credential: NonEmptyStr = "kubevirt-credential"
+    """k0rdent Credential (kubeconfig of the KubeVirt infrastructure cluster) in the tenant namespace."""
+    networks: list[DnsLabel] | None = None
+    """Tenant networks the workers attach to; default: all of the tenant's networks."""
+    control_plane_replicas: PositiveInt = 1
+    """Hosted control-plane replicas."""
+    workers: PositiveInt = 1
+    """Number of worker VMs."""
+    worker_cpus: PositiveInt = 2
+    """vCPUs per worker VM."""
+    worker_memory_mib: PositiveInt = 4096
+    """Memory per worker VM, MiB."""
+    cni: Cni = "calico"
+    """CNI chosen by the tenant."""
+    k0s_version: NonEmptyStr = "v1.33.1+k0s.0"
+    """k0s release."""
+    gpu_mode: TenantGpuMode = "none"
+    """How GPUs reach the worker VMs: ``passthrough`` (VFIO), ``vgpu`` or ``none``."""
+    gpu_model: NonEmptyStr | None = None
+    """GPU product (GFD name) for ``passthrough``/``vgpu``."""
+    gpu_count_per_worker: NonNegativeInt = 0
+    """GPUs (or vGPUs) per worker VM."""
+    vgpu_type: NonEmptyStr | None = None
+    """vGPU type for ``vgpu`` mode (e.g. ``GRID T4-2Q``); default: the product's smallest type."""
+
+    @property
+    def gpu_total(self) -> int:
+        """GPUs (or vGPUs) the cluster uses in all: workers x per-worker count; 0 when mode is none."""
+        return 0 if self.gpu_mode == "none" else self.workers * self.gpu_count_per_worker
+
+    @property
+    def effective_vgpu_type(self) -> str | None:
+        """The vGPU type used in ``vgpu`` mode, or None."""
+        if self.gpu_mode != "vgpu" or self.gpu_model is None:
+            return None
+        if self.vgpu_type:
+            return self.vgpu_type
+        product = GPU_PRODUCTS.get(self.gpu_model)
+        return product.vgpu_types[0] if product else None
+
+
+class GpuSharingConfig(_Model):
+    """How GPUs on some hosts are shared (GPU Operator device-plugin config)."""
+
+    strategy: SharingStrategy
+    """``time-slicing`` / ``mps`` (oversubscription, ``replicas`` per GPU) or ``mig`` (partitions)."""
+    hosts: list[DnsLabel] = Field(min_length=1)
+    """Hosts whose GPUs are shared this way."""
+    replicas: PositiveInt | None = None
+    """Replicas advertised per GPU (time-slicing, MPS); at least 2."""
+    mig_config: NonEmptyStr | None = None
+    """mig-parted config for ``nvidia.com/mig.config`` (MIG), e.g. ``all-1g.5gb``."""
+    mig_strategy: Literal["single", "mixed"] = "single"
+    """GPU Operator MIG strategy (MIG)."""
+    rename_by_default: bool = False
+    """Advertise shared GPUs as ``nvidia.com/gpu.shared``."""
+    fail_requests_greater_than_one: bool = True
+    """Reject pods asking for more than one shared replica."""
+
+
+class TenantConfig(_Model):
+    """A tenant: its namespace on the mothership, networks, child clusters, GPU quota and sharing."""
+
+    name: DnsLabel
+    """Tenant name."""
+    namespace: DnsLabel | None = None
+    """Mothership namespace of the tenant; default ``tenant-<name>``."""
+    networks: list[TenantNetworkConfig] = Field(default_factory=list)
+    """Tenant networks."""
+    clusters: list[TenantClusterConfig] = Field(default_factory=list)
+    """Tenant child clusters."""
+    gpu_quota: NonNegativeInt = 0
+    """Maximum GPUs the tenant may hold (child-cluster GPUs plus static compositions; also the
+    ``requests.nvidia.com/gpu`` ResourceQuota of its namespace)."""
+    allowed_models: list[NonEmptyStr] = Field(default_factory=list)
+    """GPU products (GFD names) the tenant may use."""
+    gpu_sharing: GpuSharingConfig | None = None
+    """GPU sharing for the tenant's workloads."""
+
+    @property
+    def namespace_name(self) -> str:
+        """Effective namespace."""
+        return self.namespace or f"tenant-{self.name}"
+
+
+# --------------------------------------------------------------------------- compositions, composer
+
+
+class GpuCompositionConfig(_Model):
+    """A static GPU attachment: GPUs from a pool composed onto a host by the program."""
+
+    host: DnsLabel
+    """Target host (Director machine name)."""
+    pool: DnsLabel
+    """Pool the GPUs come from."""
+    count: PositiveInt | None = None
+    """Number of GPUs (any free ones of ``model``); alternative to ``device_names``."""
+    device_names: list[NonEmptyStr] = Field(default_factory=list)
+    """Exact Director device names (``gpu7``); alternative to ``count``."""
+    model: NonEmptyStr | None = None
+    """GPU product (GFD name); any model of the pool when omitted."""
+    tenant: DnsLabel | None = None
+    """Tenant the GPUs are dedicated to (counts against its quota)."""
+
+    @property
+    def planned_count(self) -> int:
+        """Number of GPUs this composition attaches."""
+        return len(self.device_names) or (self.count or 0)
+
+
+class ComposerConfig(_Model):
+    """The composer controller (charts/composer): attaches pool GPUs to nodes on demand."""
+
+    pool: DnsLabel
+    """Pool it composes from."""
+    idle_timeout_seconds: bounded_int(30, 86400) = 300  # type: ignore[valid-type]
+    """A node idle this long (seconds) gives its dynamically attached GPUs back."""
+    advertise_timeout_seconds: bounded_int(1, 3600) = 120  # type: ignore[valid-type]
+    """How long (seconds) a node may take to advertise hot-plugged GPUs before the composer restarts its
+    device plugin."""
+    restart_device_plugin: bool = True
+    """Let the composer restart a node's device-plugin pod that does not advertise hot-plugged GPUs (needs
+    the GPU Operator's namespace to exist in the target cluster)."""
+    device_plugin_namespace: DnsLabel = "gpu-operator"
+    """Namespace of the GPU Operator's device plugin in the target cluster."""
+    target_cluster: DnsLabel
+    """Cluster whose pending GPU pods it serves: a ``container``-mode hypervisor cluster or ``mothership``."""
+    kubeconfig: str | None = None
+    """kubeconfig of the target cluster (relative to the project root); default: the mothership's
+    (in the lab the mothership's API server stands in for the worker cluster)."""
+    namespace: DnsLabel = "composer-system"
+    """Namespace of the controller."""
+    release_name: DnsLabel = "composer"
+    """Helm release name (also the name of its cluster-scoped ClusterRole and ClusterRoleBinding)."""
+    chart_path: NonEmptyStr = "charts/composer"
+    """Helm chart directory, relative to the project root."""
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+class ServiceTemplateConfig(_Model):
+    """A k0rdent ServiceTemplate the program publishes (a Helm chart from a Flux HelmRepository)."""
+
+    name: DnsLabel
+    """ServiceTemplate name."""
+    chart: NonEmptyStr
+    """Chart name."""
+    version: NonEmptyStr
+    """Chart version."""
+    repository: DnsLabel
+    """Flux HelmRepository name in the same namespace."""
+    namespace: DnsLabel
+    """Namespace the service is installed into on the child cluster."""
+
+
+class CatalogConfig(_Model):
+    """Versions of the services the program installs into child clusters."""
+
+    gpu_operator: ServiceTemplateConfig = ServiceTemplateConfig(
+        name="gpu-operator-v25-3-0",
+        chart="gpu-operator",
+        version="v25.3.0",
+        repository="nvidia",
+        namespace="gpu-operator",
+    )
+    """NVIDIA GPU Operator."""
+    kubevirt: ServiceTemplateConfig = ServiceTemplateConfig(
+        name="kubevirt-1-5-0",
+        chart="kubevirt",
+        version="1.5.0",
+        repository="k0rdent-catalog",
+        namespace="kubevirt",
+    )
+    """KubeVirt."""
+    cilium: ServiceTemplateConfig = ServiceTemplateConfig(
+        name="cilium-1-17-4", chart="cilium", version="1.17.4", repository="cilium", namespace="kube-system"
+    )
+    """Cilium (for tenant clusters that choose it; k0s then runs with ``network.provider: custom``)."""
+
+
+# --------------------------------------------------------------------------- estate
+
+
+class EstateConfig(_Model):
+    """The whole estate of one stack (Pulumi config key ``composable-gpu:estate``)."""
+
+    environment: Environment
+    """``lab``, ``staging`` or ``production``."""
+    mothership: MothershipConfig = MothershipConfig()
+    """The management cluster."""
+    fabric: FabricConfig
+    """LIQID fabric."""
+    hosts: list[HostConfig] = Field(min_length=1)
+    """Bare-metal hosts."""
+    hypervisor_clusters: list[HypervisorClusterConfig] = Field(default_factory=list)
+    """Clusters on the hosts."""
+    dpu_cluster: DpuClusterConfig | None = None
+    """The DPU cluster."""
+    tenants: list[TenantConfig] = Field(default_factory=list)
+    """Tenants."""
+    gpu_compositions: list[GpuCompositionConfig] = Field(default_factory=list)
+    """Static GPU attachments."""
+    composer: ComposerConfig | None = None
+    """Dynamic GPU composer."""
+    catalog: CatalogConfig = CatalogConfig()
+    """Service versions."""
+
+    # Lookups used by rules and components (pure).
+
+    def host(self, name: str) -> HostConfig | None:
+        """The host called ``name``, or None."""
+        return next((h for h in self.hosts if h.name == name), None)
+
+    def pool(self, name: str) -> GpuPoolConfig | None:
+        """The pool called ``name``, or None."""
+        return next((p for p in self.fabric.pools if p.name == name), None)
+
+    def tenant(self, name: str) -> TenantConfig | None:
+        """The tenant called ``name``, or None."""
+        return next((t for t in self.tenants if t.name == name), None)
+
+    def hypervisor_cluster(self, name: str) -> HypervisorClusterConfig | None:
+        """The hypervisor cluster called ``name``, or None."""
+        return next((c for c in self.hypervisor_clusters if c.name == name), None)
+
+    def cluster_of_host(self, host: str) -> HypervisorClusterConfig | None:
+        """The (first) hypervisor cluster that lists ``host``, or None."""
+        return next((c for c in self.hypervisor_clusters if host in c.hosts), None)
+
+    def dpu_cluster_hosts(self) -> list[str]:
+        """Hosts whose DPUs form the DPU cluster (empty without a DPU cluster)."""
+        if self.dpu_cluster is None:
+            return []
+        if self.dpu_cluster.hosts is not None:
+            return list(self.dpu_cluster.hosts)
+        return [h.name for h in self.hosts if h.dpu is not None]

@@ -1,0 +1,674 @@
+"""Cross-field rules of the estate config: pure functions from a parsed config to problems.
+
+Each rule is a generator ``rule(estate) -> Iterator[ConfigProblem]`` with one job, named
+after what it checks; :data:`RULES` lists them in the order they run and
+:func:`check_rules` runs them all. Field-level bounds (VLAN 1..4094, VXLAN 1..16777215, CIDR
+syntax, DNS names, ...) are enforced by the models in :mod:`stack_config.models`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from urllib.parse import urlsplit
+
+from stack_config.errors import ConfigProblem
+from stack_config.gpus import GPU_PRODUCTS
+from stack_config.models import MOTHERSHIP, EstateConfig
+
+Rule = Callable[[EstateConfig], Iterator[ConfigProblem]]
+
+#: Namespaces a tenant may not take.
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+#: Hypervisor-cluster workload mode required by each tenant GPU mode.
+_MODE_FOR_TENANT_GPU = {"passthrough": "vm-passthrough", "vgpu": "vm-vgpu"}
+
+
+def _duplicates(items: Iterable[tuple[str, str]], what: str) -> Iterator[ConfigProblem]:
+    """Yield a problem for each (path, value) whose value was already seen."""
+    seen: dict[str, str] = {}
+    for path, value in items:
+        if value in seen:
+            yield ConfigProblem(path, f"duplicate {what} {value!r} (first at {seen[value]})")
+        else:
+            seen[value] = path
+
+
+# --------------------------------------------------------------------------- uniqueness
+
+
+def unique_host_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Host names are unique (they are node and Director machine names)."""
+    yield from _duplicates(((f"hosts[{i}].name", h.name) for i, h in enumerate(estate.hosts)), "host name")
+
+
+def unique_boot_macs(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Boot MAC addresses are unique."""
+    yield from _duplicates(
+        ((f"hosts[{i}].boot_mac", h.boot_mac) for i, h in enumerate(estate.hosts)), "boot MAC"
+    )
+
+
+def unique_bmc_endpoints(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """No two BMCs (host or DPU) share an endpoint (host BMCs: endpoint plus system id)."""
+    items: list[tuple[str, str]] = []
+    for i, h in enumerate(estate.hosts):
+        items.append((f"hosts[{i}].bmc.endpoint", f"{h.bmc.endpoint}/redfish/v1/Systems/{h.bmc.system_id}"))
+        if h.dpu is not None:
+            items.append(
+                (f"hosts[{i}].dpu.bmc.endpoint", f"{h.dpu.bmc.endpoint}/redfish/v1/Systems/Bluefield")
+            )
+    yield from _duplicates(items, "BMC endpoint")
+
+
+def unique_dpu_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """DPU names are unique."""
+    yield from _duplicates(
+        ((f"hosts[{i}].dpu.name", h.dpu_name) for i, h in enumerate(estate.hosts) if h.dpu_name), "DPU name"
+    )
+
+
+def unique_pool_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """GPU pool names are unique."""
+    yield from _duplicates(
+        ((f"fabric.pools[{i}].name", p.name) for i, p in enumerate(estate.fabric.pools)), "pool name"
+    )
+
+
+def unique_tenant_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Tenant names are unique."""
+    yield from _duplicates(
+        ((f"tenants[{i}].name", t.name) for i, t in enumerate(estate.tenants)), "tenant name"
+    )
+
+
+def tenant_namespaces_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Tenant namespaces are unique, at most 63 characters, and not system or program namespaces."""
+    taken = set(RESERVED_NAMESPACES) | {estate.mothership.namespace}
+    if estate.composer is not None:
+        taken.add(estate.composer.namespace)
+    seen: dict[str, str] = {}
+    for i, t in enumerate(estate.tenants):
+        ns, path = t.namespace_name, f"tenants[{i}].namespace"
+        if len(ns) > 63:
+            yield ConfigProblem(
+                path, f"namespace {ns!r} is longer than 63 characters; set a shorter namespace"
+            )
+        elif ns in taken:
+            yield ConfigProblem(path, f"namespace {ns!r} is reserved")
+        elif ns in seen:
+            yield ConfigProblem(path, f"duplicate namespace {ns!r} (first at {seen[ns]})")
+        seen.setdefault(ns, path)
+
+
+def unique_network_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Network names are unique within a tenant."""
+    for i, t in enumerate(estate.tenants):
+        yield from _duplicates(
+            ((f"tenants[{i}].networks[{j}].name", n.name) for j, n in enumerate(t.networks)), "network name"
+        )
+
+
+def unique_vxlan_ids(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """VXLAN IDs are unique across all tenants (a shared VNI joins two tenants' segments)."""
+    yield from _duplicates(
+        (
+            (f"tenants[{i}].networks[{j}].vxlan_id", str(n.vxlan_id))
+            for i, t in enumerate(estate.tenants)
+            for j, n in enumerate(t.networks)
+        ),
+        "VXLAN ID",
+    )
+
+
+def unique_vlan_ids(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """VLAN IDs are unique across all tenant networks."""
+    yield from _duplicates(
+        (
+            (f"tenants[{i}].networks[{j}].vlan_id", str(n.vlan_id))
+            for i, t in enumerate(estate.tenants)
+            for j, n in enumerate(t.networks)
+        ),
+        "VLAN ID",
+    )
+
+
+def cidrs_do_not_overlap(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """No two tenant networks have overlapping CIDRs."""
+    seen: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
+    for i, t in enumerate(estate.tenants):
+        for j, n in enumerate(t.networks):
+            net = ipaddress.ip_network(n.cidr)
+            path = f"tenants[{i}].networks[{j}].cidr"
+            clash = next(
+                (p for p, other in seen if other.version == net.version and other.overlaps(net)), None
+            )
+            if clash:
+                yield ConfigProblem(path, f"{n.cidr} overlaps the network at {clash}")
+            seen.append((path, net))
+
+
+def gateway_inside_cidr(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A network's gateway is a host address inside its CIDR."""
+    for i, t in enumerate(estate.tenants):
+        for j, n in enumerate(t.networks):
+            if n.gateway is None:
+                continue
+            path = f"tenants[{i}].networks[{j}].gateway"
+            try:
+                addr = ipaddress.ip_address(n.gateway)
+            except ValueError:
+                yield ConfigProblem(path, f"{n.gateway!r} is not an IP address")
+                continue
+            if addr not in ipaddress.ip_network(n.cidr):
+                yield ConfigProblem(path, f"{n.gateway} is outside {n.cidr}")
+
+
+def unique_cluster_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Hypervisor-cluster and DPU-cluster names are unique and not ``mothership``; tenant cluster
+    names are unique within their tenant."""
+    items = [(f"hypervisor_clusters[{i}].name", c.name) for i, c in enumerate(estate.hypervisor_clusters)]
+    if estate.dpu_cluster is not None:
+        items.append(("dpu_cluster.name", estate.dpu_cluster.name))
+    for path, name in items:
+        if name == MOTHERSHIP:
+            yield ConfigProblem(path, f"{MOTHERSHIP!r} is reserved for the management cluster")
+    yield from _duplicates(items, "cluster name")
+    for i, t in enumerate(estate.tenants):
+        yield from _duplicates(
+            ((f"tenants[{i}].clusters[{j}].name", c.name) for j, c in enumerate(t.clusters)), "cluster name"
+        )
+
+
+# --------------------------------------------------------------------------- hosts and clusters
+
+
+def cluster_hosts_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Every host a hypervisor cluster lists is defined in ``hosts``."""
+    for i, c in enumerate(estate.hypervisor_clusters):
+        for j, h in enumerate(c.hosts):
+            if estate.host(h) is None:
+                yield ConfigProblem(
+                    f"hypervisor_clusters[{i}].hosts[{j}]", f"host {h!r} is not defined in hosts"
+                )
+
+
+def host_in_at_most_one_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A host belongs to at most one hypervisor cluster (and appears once in it)."""
+    yield from _duplicates(
+        (
+            (f"hypervisor_clusters[{i}].hosts[{j}]", h)
+            for i, c in enumerate(estate.hypervisor_clusters)
+            for j, h in enumerate(c.hosts)
+        ),
+        "cluster member",
+    )
+
+
+def host_role_fits_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """``vm-*`` clusters contain only ``hypervisor`` hosts; ``container`` clusters only
+    ``baremetal-worker`` hosts; ``dpu-cluster-host`` hosts are in no hypervisor cluster."""
+    for i, c in enumerate(estate.hypervisor_clusters):
+        want = "baremetal-worker" if c.gpu_workload_mode == "container" else "hypervisor"
+        for j, name in enumerate(c.hosts):
+            host = estate.host(name)
+            if host is not None and host.role != want:
+                yield ConfigProblem(
+                    f"hypervisor_clusters[{i}].hosts[{j}]",
+                    f"host {name!r} has role {host.role!r}; a {c.gpu_workload_mode} cluster "
+                    f"needs role {want!r}",
+                )
+
+
+def vm_mode_needs_kubevirt(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """``vm-passthrough`` and ``vm-vgpu`` clusters install KubeVirt."""
+    for i, c in enumerate(estate.hypervisor_clusters):
+        if c.gpu_workload_mode != "container" and not c.kubevirt:
+            yield ConfigProblem(
+                f"hypervisor_clusters[{i}].kubevirt",
+                f"must be true: GPU workload mode {c.gpu_workload_mode} runs GPUs in KubeVirt VMs",
+            )
+
+
+def dpu_cluster_hosts_have_dpus(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """The DPU cluster's hosts exist and have DPUs, and the cluster has at least one DPU."""
+    if estate.dpu_cluster is None:
+        return
+    for j, name in enumerate(estate.dpu_cluster.hosts or []):
+        host = estate.host(name)
+        if host is None:
+            yield ConfigProblem(f"dpu_cluster.hosts[{j}]", f"host {name!r} is not defined in hosts")
+        elif host.dpu is None:
+            yield ConfigProblem(f"dpu_cluster.hosts[{j}]", f"host {name!r} has no dpu")
+    if not estate.dpu_cluster_hosts():
+        yield ConfigProblem("dpu_cluster", "no host with a DPU: the DPU cluster would have no workers")
+
+
+def dpu_cluster_host_role_needs_dpu(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A ``dpu-cluster-host`` host has a DPU and is not a hypervisor-cluster member."""
+    for i, h in enumerate(estate.hosts):
+        if h.role != "dpu-cluster-host":
+            continue
+        if h.dpu is None:
+            yield ConfigProblem(f"hosts[{i}].dpu", f"host {h.name!r} has role dpu-cluster-host but no dpu")
+        cluster = estate.cluster_of_host(h.name)
+        if cluster is not None:
+            yield ConfigProblem(
+                f"hosts[{i}].role",
+                f"host {h.name!r} is a dpu-cluster-host but is in hypervisor cluster {cluster.name!r}",
+            )
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def pool_models_known(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Pool models are known GPU products (GFD names)."""
+    known = ", ".join(sorted(GPU_PRODUCTS))
+    for i, p in enumerate(estate.fabric.pools):
+        for j, m in enumerate(p.models):
+            if m not in GPU_PRODUCTS:
+                yield ConfigProblem(
+                    f"fabric.pools[{i}].models[{j}]", f"unknown GPU model {m!r} (known: {known})"
+                )
+
+
+def allowed_models_offered(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Each model a tenant may use is offered by some pool."""
+    offered = {m for p in estate.fabric.pools for m in p.models}
+    for i, t in enumerate(estate.tenants):
+        for j, m in enumerate(t.allowed_models):
+            if m not in offered:
+                yield ConfigProblem(
+                    f"tenants[{i}].allowed_models[{j}]", f"model {m!r} is not offered by any pool"
+                )
+
+
+def tenant_cluster_hypervisor_exists(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A tenant cluster names a defined hypervisor cluster that runs KubeVirt."""
+    for i, t in enumerate(estate.tenants):
+        for j, c in enumerate(t.clusters):
+            path = f"tenants[{i}].clusters[{j}].hypervisor_cluster"
+            hv = estate.hypervisor_cluster(c.hypervisor_cluster)
+            if hv is None:
+                yield ConfigProblem(path, f"hypervisor cluster {c.hypervisor_cluster!r} is not defined")
+            elif not hv.kubevirt:
+                yield ConfigProblem(path, f"hypervisor cluster {hv.name!r} does not run KubeVirt")
+
+
+def tenant_cluster_networks_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A tenant cluster attaches only to its own tenant's networks, and to at least one."""
+    for i, t in enumerate(estate.tenants):
+        names = {n.name for n in t.networks}
+        for j, c in enumerate(t.clusters):
+            if c.networks is None:
+                if not names:
+                    yield ConfigProblem(
+                        f"tenants[{i}].clusters[{j}]",
+                        f"tenant {t.name!r} has no networks to attach the cluster to",
+                    )
+                continue
+            if not c.networks:
+                yield ConfigProblem(f"tenants[{i}].clusters[{j}].networks", "must list at least one network")
+            for k, n in enumerate(c.networks):
+                if n not in names:
+                    yield ConfigProblem(
+                        f"tenants[{i}].clusters[{j}].networks[{k}]",
+                        f"network {n!r} is not a network of tenant {t.name!r}",
+                    )
+
+
+def tenant_cluster_gpu_request_complete(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """GPU mode ``none`` sets no model/count; ``passthrough``/``vgpu`` set a model and a count >= 1."""
+    for i, t in enumerate(estate.tenants):
+        for j, c in enumerate(t.clusters):
+            base = f"tenants[{i}].clusters[{j}]"
+            if c.gpu_mode == "none":
+                if c.gpu_model is not None or c.gpu_count_per_worker:
+                    yield ConfigProblem(
+                        f"{base}.gpu_mode", "is none but gpu_model/gpu_count_per_worker are set"
+                    )
+                continue
+            if c.gpu_model is None:
+                yield ConfigProblem(f"{base}.gpu_model", f"required for gpu_mode {c.gpu_mode}")
+            if c.gpu_count_per_worker < 1:
+                yield ConfigProblem(
+                    f"{base}.gpu_count_per_worker", f"must be at least 1 for gpu_mode {c.gpu_mode}"
+                )
+
+
+def tenant_cluster_gpu_model_allowed(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A tenant cluster's GPU model is in the tenant's ``allowed_models``."""
+    for i, t in enumerate(estate.tenants):
+        for j, c in enumerate(t.clusters):
+            if c.gpu_mode != "none" and c.gpu_model is not None and c.gpu_model not in t.allowed_models:
+                yield ConfigProblem(
+                    f"tenants[{i}].clusters[{j}].gpu_model",
+                    f"model {c.gpu_model!r} is not in the allowed_models of tenant {t.name!r}",
+                )
+
+
+def tenant_cluster_gpu_mode_matches(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """``passthrough`` needs a ``vm-passthrough`` hypervisor cluster, ``vgpu`` a ``vm-vgpu`` one."""
+    for i, t in enumerate(estate.tenants):
+        for j, c in enumerate(t.clusters):
+            want = _MODE_FOR_TENANT_GPU.get(c.gpu_mode)
+            hv = estate.hypervisor_cluster(c.hypervisor_cluster)
+            if want and hv is not None and hv.gpu_workload_mode != want:
+                yield ConfigProblem(
+                    f"tenants[{i}].clusters[{j}].gpu_mode",
+                    f"{c.gpu_mode} needs a {want} hypervisor cluster; {hv.name!r} is {hv.gpu_workload_mode}",
+                )
+
+
+def tenant_cluster_vgpu_type_known(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A ``vgpu_type`` is a vGPU type of the chosen model, and is set only in ``vgpu`` mode."""
+    for i, t in enumerate(estate.tenants):
+        for j, c in enumerate(t.clusters):
+            if c.vgpu_type is None:
+                continue
+            path = f"tenants[{i}].clusters[{j}].vgpu_type"
+            if c.gpu_mode != "vgpu":
+                yield ConfigProblem(path, f"set but gpu_mode is {c.gpu_mode}")
+                continue
+            product = GPU_PRODUCTS.get(c.gpu_model or "")
+            if product is not None and c.vgpu_type not in product.vgpu_types:
+                yield ConfigProblem(
+                    path,
+                    f"{c.vgpu_type!r} is not a vGPU type of {product.product} "
+                    f"({', '.join(product.vgpu_types)})",
+                )
+
+
+def composition_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A static composition names a defined host (not a dpu-cluster-host), pool and tenant."""
+    for i, g in enumerate(estate.gpu_compositions):
+        base = f"gpu_compositions[{i}]"
+        host = estate.host(g.host)
+        if host is None:
+            yield ConfigProblem(f"{base}.host", f"host {g.host!r} is not defined in hosts")
+        elif host.role == "dpu-cluster-host":
+            yield ConfigProblem(
+                f"{base}.host", f"host {g.host!r} is a dpu-cluster-host and runs no GPU workloads"
+            )
+        if estate.pool(g.pool) is None:
+            yield ConfigProblem(f"{base}.pool", f"pool {g.pool!r} is not defined in fabric.pools")
+        if g.tenant is not None and estate.tenant(g.tenant) is None:
+            yield ConfigProblem(f"{base}.tenant", f"tenant {g.tenant!r} is not defined")
+
+
+def composition_host_single_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """All static compositions of a host draw from one pool (a Director machine belongs to one group)."""
+    first: dict[str, tuple[str, str]] = {}
+    for i, g in enumerate(estate.gpu_compositions):
+        if g.host not in first:
+            first[g.host] = (g.pool, f"gpu_compositions[{i}]")
+        elif first[g.host][0] != g.pool:
+            pool, where = first[g.host]
+            yield ConfigProblem(
+                f"gpu_compositions[{i}].pool",
+                f"host {g.host!r} already draws from pool {pool!r} ({where}); a machine is in "
+                f"one Director group",
+            )
+
+
+def composition_count_consistent(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A composition sets ``count`` or ``device_names`` (when both, the count matches the names)."""
+    for i, g in enumerate(estate.gpu_compositions):
+        if g.count is None and not g.device_names:
+            yield ConfigProblem(f"gpu_compositions[{i}]", "set count or device_names")
+        elif g.count is not None and g.device_names and g.count != len(g.device_names):
+            yield ConfigProblem(
+                f"gpu_compositions[{i}].count",
+                f"{g.count} does not match the {len(g.device_names)} device_names",
+            )
+
+
+def composition_model_allowed(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A composition's model is offered by its pool and, for a tenant's GPUs, allowed for the tenant."""
+    for i, g in enumerate(estate.gpu_compositions):
+        if g.model is None:
+            continue
+        pool = estate.pool(g.pool)
+        if pool is not None and g.model not in pool.models:
+            yield ConfigProblem(
+                f"gpu_compositions[{i}].model", f"model {g.model!r} is not in pool {pool.name!r}"
+            )
+        tenant = estate.tenant(g.tenant) if g.tenant else None
+        if tenant is not None and g.model not in tenant.allowed_models:
+            yield ConfigProblem(
+                f"gpu_compositions[{i}].model",
+                f"model {g.model!r} is not in the allowed_models of tenant {tenant.name!r}",
+            )
+
+
+def composition_devices_unique(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A device name is statically composed at most once."""
+    yield from _duplicates(
+        (
+            (f"gpu_compositions[{i}].device_names[{j}]", d)
+            for i, g in enumerate(estate.gpu_compositions)
+            for j, d in enumerate(g.device_names)
+        ),
+        "device",
+    )
+
+
+def pool_capacity(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Static compositions from a pool of known ``size`` fit into it."""
+    used: dict[str, int] = defaultdict(int)
+    for g in estate.gpu_compositions:
+        used[g.pool] += g.planned_count
+    for i, p in enumerate(estate.fabric.pools):
+        if p.size is not None and used[p.name] > p.size:
+            yield ConfigProblem(
+                f"fabric.pools[{i}].size",
+                f"static compositions take {used[p.name]} GPUs but the pool holds {p.size}",
+            )
+
+
+def tenant_gpu_quota(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A tenant's GPUs (its clusters' GPUs plus compositions dedicated to it) fit its ``gpu_quota``."""
+    static: dict[str, int] = defaultdict(int)
+    for g in estate.gpu_compositions:
+        if g.tenant:
+            static[g.tenant] += g.planned_count
+    for i, t in enumerate(estate.tenants):
+        total = sum(c.gpu_total for c in t.clusters) + static[t.name]
+        if total > t.gpu_quota:
+            yield ConfigProblem(
+                f"tenants[{i}].gpu_quota",
+                f"tenant {t.name!r} uses {total} GPUs (clusters and compositions) but its "
+                f"quota is {t.gpu_quota}",
+            )
+
+
+def passthrough_capacity(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Passthrough GPUs requested by tenant clusters on a ``vm-passthrough`` cluster do not exceed the
+    GPUs statically composed onto that cluster's hosts (per model; model-less compositions count for
+    any model)."""
+    for i, hv in enumerate(estate.hypervisor_clusters):
+        if hv.gpu_workload_mode != "vm-passthrough":
+            continue
+        supply: dict[str | None, int] = defaultdict(int)
+        for g in estate.gpu_compositions:
+            if g.host in hv.hosts:
+                supply[g.model] += g.planned_count
+        demand: dict[str, int] = defaultdict(int)
+        for t in estate.tenants:
+            for c in t.clusters:
+                if c.hypervisor_cluster == hv.name and c.gpu_mode == "passthrough" and c.gpu_model:
+                    demand[c.gpu_model] += c.gpu_total
+        spare_any = supply[None]
+        for model, want in sorted(demand.items()):
+            have = supply[model]
+            short = max(0, want - have)
+            if short > spare_any:
+                yield ConfigProblem(
+                    f"hypervisor_clusters[{i}]",
+                    f"tenant clusters need {want} passthrough {model} GPUs but only "
+                    f"{have + spare_any} are composed onto its hosts",
+                )
+            spare_any -= min(short, spare_any)
+
+
+def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """GPU sharing: hosts exist; time-slicing/MPS set ``replicas`` >= 2 and no ``mig_config``; MIG sets
+    a ``mig_config`` of a MIG-capable model the tenant may use."""
+    for i, t in enumerate(estate.tenants):
+        s = t.gpu_sharing
+        if s is None:
+            continue
+        base = f"tenants[{i}].gpu_sharing"
+        for j, h in enumerate(s.hosts):
+            if estate.host(h) is None:
+                yield ConfigProblem(f"{base}.hosts[{j}]", f"host {h!r} is not defined in hosts")
+        if s.strategy in ("time-slicing", "mps"):
+            if s.replicas is None or s.replicas < 2:
+                yield ConfigProblem(
+                    f"{base}.replicas", f"{s.strategy} needs replicas >= 2 (got {s.replicas})"
+                )
+            if s.mig_config is not None:
+                yield ConfigProblem(f"{base}.mig_config", f"only valid with strategy mig, not {s.strategy}")
+            continue
+        mig_models = [
+            GPU_PRODUCTS[m] for m in t.allowed_models if m in GPU_PRODUCTS and GPU_PRODUCTS[m].mig_capable
+        ]
+        if not mig_models:
+            yield ConfigProblem(
+                f"{base}.strategy",
+                f"mig needs a MIG-capable model in the allowed_models of tenant {t.name!r}",
+            )
+        if s.mig_config is None:
+            yield ConfigProblem(f"{base}.mig_config", "required for strategy mig (e.g. all-1g.5gb)")
+        elif mig_models and all(s.mig_config not in p.mig_configs for p in mig_models):
+            valid = ", ".join(mig_models[0].mig_configs)
+            yield ConfigProblem(f"{base}.mig_config", f"{s.mig_config!r} is not a MIG config ({valid})")
+        if s.replicas is not None:
+            yield ConfigProblem(f"{base}.replicas", "not used with strategy mig")
+
+
+def gpu_sharing_hosts_exclusive(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A host is listed by at most one tenant's GPU sharing (a node has one device-plugin config)."""
+    yield from _duplicates(
+        (
+            (f"tenants[{i}].gpu_sharing.hosts[{j}]", h)
+            for i, t in enumerate(estate.tenants)
+            if t.gpu_sharing is not None
+            for j, h in enumerate(t.gpu_sharing.hosts)
+        ),
+        "shared-GPU host",
+    )
+
+
+def gpu_sharing_hosts_run_pods(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """GPU sharing applies to hosts whose GPUs serve pods: role ``baremetal-worker`` (hypervisor GPUs
+    go to VMs whole or as vGPUs)."""
+    for i, t in enumerate(estate.tenants):
+        if t.gpu_sharing is None:
+            continue
+        for j, name in enumerate(t.gpu_sharing.hosts):
+            host = estate.host(name)
+            if host is not None and host.role != "baremetal-worker":
+                yield ConfigProblem(
+                    f"tenants[{i}].gpu_sharing.hosts[{j}]",
+                    f"host {name!r} has role {host.role!r}; GPU sharing needs a baremetal-worker",
+                )
+
+
+def composer_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """The composer's pool exists and its target is ``mothership`` or a ``container``-mode cluster."""
+    c = estate.composer
+    if c is None:
+        return
+    if estate.pool(c.pool) is None:
+        yield ConfigProblem("composer.pool", f"pool {c.pool!r} is not defined in fabric.pools")
+    if c.target_cluster == MOTHERSHIP:
+        return
+    hv = estate.hypervisor_cluster(c.target_cluster)
+    if hv is None:
+        yield ConfigProblem(
+            "composer.target_cluster",
+            f"cluster {c.target_cluster!r} is not defined (use a hypervisor cluster or {MOTHERSHIP!r})",
+        )
+    elif hv.gpu_workload_mode != "container":
+        yield ConfigProblem(
+            "composer.target_cluster",
+            f"cluster {hv.name!r} runs GPUs in VMs ({hv.gpu_workload_mode}); the composer serves "
+            f"GPU pods on container-mode clusters",
+        )
+
+
+def lab_only_settings(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """``mothership.label_nodes`` is a lab shortcut, refused outside ``environment: lab``."""
+    if estate.mothership.label_nodes and estate.environment != "lab":
+        yield ConfigProblem(
+            "mothership.label_nodes", f"only allowed in environment lab, not {estate.environment}"
+        )
+
+
+def bmc_endpoints_are_https_outside_lab(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Outside the lab, BMC endpoints use https (credentials travel in every request)."""
+    if estate.environment == "lab":
+        return
+    for i, h in enumerate(estate.hosts):
+        if urlsplit(h.bmc.endpoint).scheme != "https":
+            yield ConfigProblem(
+                f"hosts[{i}].bmc.endpoint", f"{h.bmc.endpoint} must use https in {estate.environment}"
+            )
+        if h.dpu is not None and urlsplit(h.dpu.bmc.endpoint).scheme != "https":
+            yield ConfigProblem(
+                f"hosts[{i}].dpu.bmc.endpoint", f"{h.dpu.bmc.endpoint} must use https in {estate.environment}"
+            )
+
+
+RULES: tuple[Rule, ...] = (
+    unique_host_names,
+    unique_boot_macs,
+    unique_bmc_endpoints,
+    unique_dpu_names,
+    unique_pool_names,
+    unique_tenant_names,
+    tenant_namespaces_valid,
+    unique_network_names,
+    unique_vxlan_ids,
+    unique_vlan_ids,
+    cidrs_do_not_overlap,
+    gateway_inside_cidr,
+    unique_cluster_names,
+    cluster_hosts_exist,
+    host_in_at_most_one_cluster,
+    host_role_fits_cluster,
+    vm_mode_needs_kubevirt,
+    dpu_cluster_hosts_have_dpus,
+    dpu_cluster_host_role_needs_dpu,
+    pool_models_known,
+    allowed_models_offered,
+    tenant_cluster_hypervisor_exists,
+    tenant_cluster_networks_exist,
+    tenant_cluster_gpu_request_complete,
+    tenant_cluster_gpu_model_allowed,
+    tenant_cluster_gpu_mode_matches,
+    tenant_cluster_vgpu_type_known,
+    composition_references_exist,
+    composition_host_single_pool,
+    composition_count_consistent,
+    composition_model_allowed,
+    composition_devices_unique,
+    pool_capacity,
+    tenant_gpu_quota,
+    passthrough_capacity,
+    gpu_sharing_valid,
+    gpu_sharing_hosts_exclusive,
+    gpu_sharing_hosts_run_pods,
+    composer_references_exist,
+    lab_only_settings,
+    bmc_endpoints_are_https_outside_lab,
+)
+"""Every cross-field rule, in the order they run."""
+
+
+def check_rules(estate: EstateConfig, rules: Iterable[Rule] = RULES) -> list[ConfigProblem]:
+    """Run ``rules`` over ``estate`` and return every problem (empty list: the config is consistent)."""
+    return [problem for rule in rules for problem in rule(estate)]

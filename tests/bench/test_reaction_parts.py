@@ -1,0 +1,93 @@
+"""Part 2's pure pieces (bench/reaction.py, bench/baseline.py): inventory, arrivals, statistics,
+and the matching of watch and Director-tap timestamps."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.baseline import next_tick
+from bench.reaction import (
+    PodTimes,
+    ReactionConfig,
+    _Observed,
+    arrivals,
+    compare,
+    controller_argv,
+    derive,
+    inventory,
+    match_director,
+    summarize,
+)
+from lab.director_sim.inventory import Inventory
+
+
+def test_inventory_is_valid_for_the_director_simulator():
+    inv = Inventory.model_validate(inventory([f"blade-slot-{i}" for i in range(1, 41)], 50))
+    assert len(inv.machines) == 40 and len(inv.gpus) == 50
+    assert len(inv.switches) == 4  # 16 GPUs per switch
+    assert all(g.pool is None and g.attached_to is None for g in inv.gpus)
+
+
+def test_arrivals_are_seeded_and_start_at_zero():
+    a = arrivals(50, 2.0, 1)
+    assert a == arrivals(50, 2.0, 1) and a != arrivals(50, 2.0, 2)
+    assert a[0] == 0 and a == sorted(a)
+    assert 50 < a[-1] < 200  # 49 gaps of mean 2 s
+    assert arrivals(3, 0, 1) == [0, 0, 0]
+
+
+def test_summarize_uses_nearest_rank_quantiles():
+    s = summarize(float(x) for x in range(1, 101))
+    assert (s["n"], s["p50"], s["p90"], s["p99"], s["max"]) == (100, 50, 90, 99, 100)
+    assert summarize([]) == {"n": 0}
+
+
+def test_match_director_maps_each_pod_to_its_compose_and_derives_intervals():
+    obs = _Observed()
+    obs.pods["p0"] = PodTimes("p0", uid="u0", unschedulable=100.0, bound=104.5, running=104.6)
+    obs.pods["p1"] = PodTimes("p1", uid="u1", unschedulable=101.0)
+    obs.intents = {"u0": (100.4, "n1"), "u1": (103.0, "n1")}
+    obs.alloc = {"n1": [(90.0, 0), (103.9, 1), (106.0, 2)]}
+    tap = [
+        {"t0": 95.0, "t1": 95.1, "path": "fabric/edit", "mach_id": 1},  # before the intent: not it
+        {"t0": 100.5, "t1": 100.51, "path": "fabric/edit", "mach_id": 1},
+        {"t0": 100.6, "t1": 102.7, "path": "fabric/reprogram", "mach_id": 1},
+        {"t0": 103.1, "t1": 103.12, "path": "fabric/edit", "mach_id": 1},
+        {"t0": 103.2, "t1": 105.3, "path": "fabric/reprogram", "mach_id": 1},
+        {"t0": 100.5, "t1": 100.6, "path": "fabric/edit", "mach_id": 2},  # another machine
+    ]
+    match_director(obs, tap, {1: "n1", 2: "n2"})
+    p0, p1 = obs.pods["p0"], obs.pods["p1"]
+    assert (p0.node, p0.issued, p0.attached, p0.advertised) == ("n1", 100.5, 102.7, 103.9)
+    assert (p1.issued, p1.attached, p1.advertised) == (103.1, 105.3, 106.0)
+    cfg = ReactionConfig(nodes=1, pods=2, hotplug_latency=2.0, advertise_delay=1.0)
+    d = derive(p0, cfg)
+    assert d["to_issue"] == pytest.approx(0.5)
+    assert d["to_running"] == pytest.approx(4.6)
+    assert d["overhead"] == pytest.approx(1.6)
+    assert d["schedule"] == pytest.approx(0.6)
+    assert derive(p1, cfg)["to_running"] is None
+
+
+def test_compare_gives_baseline_over_composer_ratios():
+    a = {"stats": {"to_issue": {"mean": 0.5, "p50": 0.4, "p99": 1.0}, "to_running": {"mean": 4, "p50": 4, "p99": 5}}}
+    b = {"stats": {"to_issue": {"mean": 5.0, "p50": 4.0, "p99": 9.5}, "to_running": {"mean": 8, "p50": 8, "p99": 15}}}
+    out = compare(a, b)
+    assert out["to_issue"] == {"mean": 10.0, "p50": 10.0, "p99": 9.5}
+    assert out["to_running"]["p99"] == 3.0
+    assert compare({}, b)["to_issue"]["mean"] is None
+
+
+def test_controller_argv_differ_only_in_the_trigger():
+    cfg = ReactionConfig(nodes=1, pods=1, scan_interval=7)
+    kw = dict(director_url="http://x", kubeconfig="k", ns="ns", plugin_ns="gpu", probe_port=1, cfg=cfg)
+    comp, base = controller_argv("composer", **kw), controller_argv("baseline", **kw)
+    assert comp[1:3] == ["-m", "composer"]
+    assert base[1:5] == ["-m", "bench.baseline", "--scan-interval-seconds", "7"]
+    assert comp[3:] == base[6:]
+
+
+def test_next_tick_is_on_a_fixed_grid():
+    assert next_tick(100.0, 10.0) == 110.0
+    assert next_tick(101.5, 10.0) == 110.0
+    assert next_tick(109.99, 10.0, phase=5.0) == 115.0

@@ -1,0 +1,249 @@
+"""The program through the real pulumi CLI (Automation API) on the lab.
+
+- dev: ``pulumi up`` of the dev stack (its own ``Pulumi.dev.yaml``, encrypted lab secrets and all)
+  on the lab's API server with the upstream CRDs and the Redfish/Director simulators; the custom
+  resources are read back from the API server; a second preview changes nothing; no password is
+  in the exported state; ``destroy`` removes everything. An invalid config fails the preview
+  with the key path before anything is registered. ``up`` runs with the policy pack (lab config).
+- production: the example production stack previews cleanly (policy pack included) with its
+  Director pointed at a simulator loaded with ``lab/inventories/production.yaml`` and its clusters
+  at the lab.
+
+Each run uses a temporary backend and project (``main:`` is the checkout) and renames the
+namespaces it creates, so it can share the lab with a deployed dev stack. Skipped only when the
+lab's binaries are missing (``make setup`` builds them).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pulumi import automation as auto
+
+from stack_config.summary import render_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "pulumi",
+    "pulumi-language-python",
+)
+MISSING = [b for b in BINARIES if not (ROOT / ".toolchain" / "bin" / b).exists()]
+DEV_PASSPHRASE = "dev-lab-only-passphrase"  # the dev stack's lab-only passphrase (Makefile)
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.cli,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(MISSING), reason=f"lab binaries missing ({', '.join(MISSING)}): run make setup"),
+]
+
+
+def _project(tmp_path: Path, stack_file: str) -> tuple[Path, dict[str, str]]:
+    work = tmp_path / "project"
+    (work / "state").mkdir(parents=True)
+    (work / "Pulumi.yaml").write_text(
+        textwrap.dedent(f"""\
+        name: composable-gpu
+        main: {ROOT}
+        runtime:
+          name: python
+          options:
+            virtualenv: {ROOT / ".venv"}
+        """)
+    )
+    shutil.copy(ROOT / stack_file, work / stack_file)
+    return work, {"PULUMI_BACKEND_URL": f"file://{work / 'state'}"}
+
+
+def _set(stack: auto.Stack, path: str, value: Any, *, secret: bool = False) -> None:
+    stack.set_config(
+        f"estate.{path}",
+        auto.ConfigValue(json.dumps(value) if not isinstance(value, str) else value, secret=secret),
+        path=True,
+    )
+
+
+@pytest.fixture
+def dev_stack(lab: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
+    """The dev stack in a temporary backend, namespaces renamed ``e2e-<id>-...``; destroyed after."""
+    work, env = _project(tmp_path, "Pulumi.dev.yaml")
+    env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
+    stack = auto.create_stack("dev", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
+    run = f"e2e-{secrets.token_hex(3)}"
+    ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
+    _set(stack, "mothership.kubeconfig", str(lab.kubeconfig))
+    _set(stack, "mothership.namespace", f"{run}-infra")
+    _set(stack, "tenants[0].namespace", f"{run}-alpha")
+    _set(stack, "tenants[1].namespace", f"{run}-beta")
+    _set(stack, "composer.namespace", f"{run}-composer")
+    _set(stack, "composer.release_name", f"{run}-composer")
+    for i in (0, 1):
+        _set(stack, f"hosts[{i}].dpu.bmc.ca_bundle", ca)
+    try:
+        yield stack, run
+    finally:
+        stack.destroy(on_output=lambda _line: None)
+
+
+def _policy_args(environment: str) -> dict[str, list[str]]:
+    """``--policy-pack policies`` with the environment's config, when the pack is in the checkout."""
+    pack = ROOT / "policies"
+    if not (pack / "PulumiPolicy.yaml").exists():
+        return {}
+    return {"policy_packs": [str(pack)], "policy_pack_configs": [str(pack / "config" / f"{environment}.json")]}
+
+
+def _custom(api: client.ApiClient, group: str, version: str, plural: str, ns: str, name: str) -> dict:
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(group, version, ns, plural, name)
+
+
+def _label_owners(core: client.CoreV1Api, node: str, label: str) -> set[str]:
+    """Field managers that own ``metadata.labels[label]`` of ``node`` (server-side apply)."""
+    body = core.read_node(node, _preload_content=False)
+    managed = json.loads(body.data)["metadata"].get("managedFields") or []
+    key = f"f:{label}"
+    return {
+        m["manager"]
+        for m in managed
+        if key in ((m.get("fieldsV1") or {}).get("f:metadata", {}).get("f:labels") or {})
+    }
+
+
+def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, str]) -> None:
+    from lab import kube
+
+    stack, run = dev_stack
+    infra = f"{run}-infra"
+    api = kube.admin_client(lab)
+    core = client.CoreV1Api(api)
+
+    # an invalid config stops the preview with the key path, before anything is registered
+    _set(stack, "tenants[1].networks[0].vxlan_id", 16777216)
+    with pytest.raises(auto.CommandError) as bad:
+        stack.preview()
+    assert "tenants[1].networks[0].vxlan_id: 16777216 is outside 1..16777215" in str(bad.value)
+    _set(stack, "tenants[1].networks[0].vxlan_id", 10020)
+
+    label = "nvidia.com/gpu.workload.config"
+    owners_before = _label_owners(core, "blade-slot-1", label)  # e.g. a dev stack deployed on the same lab
+    up = stack.up(**_policy_args("lab"))  # the CI gate: the policy pack passes
+    assert up.summary.result == "succeeded"
+    report = up.outputs["estate"].value
+
+    # custom resources, read back from the API server (validated there against the upstream CRDs)
+    bmh = _custom(api, "metal3.io", "v1alpha1", "baremetalhosts", infra, "blade-slot-1")
+    assert bmh["spec"]["bmc"]["address"] == "redfish-virtualmedia://127.0.0.1:18451/redfish/v1/Systems/1"
+    assert bmh["spec"]["bmc"]["credentialsName"] == "blade-slot-1-bmc-credentials"
+    assert bmh["spec"]["bootMACAddress"] == "52:54:00:00:01:01" and bmh["spec"]["online"] is True
+    creds = core.read_namespaced_secret("blade-slot-1-bmc-credentials", infra)
+    assert base64.b64decode(creds.data["password"]).decode() == "lab-bmc-password"
+    user_data = base64.b64decode(
+        core.read_namespaced_secret("blade-slot-1-user-data", infra).data["userData"]
+    )
+    assert b"intel_iommu=on iommu=pt pci=realloc" in user_data and b"blacklist nouveau" in user_data
+    flavor = _custom(
+        api, "provisioning.dpu.nvidia.com", "v1alpha1", "dpuflavors", infra, "dpu-blade-slot-1-flavor"
+    )
+    assert "VIRTIO_NET_EMULATION_ENABLE=1" in flavor["spec"]["nvconfig"][0]["parameters"]
+    dpu_cluster = _custom(api, "provisioning.dpu.nvidia.com", "v1alpha1", "dpuclusters", infra, "lab-dpu")
+    assert dpu_cluster["spec"]["type"] == "static" and dpu_cluster["spec"]["maxNodes"] == 2
+    workers = _custom(api, "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", infra, "lab-workers")
+    assert [s["name"] for s in workers["spec"]["serviceSpec"]["services"]] == ["gpu-operator", "kubevirt"]
+    tenant_cluster = _custom(
+        api, "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", f"{run}-beta", "beta-k8s"
+    )
+    assert tenant_cluster["spec"]["template"] == "kubevirt-hosted-cp"
+    net = core.read_namespaced_config_map("beta-beta-net", f"{run}-beta")
+    assert net.data["vxlanId"] == "10020" and net.data["vlanId"] == "120"
+    node = core.read_node("blade-slot-1")
+    assert node.metadata.labels[label] == "container"
+    ours = _label_owners(core, "blade-slot-1", label) - owners_before
+    assert ours, "the NodePatch owns the label"
+    assert client.AppsV1Api(api).read_namespaced_deployment(f"{run}-composer", f"{run}-composer")
+
+    # the DPU posture came from the Redfish simulator, and the report reads well
+    dpus = {d["name"]: d for d in report["dpus"]}
+    assert dpus["dpu-blade-slot-1"]["mode"] == "DpuMode"
+    assert dpus["dpu-blade-slot-1"]["host_privilege_level"] == "Restricted"  # reset applied it
+    assert dpus["dpu-blade-slot-1"]["host_rshim"] == "Disabled"
+    assert dpus["dpu-blade-slot-1"]["reset_pending"] is False
+    text = render_summary(report)
+    assert "dpu-blade-slot-2" in text and "beta-k8s" in text and "10.10.0.0/24" in text
+
+    # secrets stay secret in state; a second run changes nothing
+    exported = subprocess.run(  # the CLI's own export (Automation's export_stack shows secrets)
+        ["pulumi", "stack", "export", "--stack", "dev"],
+        cwd=stack.workspace.work_dir,
+        env={**os.environ, **stack.workspace.env_vars},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert '"ciphertext"' in exported
+    assert "lab-bmc-password" not in exported and "lab-director-password" not in exported
+    again = stack.preview()
+    assert set(again.change_summary) == {"same"}
+
+    down = stack.destroy()
+    assert down.summary.result == "succeeded"
+    with pytest.raises(ApiException) as gone:
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "metal3.io", "v1alpha1", infra, "baremetalhosts", "blade-slot-1"
+        )
+    assert gone.value.status == 404
+    assert not ours & _label_owners(core, "blade-slot-1", label)  # our claim on the label is gone
+    if not owners_before:
+        assert label not in (core.read_node("blade-slot-1").metadata.labels or {})
+
+
+def test_production_stack_previews_against_simulators(lab: Any, tmp_path: Path) -> None:
+    from lab.director_sim import Fabric, SimulatorServer, create_app, load_inventory
+
+    inventory = load_inventory(ROOT / "lab" / "inventories" / "production.yaml")
+    app = create_app(Fabric(inventory), username="pulumi", password="prod-director-test")
+    work, env = _project(tmp_path, "Pulumi.production.yaml")
+    env["PULUMI_CONFIG_PASSPHRASE"] = "test-only"
+    with SimulatorServer(app, quiet=True) as director:
+        stack = auto.create_stack(
+            "production", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env)
+        )
+        _set(stack, "fabric.director.endpoint", director.url)
+        _set(stack, "fabric.director.password", "prod-director-test", secret=True)
+        _set(stack, "mothership.kubeconfig", str(lab.kubeconfig))
+        _set(stack, "composer.kubeconfig", str(lab.kubeconfig))
+        for i in range(16):
+            _set(stack, f"hosts[{i}].bmc.password", "prod-bmc-test", secret=True)
+            _set(stack, f"hosts[{i}].dpu.bmc.password", "prod-bmc-test", secret=True)
+        events: list[auto.EngineEvent] = []
+        preview = stack.preview(on_event=events.append, **_policy_args("production"))
+    assert set(preview.change_summary) == {"create"}
+    created: dict[str, int] = {}
+    for e in events:
+        if e.resource_pre_event is not None and e.resource_pre_event.metadata.op == auto.OpType.CREATE:
+            typ = e.resource_pre_event.metadata.type
+            created[typ] = created.get(typ, 0) + 1
+    assert created["kubernetes:metal3.io/v1alpha1:BareMetalHost"] == 16
+    assert created["pulumi-python:dynamic/redfish:DpuPosture"] == 16
+    assert created["pulumi-python:dynamic/director:GpuComposition"] == 8
+    assert created["composable:infra:Tenant"] == 6
+    assert created["composable:infra:TenantCluster"] == 5
+    assert created["composable:infra:HypervisorCluster"] == 4
+    assert created["kubernetes:provisioning.dpu.nvidia.com/v1alpha1:DPUSet"] == 16

@@ -1,0 +1,263 @@
+"""The whole estate under Pulumi mocks: structure, the component contract, secrets, preview parity,
+the report, and the program entry point (invalid config registers nothing)."""
+
+from __future__ import annotations
+
+import json
+import re
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from components import Estate, EstateArgs
+from stack_config import load_estate, load_stack_file
+from stack_config.summary import render_summary
+from tests.components.conftest import (
+    Recorder,
+    _Mocks,
+    _RecordingMonitor,
+    plain_occurrences,
+    run,
+    uses_provider,
+    value,
+)
+from tests.config.factories import ALL_PASSWORDS, valid_estate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _estate(tmp_path: Path, raw: dict[str, Any] | None = None) -> Estate:
+    cfg = load_estate(raw or valid_estate())
+    return Estate("estate", EstateArgs(config=cfg, stack="test", project_root=tmp_path))
+
+
+def contract() -> dict[str, set[str]]:
+    """Component token -> property keys, parsed from docs/architecture.md's contract table."""
+    table: dict[str, set[str]] = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
+        m = re.match(r"\|\s*`(composable:infra:\w+)`\s*\|(.*)\|\s*$", line)
+        if not m:
+            continue
+        cell = m.group(2).replace("\\|", "/")
+        while re.search(r"\([^()]*\)", cell):
+            cell = re.sub(r"\([^()]*\)", "", cell)
+        table[m.group(1)] = set(re.findall(r"`([a-z_]+)`", cell))
+    return table
+
+
+def test_contract_table_is_parsed() -> None:
+    table = contract()
+    assert len(table) == 11
+    assert table["composable:infra:Host"] == {
+        "name",
+        "role",
+        "bmc_address",
+        "bmc_verify_tls",
+        "kernel_args",
+        "blacklisted_modules",
+        "cluster",
+        "tenant_workloads",
+        "dpu",
+        "gpu_mode",
+    }
+
+
+def test_every_component_passes_exactly_its_contract_properties(mocks: Recorder, tmp_path: Path) -> None:
+    run(lambda: _estate(tmp_path))
+    for token, keys in contract().items():
+        instances = mocks.of_type(token)
+        assert instances, f"no {token} registered"
+        seen = set().union(*(r.inputs.keys() for r in instances))
+        assert seen == keys, f"{token}: missing {keys - seen}, unexpected {seen - keys}"
+
+
+def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
+    run(lambda: _estate(tmp_path))
+    direct = sorted(
+        (r.typ.split(":")[-1], r.name) for r in mocks.children_of("estate", "composable:infra:Estate")
+    )
+    assert direct == sorted(
+        [
+            ("kubernetes", "estate-mothership"),
+            ("Namespace", "estate-namespace"),
+            ("ServiceTemplate", "estate-gpu-operator"),
+            ("ServiceTemplate", "estate-kubevirt"),
+            ("Host", "hv-1"),
+            ("Host", "bm-1"),
+            ("Host", "bm-2"),
+            ("Host", "dpu-host-1"),
+            ("DpuCluster", "dpus"),
+            ("HypervisorCluster", "hv"),
+            ("HypervisorCluster", "workers"),
+            ("Tenant", "red"),
+            ("Tenant", "blue"),
+            ("Tenant", "green"),
+            ("GpuComposition", "hv-1-gpus"),
+            ("GpuComposition", "bm-1-gpus"),
+            ("Composer", "composer"),
+        ]
+    )
+    assert mocks.named("estate", "composable:infra:Estate").inputs == {
+        "stack": "test",
+        "environment": "staging",
+    }
+    provider = mocks.named("estate-mothership", "pulumi:providers:kubernetes").inputs
+    assert provider["kubeconfig"] == str(tmp_path / "kubeconfig.yaml")
+
+
+def test_every_kubernetes_object_goes_through_the_mothership_provider(
+    mocks: Recorder, tmp_path: Path
+) -> None:
+    run(lambda: _estate(tmp_path))
+    objects = [r for r in mocks.registrations if r.typ.startswith("kubernetes:")]
+    assert len(objects) > 30
+    assert [r.name for r in objects if not uses_provider(r, "estate-mothership")] == []
+
+
+def test_composer_with_its_own_kubeconfig_gets_its_own_provider(mocks: Recorder, tmp_path: Path) -> None:
+    raw = valid_estate()
+    raw["composer"]["kubeconfig"] = "/etc/workers.kubeconfig"
+    run(lambda: _estate(tmp_path, raw))
+    target = mocks.named("estate-composer-target", "pulumi:providers:kubernetes")
+    assert target.inputs["kubeconfig"] == "/etc/workers.kubeconfig"
+    composer_objects = [
+        r for r in mocks.registrations if r.typ.startswith("kubernetes:") and r.name.startswith("composer")
+    ]
+    assert composer_objects and all(uses_provider(r, "estate-composer-target") for r in composer_objects)
+
+
+def test_no_password_appears_outside_a_secret(mocks: Recorder, tmp_path: Path) -> None:
+    estate = run(lambda: _estate(tmp_path))
+    everything = [r.inputs for r in mocks.registrations]
+    for password in ALL_PASSWORDS:
+        assert plain_occurrences(everything, password) == [], password
+        assert password not in json.dumps(value(estate.report))
+
+
+def test_host_labels_follow_cluster_mode_and_sharing(mocks: Recorder, tmp_path: Path) -> None:
+    run(lambda: _estate(tmp_path))
+    labels = {
+        name: mocks.named(name, "kubernetes:metal3.io/v1alpha1:BareMetalHost").inputs["metadata"]["labels"]
+        for name in ("hv-1", "bm-1", "bm-2", "dpu-host-1")
+    }
+    assert labels["hv-1"]["nvidia.com/gpu.workload.config"] == "vm-passthrough"
+    assert labels["bm-1"]["nvidia.com/device-plugin.config"] == "blue-gpu-sharing"
+    assert labels["bm-2"]["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert "nvidia.com/gpu.workload.config" not in labels["dpu-host-1"]
+    workers = mocks.named("workers", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment").inputs[
+        "spec"
+    ]
+    import yaml
+
+    gpu_values = yaml.safe_load(workers["serviceSpec"]["services"][0]["values"])
+    assert set(gpu_values["devicePlugin"]["config"]["data"]) == {"blue-gpu-sharing", "green-gpu-sharing"}
+    assert gpu_values["mig"] == {"strategy": "single"}
+
+
+def test_report_and_summary(mocks: Recorder, tmp_path: Path) -> None:
+    estate = run(lambda: _estate(tmp_path))
+    report = value(estate.report)
+    assert [h["name"] for h in report["hosts"]] == ["hv-1", "bm-1", "bm-2", "dpu-host-1"]
+    assert report["dpus"][0] == {
+        "name": "dpu-hv-1",
+        "host": "hv-1",
+        "mode": "DpuMode",
+        "host_privilege_level": "Restricted",
+        "host_rshim": "Disabled",
+        "reset_pending": False,
+        "flavor": "dpu-hv-1-flavor",
+    }
+    assert report["composer"]["excluded_devices"] == ["gpu0", "gpu1", "gpu5"]
+    assert [t["name"] for t in report["tenants"]] == ["red", "blue", "green"]
+    text = render_summary(report)
+    assert "Estate test (staging)" in text and "dpu-hv-1" in text and "red-k8s" in text
+
+
+def test_preview_registers_the_same_resources(tmp_path: Path) -> None:
+    """Nothing is created inside .apply(): with unknown dynamic outputs (preview) the same set
+    of resources is registered."""
+    seen = []
+    for preview in (False, True):
+        recorder = Recorder()
+        m = _Mocks(preview=preview)
+        pulumi.runtime.set_mocks(
+            m, project="composable-gpu", stack="test", preview=preview, monitor=_RecordingMonitor(m, recorder)
+        )
+        run(lambda: _estate(tmp_path))
+        seen.append(sorted((r.typ, r.name, r.parent) for r in recorder.registrations))
+    assert seen[0] == seen[1]
+
+
+def test_dev_stack_labels_the_lab_nodes(mocks: Recorder, tmp_path: Path) -> None:
+    cfg = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    run(lambda: Estate("estate", EstateArgs(config=cfg, stack="dev", project_root=ROOT)))
+    patches = mocks.of_type("kubernetes:core/v1:NodePatch")
+    assert sorted(p.inputs["metadata"]["name"] for p in patches) == ["blade-slot-1", "blade-slot-2"]
+    assert all(
+        p.inputs["metadata"]["labels"] == {"nvidia.com/gpu.workload.config": "container"} for p in patches
+    )
+    provider = mocks.named("estate-mothership", "pulumi:providers:kubernetes").inputs
+    assert provider["kubeconfig"] == str(ROOT / ".lab" / "kubeconfig")
+    posture = mocks.named("dpu-blade-slot-1-posture", "pulumi-python:dynamic/redfish:DpuPosture").inputs
+    assert posture["ca_bundle"] == str(ROOT / ".lab" / "sim-state" / "redfish" / "tls" / "ca.pem")
+    assert mocks.of_type("composable:infra:GpuComposition") == []
+
+
+def _run_program(config: dict[str, Any]) -> None:
+    pulumi.runtime.set_all_config({"composable-gpu:estate": json.dumps(config)}, ["composable-gpu:estate"])
+    try:
+        run(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"))
+    finally:
+        pulumi.runtime.set_all_config({})
+
+
+def test_program_registers_nothing_for_an_invalid_config(mocks: Recorder) -> None:
+    raw = valid_estate()
+    raw["tenants"][1]["networks"][0]["vxlan_id"] = 16777216
+    raw["hypervisor_clusters"][0]["hosts"].append("ghost")
+    with pytest.raises(pulumi.RunError) as err:
+        _run_program(raw)
+    assert "tenants[1].networks[0].vxlan_id: 16777216 is outside 1..16777215" in str(err.value)
+    assert mocks.registrations == []
+
+
+def test_program_builds_the_estate_from_config(mocks: Recorder) -> None:
+    _run_program(valid_estate())
+    assert mocks.named("estate", "composable:infra:Estate").inputs["environment"] == "staging"
+    assert len(mocks.of_type("composable:infra:Host")) == 4
+
+
+def test_exclusion_list_is_known_at_preview_when_devices_are_named(tmp_path: Path) -> None:
+    raw = valid_estate()
+    raw["gpu_compositions"][0] = {
+        "host": "hv-1",
+        "pool": "pool-a",
+        "device_names": ["gpu1", "gpu0"],
+        "model": "NVIDIA-A100-PCIE-40GB",
+    }
+    recorder = Recorder()
+    m = _Mocks(preview=True)
+    pulumi.runtime.set_mocks(
+        m, project="composable-gpu", stack="test", preview=True, monitor=_RecordingMonitor(m, recorder)
+    )
+    run(lambda: _estate(tmp_path, raw))
+    assert recorder.named("composer", "composable:infra:Composer").inputs["excluded_devices"] == [
+        "gpu0",
+        "gpu1",
+        "gpu5",
+    ]
+
+
+def test_exclusion_list_is_unknown_at_preview_with_count_based_compositions(tmp_path: Path) -> None:
+    from pulumi.output import Unknown
+
+    recorder = Recorder()
+    m = _Mocks(preview=True)
+    pulumi.runtime.set_mocks(
+        m, project="composable-gpu", stack="test", preview=True, monitor=_RecordingMonitor(m, recorder)
+    )
+    run(lambda: _estate(tmp_path))
+    assert isinstance(recorder.named("composer", "composable:infra:Composer").inputs["excluded_devices"], Unknown)

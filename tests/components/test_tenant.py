@@ -1,0 +1,161 @@
+"""Tenant, TenantNetwork, TenantCluster and GpuSharing under Pulumi mocks."""
+
+from __future__ import annotations
+
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import Tenant, TenantArgs
+from stack_config import load_estate
+from tests.components.conftest import Recorder, run, uses_provider, value
+from tests.config.factories import valid_estate
+
+TENANT = "composable:infra:Tenant"
+
+
+def _tenant(index: int, **kwargs: object) -> Tenant:
+    estate = load_estate(valid_estate())
+    cfg = estate.tenants[index]
+    provider = k8s.Provider("mothership", kubeconfig="/dev/null")
+    return Tenant(cfg.name, TenantArgs(config=cfg, provider=provider, catalog=estate.catalog, **kwargs))  # type: ignore[arg-type]
+
+
+def test_tenant_children_and_props(mocks: Recorder) -> None:
+    tenant = run(lambda: _tenant(1, composer_pool=True))
+    children = {(r.typ, r.name) for r in mocks.children_of("blue", TENANT)}
+    assert children == {
+        ("kubernetes:core/v1:Namespace", "blue-namespace"),
+        ("kubernetes:core/v1:ResourceQuota", "blue-gpu-quota"),
+        ("kubernetes:k0rdent.mirantis.com/v1beta1:ServiceTemplate", "blue-cilium"),
+        ("composable:infra:TenantNetwork", "blue-blue-a"),
+        ("composable:infra:TenantNetwork", "blue-blue-b"),
+        ("composable:infra:TenantCluster", "blue-blue-k8s"),
+        ("composable:infra:GpuSharing", "blue-gpu-sharing"),
+    }
+    assert mocks.named("blue", TENANT).inputs == {
+        "name": "blue",
+        "gpu_quota": 2,
+        "allowed_models": ["Tesla-T4"],
+    }
+    ns = mocks.named("blue-namespace").inputs["metadata"]
+    assert ns["name"] == "tenant-blue"
+    assert ns["labels"]["composer.liqid.io/pool"] == "blue"
+    quota = mocks.named("blue-gpu-quota").inputs
+    assert quota["metadata"]["namespace"] == "tenant-blue"
+    assert quota["spec"] == {"hard": {"requests.nvidia.com/gpu": "2"}}
+    assert all(uses_provider(r, "mothership") for r in mocks.registrations if r.typ.startswith("kubernetes:"))
+    assert value(tenant.networks) == [
+        {"name": "blue-a", "cidr": "10.2.0.0/24", "vxlan_id": 102, "vlan_id": 12},
+        {"name": "blue-b", "cidr": "10.3.0.0/24", "vxlan_id": 103, "vlan_id": 13},
+    ]
+
+
+def test_tenant_network_is_a_config_map_in_the_tenant_namespace(mocks: Recorder) -> None:
+    run(lambda: _tenant(1))
+    (cm,) = mocks.children_of("blue-blue-a", "composable:infra:TenantNetwork")
+    assert cm.typ == "kubernetes:core/v1:ConfigMap"
+    assert (
+        cm.inputs["metadata"]["name"] == "blue-blue-a" and cm.inputs["metadata"]["namespace"] == "tenant-blue"
+    )
+    assert cm.inputs["data"] == {
+        "tenant": "blue",
+        "name": "blue-a",
+        "cidr": "10.2.0.0/24",
+        "vxlanId": "102",
+        "vlanId": "12",
+        "gateway": "10.2.0.1",
+    }
+    assert mocks.named("blue-blue-a", "composable:infra:TenantNetwork").inputs == {
+        "tenant": "blue",
+        "name": "blue-a",
+        "cidr": "10.2.0.0/24",
+        "vxlan_id": 102,
+        "vlan_id": 12,
+    }
+
+
+def test_tenant_cluster_deployment(mocks: Recorder) -> None:
+    run(lambda: _tenant(0))
+    (cd,) = mocks.children_of("red-red-k8s", "composable:infra:TenantCluster")
+    assert cd.typ == "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment"
+    assert cd.inputs["metadata"] == {
+        "name": "red-k8s",
+        "namespace": "tenant-red",
+        "labels": {
+            "app.kubernetes.io/managed-by": "pulumi",
+            "app.kubernetes.io/part-of": "composable-gpu",
+            "composable-gpu.io/tenant": "red",
+            "composable-gpu.io/hypervisor-cluster": "hv",
+        },
+    }
+    spec = cd.inputs["spec"]
+    assert spec["template"] == "kubevirt-hosted-cp"
+    assert spec["config"]["worker"]["devices"]["gpus"] == [
+        {"name": "gpu0", "deviceName": "nvidia.com/GA100_A100_PCIE_40GB"},
+        {"name": "gpu1", "deviceName": "nvidia.com/GA100_A100_PCIE_40GB"},
+    ]
+    assert spec["config"]["worker"]["networks"][1] == {
+        "name": "red-net",
+        "multus": {"networkName": "tenant-red/red-net"},
+    }
+    assert mocks.named("red-red-k8s", "composable:infra:TenantCluster").inputs == {
+        "tenant": "red",
+        "name": "red-k8s",
+        "template": "kubevirt-hosted-cp",
+        "hosted_control_plane": True,
+        "networks": ["red/red-net"],
+        "hypervisor_cluster": "hv",
+        "gpu_mode": "passthrough",
+        "gpu_model": "NVIDIA-A100-PCIE-40GB",
+        "gpu_count": 2,
+        "cni": "calico",
+    }
+    # a GPU cluster gets the GPU Operator ServiceTemplate in the tenant namespace
+    st = mocks.named("red-gpu-operator")
+    assert st.inputs["metadata"]["namespace"] == "tenant-red"
+
+
+def test_tenant_cluster_attaches_only_its_networks(mocks: Recorder) -> None:
+    run(lambda: _tenant(1))
+    spec = mocks.named("blue-blue-k8s", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment").inputs[
+        "spec"
+    ]
+    assert [n["name"] for n in spec["config"]["worker"]["networks"]] == ["default", "blue-a"]
+    assert mocks.named("blue-blue-k8s", "composable:infra:TenantCluster").inputs["networks"] == [
+        "blue/blue-a"
+    ]
+
+
+def test_gpu_sharing_time_slicing(mocks: Recorder) -> None:
+    tenant = run(lambda: _tenant(1))
+    (cm,) = mocks.children_of("blue-gpu-sharing", "composable:infra:GpuSharing")
+    assert cm.inputs["metadata"]["name"] == "blue-gpu-sharing"
+    assert cm.inputs["metadata"]["namespace"] == "tenant-blue"
+    config = yaml.safe_load(cm.inputs["data"]["blue-gpu-sharing"])
+    assert config["version"] == "v1"
+    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert mocks.named("blue-gpu-sharing", "composable:infra:GpuSharing").inputs == {
+        "name": "blue-gpu-sharing",
+        "hosts": ["bm-1"],
+        "strategy": "time-slicing",
+        "replicas": 4,
+        "tenants": ["blue"],
+    }
+    assert value(tenant.gpu_sharing)["strategy"] == "time-slicing"
+
+
+def test_gpu_sharing_mig(mocks: Recorder) -> None:
+    run(lambda: _tenant(2))
+    cm = mocks.named("green-gpu-sharing-config")
+    assert yaml.safe_load(cm.inputs["data"]["green-gpu-sharing"]) == {
+        "version": "v1",
+        "flags": {"migStrategy": "single"},
+    }
+    props = mocks.named("green-gpu-sharing", "composable:infra:GpuSharing").inputs
+    assert props["strategy"] == "mig" and props["mig_profile"] == "all-1g.5gb"
+    # no networks, no clusters: no TenantNetwork / TenantCluster / ServiceTemplate
+    assert {r.typ for r in mocks.children_of("green", TENANT)} == {
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:ResourceQuota",
+        "composable:infra:GpuSharing",
+    }

@@ -1,0 +1,64 @@
+"""Fixtures of the composer tests.
+
+End-to-end tests need the lab (the suite-wide ``lab`` fixture of ``tests/conftest.py``); they
+skip only when the lab's binaries are not built (``make setup``), never for any other reason.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.composer import harness
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm")
+
+
+def lab_binaries_missing() -> list[str]:
+    """Names of lab binaries that are not built."""
+    return [b for b in LAB_BINARIES if not (ROOT / ".toolchain" / "bin" / b).exists()]
+
+
+@pytest.fixture(scope="session")
+def composer_lab(request: pytest.FixtureRequest) -> Any:
+    """The running lab (``LabConfig``), or a skip when its binaries are not built."""
+    missing = lab_binaries_missing()
+    if missing:
+        pytest.skip(f"lab binaries not built ({', '.join(missing)}): run `make setup`")
+    return request.getfixturevalue("lab")
+
+
+@pytest.fixture(scope="session")
+def lab_api(composer_lab: Any) -> Any:
+    """Admin ApiClient of the lab API server."""
+    return harness.admin_api(composer_lab.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def chart_identity(
+    composer_lab: Any, lab_api: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """The chart's ServiceAccount and RBAC applied to the lab, with a TokenRequest kubeconfig."""
+    if shutil.which("helm") is None:
+        pytest.skip("helm is not on PATH: run `make setup`")
+    ident = harness.apply_chart_rbac(lab_api, composer_lab, tmp_path_factory.mktemp("composer-rbac"))
+    yield ident
+    harness.delete_chart_rbac(lab_api, ident)
+
+
+@pytest.fixture
+def make_scenario(
+    composer_lab: Any, lab_api: Any, chart_identity: Any, tmp_path: Path
+) -> Callable[..., AbstractContextManager[harness.Scenario]]:
+    """``with make_scenario(inventory="rich.yaml") as sc:`` -> a running :class:`harness.Scenario`."""
+
+    def make(**kw: Any) -> AbstractContextManager[harness.Scenario]:
+        return harness.scenario(lab_api, chart_identity, tmp_path, composer_lab.kubeconfig, **kw)
+
+    return make

@@ -1,0 +1,316 @@
+"""In-memory fakes of the composer's two I/O surfaces (Kubernetes and the Director).
+
+``FakeKube`` keeps Nodes and Pods as API JSON dicts, so the real parsers run on them;
+``FakeFabric`` keeps GPUs and machines and can fail on demand with the Director's own errors.
+``FakeWorld.agent_step`` plays the GPU Operator (advertise what is attached) and
+``FakeWorld.schedule`` plays the scheduler (bind pending pods that now fit).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from composer import annotations as ann
+from composer.decide import EventSpec
+from composer.models import Taint
+from composer.podspec import pod_view
+from dynamic_providers.director.errors import DirectorConflictError, DirectorError
+
+
+def node(
+    name: str,
+    *,
+    cpu: str = "32",
+    memory: str = "128Gi",
+    gpus: int = 0,
+    product: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    ready: bool = True,
+) -> dict[str, Any]:
+    alloc = {"cpu": cpu, "memory": memory, "pods": "110"}
+    lab = {"kubernetes.io/hostname": name, **(labels or {})}
+    if gpus:
+        alloc["nvidia.com/gpu"] = str(gpus)
+        lab["nvidia.com/gpu.product"] = product or "Tesla-T4"
+        lab["nvidia.com/gpu.count"] = str(gpus)
+    return {
+        "metadata": {
+            "name": name,
+            "labels": lab,
+            "annotations": dict(annotations or {}),
+            "resourceVersion": "1",
+        },
+        "spec": {"taints": list(taints or [])},
+        "status": {
+            "allocatable": dict(alloc),
+            "capacity": dict(alloc),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    gpus: int = 1,
+    *,
+    ns: str = "ml",
+    uid: str | None = None,
+    node_name: str = "",
+    product: str | None = None,
+    host: str | None = None,
+    resource: str = "nvidia.com/gpu",
+    cpu: str = "500m",
+    memory: str = "1Gi",
+    phase: str = "Pending",
+    unschedulable: bool | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+) -> dict[str, Any]:
+    sel = {}
+    if product:
+        sel["nvidia.com/gpu.product"] = product
+    if host:
+        sel["kubernetes.io/hostname"] = host
+    limits = {"cpu": cpu, "memory": memory}
+    if gpus:
+        limits[resource] = str(gpus)
+    unsched = (not node_name) if unschedulable is None else unschedulable
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": uid or f"uid-{name}",
+            "creationTimestamp": created,
+        },
+        "spec": {
+            "nodeName": node_name or None,
+            "nodeSelector": sel,
+            "containers": [{"name": "c", "resources": {"limits": limits}}],
+        },
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+            if unsched
+            else [],
+        },
+    }
+
+
+@dataclass
+class FakeGpu:
+    name: str
+    model: str = "Tesla-T4"
+    swit_gid: str = "sw0"
+    machine: str | None = None
+    group_id: int | None = None
+    owner_tag: str | None = None
+    device_state: str = "ON"
+
+    @property
+    def healthy(self) -> bool:
+        return self.device_state == "ON"
+
+
+@dataclass
+class FakeMachine:
+    mach_name: str
+    grp_id: int = 1
+
+
+@dataclass
+class FakeFabric:
+    """A Director with GPUs and machines; ``fail`` holds errors raised by the next calls."""
+
+    gpu_list: list[FakeGpu]
+    machine_names: list[str]
+    fail: dict[str, list[DirectorError]] = field(default_factory=dict)
+    calls: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    def _maybe_fail(self, op: str) -> None:
+        errs = self.fail.get(op)
+        if errs:
+            raise errs.pop(0)
+
+    def gpus(self) -> list[FakeGpu]:
+        self._maybe_fail("gpus")
+        return [copy.copy(g) for g in self.gpu_list]
+
+    def machines(self) -> list[FakeMachine]:
+        return [FakeMachine(m) for m in self.machine_names]
+
+    def by(self, name: str) -> FakeGpu:
+        return next(g for g in self.gpu_list if g.name == name)
+
+    def compose(self, machine: str, device_names: list[str]) -> list[FakeGpu]:
+        self.calls.append(("compose", machine, tuple(device_names)))
+        self._maybe_fail("compose")
+        for d in device_names:
+            g = self.by(d)
+            if g.machine not in (None, machine):
+                raise DirectorConflictError(
+                    f"GPU {d} is attached to machine {g.machine}", machine=machine, device=d
+                )
+        for d in device_names:
+            self.by(d).machine = machine
+        return [self.by(d) for d in device_names]
+
+    def decompose(self, machine: str, device_names: list[str]) -> None:
+        self.calls.append(("decompose", machine, tuple(device_names)))
+        self._maybe_fail("decompose")
+        for d in device_names:
+            if self.by(d).machine == machine:
+                self.by(d).machine = None
+
+    def release_to_system_pool(self, device_names: list[str]) -> list[str]:
+        self.released.extend(device_names)
+        return list(device_names)
+
+    def cancel_edit(self, machine: str) -> None:
+        self.cancelled.append(machine)
+
+    def close(self) -> None:
+        pass
+
+    def attached(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for g in self.gpu_list:
+            if g.machine:
+                out.setdefault(g.machine, []).append(g.name)
+        return {k: sorted(v) for k, v in out.items()}
+
+
+@dataclass
+class FakeKube:
+    """Nodes and pods as JSON dicts, with the composer's read and write calls."""
+
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pools: dict[str, str] = field(default_factory=dict)
+    events: list[EventSpec] = field(default_factory=list)
+    writes: list[tuple[str, str, Any]] = field(default_factory=list)
+    plugin_restarts: list[str] = field(default_factory=list)
+    #: pods to "appear" on a node when gpu_pods_on_node is called (a race during reclaim)
+    late_pods: dict[str, list[str]] = field(default_factory=dict)
+
+    def add_node(self, n: dict[str, Any]) -> None:
+        self.nodes[n["metadata"]["name"]] = n
+
+    def add_pod(self, p: dict[str, Any]) -> None:
+        self.pods[f"{p['metadata']['namespace']}/{p['metadata']['name']}"] = p
+
+    # reads
+    def list_pods(self) -> list[dict[str, Any]]:
+        return [
+            copy.deepcopy(p)
+            for p in self.pods.values()
+            if p["status"]["phase"] not in ("Succeeded", "Failed")
+        ]
+
+    def list_nodes(self, label_selector: str = "") -> list[dict[str, Any]]:
+        return [copy.deepcopy(n) for n in self.nodes.values()]
+
+    def namespace_pools(self) -> dict[str, str]:
+        return dict(self.pools)
+
+    def gpu_pods_on_node(self, node_name: str) -> list[str]:
+        late = self.late_pods.pop(node_name, [])
+        views = [pod_view(p) for p in self.pods.values()]
+        bound = [v.key for v in views if v.node_name == node_name and v.wants_gpu and not v.terminal]
+        return bound + late
+
+    # writes
+    def patch_node_annotations(self, node_name: str, changes: Mapping[str, str | None]) -> None:
+        self.writes.append(("annotations", node_name, dict(changes)))
+        a = self.nodes[node_name]["metadata"].setdefault("annotations", {})
+        for k, v in changes.items():
+            if v is None:
+                a.pop(k, None)
+            else:
+                a[k] = v
+
+    def set_taint(self, node_name: str, taint: Taint, present: bool) -> None:
+        self.writes.append(("taint", node_name, present))
+        taints = [t for t in self.nodes[node_name]["spec"].get("taints") or [] if t["key"] != taint.key]
+        if present:
+            taints.append({"key": taint.key, "value": taint.value, "effect": taint.effect})
+        self.nodes[node_name]["spec"]["taints"] = taints
+
+    def delete_device_plugin_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
+        self.plugin_restarts.append(node_name)
+        return [f"nvidia-device-plugin-{node_name}"]
+
+    def create_event(self, ev: EventSpec) -> None:
+        self.events.append(ev)
+
+    # helpers
+    def record(self, node_name: str) -> ann.NodeRecord:
+        return ann.decode(self.nodes[node_name]["metadata"].get("annotations"))
+
+    def intents_json(self, node_name: str) -> dict[str, Any]:
+        return json.loads(self.nodes[node_name]["metadata"]["annotations"].get(ann.INTENTS) or "{}")
+
+    def reasons(self, name: str) -> list[str]:
+        return [e.reason for e in self.events if e.name == name]
+
+
+@dataclass
+class FakeWorld:
+    """Kubernetes + Director fakes, with the GPU Operator's and scheduler's parts."""
+
+    kube: FakeKube
+    fabric: FakeFabric
+
+    def agent_step(self) -> None:
+        """Advertise on every node exactly what the Director has attached to it."""
+        att = self.fabric.attached()
+        for name, n in self.kube.nodes.items():
+            gpus = att.get(name, [])
+            for key in ("allocatable", "capacity"):
+                if gpus:
+                    n["status"][key]["nvidia.com/gpu"] = str(len(gpus))
+                else:
+                    n["status"][key].pop("nvidia.com/gpu", None)
+            labels = n["metadata"]["labels"]
+            if gpus:
+                labels["nvidia.com/gpu.product"] = self.fabric.by(gpus[0]).model
+                labels["nvidia.com/gpu.count"] = str(len(gpus))
+            else:
+                labels.pop("nvidia.com/gpu.product", None)
+                labels.pop("nvidia.com/gpu.count", None)
+
+    def schedule(self) -> None:
+        """Bind each unschedulable GPU pod to a node that advertises enough free GPUs."""
+        for p in self.kube.pods.values():
+            v = pod_view(p)
+            if v.node_name or not v.wants_gpu:
+                continue
+            want = v.gpu.get("nvidia.com/gpu", 0)
+            for name, n in sorted(self.kube.nodes.items()):
+                if any(t["key"] == ann.RECLAIM_TAINT_KEY for t in n["spec"].get("taints") or []):
+                    continue
+                if v.constraints.hosts and name not in v.constraints.hosts:
+                    continue
+                if v.constraints.models and n["metadata"]["labels"].get("nvidia.com/gpu.product") not in (
+                    v.constraints.models
+                ):
+                    continue
+                used = sum(
+                    pod_view(q).gpu.get("nvidia.com/gpu", 0)
+                    for q in self.kube.pods.values()
+                    if q["spec"].get("nodeName") == name
+                )
+                if int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) - used >= want:
+                    p["spec"]["nodeName"] = name
+                    p["status"] = {"phase": "Running", "conditions": []}
+                    break
+
+    def finish(self, key: str) -> None:
+        """The pod completes (phase Succeeded)."""
+        self.kube.pods[key]["status"]["phase"] = "Succeeded"

@@ -1,0 +1,357 @@
+"""Controller logic over in-memory fakes: rounds, intents, retries, reclaim, convergence."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from composer import annotations as ann
+from composer.act import Executor
+from composer.controller import Controller
+from composer.decide import Policy
+from composer.metrics import Metrics
+from dynamic_providers.director.errors import DirectorServerError, DirectorUnavailableError
+from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+
+T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
+
+
+class Clock:
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def tick(self, s: float) -> None:
+        self.t += s
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make(world: FakeWorld, clock: Clock, **policy) -> Controller:
+    pol = Policy(
+        **{
+            "idle_timeout_seconds": 60,
+            "advertise_timeout_seconds": 30,
+            "schedule_timeout_seconds": 120,
+            "retry_base_seconds": 5,
+            "retry_max_seconds": 20,
+            "compose_max_attempts": 3,
+            **policy,
+        }
+    )
+    metrics = Metrics()
+    ex = Executor(world.kube, lambda: world.fabric, pol, metrics, clock=clock)
+    return Controller(world.kube, lambda: world.fabric, pol, metrics, ex, clock=clock, workers=2)
+
+
+def run(ctrl: Controller):
+    d = ctrl.round()
+    assert ctrl.wait_idle(10)
+    return d
+
+
+def article_world() -> FakeWorld:
+    kube = FakeKube()
+    kube.add_node(node("blade-slot-1"))
+    kube.add_node(node("blade-slot-2"))
+    fabric = FakeFabric([FakeGpu("gpu0"), FakeGpu("gpu1")], ["blade-slot-1", "blade-slot-2"])
+    return FakeWorld(kube, fabric)
+
+
+def test_article_scenario_in_memory(clock):
+    w = article_world()
+    ctrl = make(w, clock)
+    seen_before_compose = []
+    real_compose = w.fabric.compose
+
+    def compose(machine, names):
+        seen_before_compose.append(w.kube.intents_json(machine))
+        return real_compose(machine, names)
+
+    w.fabric.compose = compose
+    w.kube.add_pod(pod("a", 2, product=T4, host="blade-slot-1"))
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}
+    # the intent was on the node before the Director was called (crash safety)
+    assert seen_before_compose[0]["uid-a"]["phase"] == "Composing"
+    assert w.kube.record("blade-slot-1").devices == {"gpu0", "gpu1"}
+    assert w.kube.reasons("a") == ["Composed"]
+
+    w.agent_step()
+    run(ctrl)
+    assert w.kube.record("blade-slot-1").intents["uid-a"].phase == ann.IntentPhase.ADVERTISED
+    w.schedule()
+    run(ctrl)
+    assert w.kube.record("blade-slot-1").intents == {}  # served
+    clock.tick(3600)
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}  # busy: a GPU pod runs there
+
+    w.finish("ml/a")
+    run(ctrl)  # idle timer starts
+    clock.tick(59)
+    run(ctrl)
+    assert w.fabric.attached() != {}
+    clock.tick(2)
+    run(ctrl)  # reclaim: taint, decompose
+    assert w.fabric.attached() == {}
+    assert w.fabric.released == ["gpu0", "gpu1"]
+    node_a = w.kube.nodes["blade-slot-1"]
+    assert any(t["key"] == ann.RECLAIM_TAINT_KEY for t in node_a["spec"]["taints"])
+    assert w.kube.record("blade-slot-1").reclaim.phase == "Decomposed"
+    run(ctrl)  # still advertised: the taint stays
+    assert node_a["spec"]["taints"]
+    w.agent_step()
+    run(ctrl)
+    assert node_a["spec"]["taints"] == []
+    assert not any(k.startswith(ann.PREFIX) for k in node_a["metadata"]["annotations"])
+
+    w.kube.add_pod(pod("b", 2, host="blade-slot-2"))
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-2": ["gpu0", "gpu1"]}
+    m = ctrl.metrics.render().decode()
+    assert "composer_compositions_total 2.0" in m and "composer_decompositions_total 1.0" in m
+
+
+def test_restart_after_attach_adopts_without_composing_again(clock):
+    w = article_world()
+    w.kube.add_pod(pod("a", 2, host="blade-slot-1"))
+    intent = ann.Intent("ml/a", "nvidia.com/gpu", 2, T4, ("gpu0", "gpu1"), ann.IntentPhase.COMPOSING, clock())
+    w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.INTENTS] = ann.encode_intents(
+        {"uid-a": intent}
+    )
+    w.fabric.by("gpu0").machine = w.fabric.by("gpu1").machine = "blade-slot-1"  # the reprogram finished
+    ctrl = make(w, clock)  # a fresh process: empty memory
+    run(ctrl)
+    assert [c for c in w.fabric.calls if c[0] == "compose"] == []
+    rec = w.kube.record("blade-slot-1")
+    assert rec.devices == {"gpu0", "gpu1"}
+    assert rec.intents["uid-a"].phase == ann.IntentPhase.ATTACHED
+    assert any("after a restart" in e.message for e in w.kube.events)
+
+
+def test_restart_before_reprogram_cancels_the_edit_and_composes_once(clock):
+    w = article_world()
+    w.kube.add_pod(pod("a", 2, host="blade-slot-1"))
+    intent = ann.Intent("ml/a", "nvidia.com/gpu", 2, T4, ("gpu0", "gpu1"), ann.IntentPhase.COMPOSING, clock())
+    w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.INTENTS] = ann.encode_intents(
+        {"uid-a": intent}
+    )
+    ctrl = make(w, clock)
+    run(ctrl)
+    assert w.fabric.cancelled == ["blade-slot-1"]
+    assert [c for c in w.fabric.calls if c[0] == "compose"] == [("compose", "blade-slot-1", ("gpu0", "gpu1"))]
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}
+
+
+def test_compose_failures_back_off_then_give_up(clock):
+    w = article_world()
+    err = DirectorServerError("reprogram failed", method="POST", path="fabric/reprogram", status=503)
+    w.fabric.fail["compose"] = [err, err, err, err]
+    w.kube.add_pod(pod("a", 1))
+    ctrl = make(w, clock)
+    run(ctrl)
+    assert w.kube.reasons("a") == ["ComposeFailed"]
+    assert w.kube.record("blade-slot-1").intents["uid-a"].retry_at == pytest.approx(clock() + 5)
+    run(ctrl)  # within the backoff: no new attempt
+    assert len(w.fabric.calls) == 1
+    clock.tick(5)
+    run(ctrl)
+    assert len(w.fabric.calls) == 2 and w.kube.reasons("a") == ["ComposeFailed"] * 2
+    clock.tick(9)
+    run(ctrl)
+    assert len(w.fabric.calls) == 2  # the second backoff is twice the first
+    clock.tick(1)
+    run(ctrl)
+    assert w.kube.reasons("a")[-1] == "ComposeGaveUp"
+    clock.tick(100)
+    run(ctrl)
+    run(ctrl)
+    assert len(w.fabric.calls) == 3  # given up: no more attempts, no attach/detach loop
+    assert w.fabric.attached() == {}
+    assert (
+        'composer_composition_failures_total{reason="DirectorServerError"} 3.0'
+        in ctrl.metrics.render().decode()
+    )
+
+
+def test_director_unreadable_round_is_skipped(clock):
+    w = article_world()
+    w.fabric.fail["gpus"] = [DirectorUnavailableError("connection refused")]
+    w.kube.add_pod(pod("a", 1))
+    ctrl = make(w, clock)
+    assert ctrl.round() is None
+    assert w.kube.writes == [] and w.kube.events == []
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+
+
+def test_unsatisfiable_request_is_reported_once_and_never_composed(clock):
+    w = article_world()
+    w.kube.add_pod(pod("big", 3))
+    w.kube.add_pod(pod("a100", 1, product=A100))
+    ctrl = make(w, clock)
+    for _ in range(4):
+        run(ctrl)
+        clock.tick(120)
+    assert w.kube.reasons("big") == ["NotComposed"]
+    assert "NoFreeGpus" in next(e.message for e in w.kube.events if e.name == "big")
+    assert w.kube.reasons("a100") == ["NotComposed"]
+    assert w.fabric.calls == []
+
+
+def test_reclaim_aborts_when_a_gpu_pod_lands_meanwhile(clock):
+    w = article_world()
+    w.fabric.by("gpu0").machine = "blade-slot-1"
+    w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.DEVICES] = "gpu0"
+    ctrl = make(w, clock)
+    run(ctrl)
+    clock.tick(61)
+    w.kube.late_pods["blade-slot-1"] = ["ml/sneaky"]
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+    assert [x for x in w.kube.writes if x[0] == "taint"] == [
+        ("taint", "blade-slot-1", True),
+        ("taint", "blade-slot-1", False),
+    ]
+    assert w.kube.record("blade-slot-1").reclaim is None
+
+
+def test_static_and_excluded_gpus_are_never_reclaimed(clock):
+    w = article_world()
+    w.fabric.gpu_list.append(FakeGpu("gpu7", machine="blade-slot-2"))  # static: not in the annotation
+    w.fabric.by("gpu0").machine = "blade-slot-1"
+    w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.DEVICES] = "gpu0"
+    ctrl = make(w, clock, excluded=frozenset({"gpu0"}))
+    for _ in range(3):
+        run(ctrl)
+        clock.tick(1000)
+    assert [c for c in w.fabric.calls if c[0] == "decompose"] == []
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"], "blade-slot-2": ["gpu7"]}
+
+
+def test_decompose_failure_lifts_the_taint_and_retries_later(clock):
+    w = article_world()
+    w.fabric.by("gpu0").machine = "blade-slot-1"
+    w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.DEVICES] = "gpu0"
+    w.fabric.fail["decompose"] = [DirectorUnavailableError("down")]
+    ctrl = make(w, clock)
+    run(ctrl)
+    clock.tick(61)
+    run(ctrl)
+    assert w.kube.nodes["blade-slot-1"]["spec"]["taints"] == []
+    assert "ReclaimFailed" in w.kube.reasons("blade-slot-1")
+    run(ctrl)  # backing off
+    assert len([c for c in w.fabric.calls if c[0] == "decompose"]) == 1
+    clock.tick(6)
+    run(ctrl)
+    assert w.fabric.attached() == {}
+
+
+def test_gpus_not_advertised_restart_the_device_plugin(clock):
+    w = article_world()
+    w.kube.add_pod(pod("a", 1))
+    ctrl = make(w, clock)
+    run(ctrl)
+    clock.tick(29)
+    run(ctrl)
+    assert w.kube.plugin_restarts == []
+    clock.tick(2)
+    run(ctrl)
+    assert w.kube.plugin_restarts == ["blade-slot-1"]
+    assert "GpusNotAdvertised" in w.kube.reasons("a")
+    clock.tick(31)
+    run(ctrl)
+    assert w.kube.plugin_restarts == ["blade-slot-1"]  # backoff doubles the wait
+    w.agent_step()
+    run(ctrl)
+    assert w.kube.record("blade-slot-1").intents["uid-a"].phase == ann.IntentPhase.ADVERTISED
+
+
+def test_pod_never_scheduled_is_given_up_and_its_gpus_reclaimed_without_a_loop(clock):
+    w = article_world()
+    w.kube.add_pod(pod("stuck", 1))
+    ctrl = make(w, clock)
+    run(ctrl)
+    w.agent_step()
+    run(ctrl)
+    clock.tick(121)
+    run(ctrl)
+    assert "ComposedButNotScheduled" in w.kube.reasons("stuck")
+    clock.tick(61)
+    run(ctrl)
+    assert w.fabric.attached() == {}
+    for _ in range(3):
+        clock.tick(100)
+        run(ctrl)
+    assert len([c for c in w.fabric.calls if c[0] == "compose"]) == 1
+
+
+def test_a_gpu_being_composed_is_not_planned_for_another_pod(clock):
+    kube = FakeKube()
+    for n in ("h1", "h2"):
+        kube.add_node(node(n))
+    fabric = FakeFabric([FakeGpu("gpu0"), FakeGpu("gpu1"), FakeGpu("gpu2")], ["h1", "h2"])
+    w = FakeWorld(kube, fabric)
+    gate, started = threading.Event(), threading.Event()
+    real = fabric.compose
+
+    def slow(machine, names):
+        started.set()
+        assert gate.wait(10)
+        return real(machine, names)
+
+    fabric.compose = slow
+    kube.add_pod(pod("first", 2, host="h1"))
+    ctrl = make(w, clock)
+    ctrl.round()
+    assert started.wait(5)
+    kube.add_pod(pod("second", 1, host="h2"))
+    fabric.compose = real
+    ctrl.round()  # h1's job still runs: its GPUs and pod sit this round out
+    assert fabric.attached() == {"h2": ["gpu2"]}
+    gate.set()
+    assert ctrl.wait_idle(10)
+    assert fabric.attached() == {"h1": ["gpu0", "gpu1"], "h2": ["gpu2"]}
+    ctrl.close()
+
+
+def test_pool_quota_and_namespace_pools(clock):
+    kube = FakeKube(pools={"team-a": "a"})
+    kube.add_node(node("ha", labels={ann.POOL_LABEL: "a"}))
+    kube.add_node(node("hd"))
+    fabric = FakeFabric([FakeGpu(f"gpu{i}") for i in range(4)], ["ha", "hd"])
+    w = FakeWorld(kube, fabric)
+    kube.add_pod(pod("x", 2, ns="team-a"))
+    kube.add_pod(pod("y", 1, ns="team-a"))
+    kube.add_pod(pod("z", 1, ns="other"))
+    ctrl = make(w, clock, quotas={"a": 2})
+    run(ctrl)
+    assert fabric.attached() == {"ha": ["gpu0", "gpu1"], "hd": ["gpu2"]}
+    assert "QuotaExceeded" in next(e.message for e in kube.events if e.name == "y")
+
+
+def test_director_group_pools_and_owner_tagged_gpus_are_respected(clock):
+    kube = FakeKube()
+    kube.add_node(node("h1"))
+    fabric = FakeFabric(
+        [
+            FakeGpu("gpu0", group_id=2),  # in another group's pool: the Director would refuse it for h1
+            FakeGpu("gpu1", owner_tag="pulumi:static"),  # being composed statically by the program
+            FakeGpu("gpu2", group_id=1),  # in h1's group pool
+            FakeGpu("gpu3", device_state="ERROR"),
+        ],
+        ["h1"],
+    )
+    w = FakeWorld(kube, fabric)
+    kube.add_pod(pod("a", 1))
+    kube.add_pod(pod("b", 1, created="2026-01-01T00:00:01Z"))
+    run(make(w, clock))
+    assert fabric.attached() == {"h1": ["gpu2"]}
+    assert kube.reasons("b") == ["NotComposed"]

@@ -1,0 +1,160 @@
+"""The lab's GPU-Operator stand-in: delay, labels and capacity, removal, device-plugin quirk."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import requests
+from kubernetes.client.exceptions import ApiException
+
+from lab.gpu_agent.agent import Advert, DirectorReader, DirectorReadError, GpuAgent, advert_for, gfd_product
+
+
+class FakeDirector:
+    def __init__(self) -> None:
+        self.machines: dict[str, list[str]] = {}
+
+    def attached(self) -> dict[str, list[str]]:
+        return {k: list(v) for k, v in self.machines.items()}
+
+
+class FakeCore:
+    def __init__(self, names: list[str]) -> None:
+        self.nodes = {
+            n: {
+                "metadata": {"name": n, "labels": {}},
+                "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "8"}},
+            }
+            for n in names
+        }
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.namespaces: set[str] = set()
+
+    def list_node(self, label_selector: Any = None, _preload_content: bool = True) -> Any:
+        return SimpleNamespace(data=json.dumps({"items": list(self.nodes.values())}).encode())
+
+    def patch_node_status(self, name: str, body: dict[str, Any], _content_type: str = "") -> None:
+        for key in ("capacity", "allocatable"):
+            tgt = self.nodes[name]["status"][key]
+            for k, v in body["status"][key].items():
+                if v is None:
+                    tgt.pop(k, None)
+                else:
+                    tgt[k] = v
+
+    def patch_node(self, name: str, body: dict[str, Any], _content_type: str = "") -> None:
+        labels = self.nodes[name]["metadata"]["labels"]
+        for k, v in body["metadata"]["labels"].items():
+            if v is None:
+                labels.pop(k, None)
+            else:
+                labels[k] = v
+
+    def read_namespaced_pod(self, name: str, ns: str) -> Any:
+        if name not in self.pods:
+            raise ApiException(status=404)
+        return self.pods[name]
+
+    def read_namespace(self, ns: str) -> Any:
+        if ns not in self.namespaces:
+            raise ApiException(status=404)
+
+    def create_namespace(self, body: dict[str, Any]) -> None:
+        self.namespaces.add(body["metadata"]["name"])
+
+    def create_namespaced_pod(self, ns: str, body: dict[str, Any]) -> None:
+        self.pods[body["metadata"]["name"]] = body
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_gfd_names_and_adverts():
+    assert gfd_product("NVIDIA A100-PCIE-40GB") == "NVIDIA-A100-PCIE-40GB"
+    assert advert_for([]) == Advert()
+    assert advert_for(["Tesla-T4", "Tesla-T4"]) == Advert(2, "Tesla-T4")
+
+
+def test_advertises_after_the_delay_and_removes_on_detach():
+    core, director, clock = FakeCore(["n1"]), FakeDirector(), Clock()
+    agent = GpuAgent(core, director, advertise_delay_seconds=1.0, shared_replicas=4, clock=clock)
+    director.machines["n1"] = ["Tesla-T4", "Tesla-T4"]
+    assert agent.step() == {}
+    clock.t = 0.5
+    assert agent.step() == {}
+    clock.t = 1.1
+    assert agent.step() == {"n1": Advert(2, "Tesla-T4")}
+    n = core.nodes["n1"]
+    assert n["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+    assert n["status"]["capacity"]["nvidia.com/gpu.shared"] == "8"
+    assert n["metadata"]["labels"] == {
+        "nvidia.com/gpu.product": "Tesla-T4",
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.present": "true",
+    }
+    assert agent.step() == {}  # nothing changed
+    director.machines.clear()
+    clock.t = 5.0
+    agent.step()
+    clock.t = 6.1
+    assert agent.step() == {"n1": Advert()}
+    assert "nvidia.com/gpu" not in n["status"]["allocatable"] and n["metadata"]["labels"] == {}
+    assert n["status"]["allocatable"]["cpu"] == "8"
+
+
+def test_plugin_restart_quirk():
+    core, director, clock = FakeCore(["n1"]), FakeDirector(), Clock()
+    agent = GpuAgent(
+        core,
+        director,
+        advertise_delay_seconds=0.0,
+        plugin_restart_quirk=True,
+        plugin_namespace="gpu-op",
+        clock=clock,
+    )
+    agent.step()
+    assert "nvidia-device-plugin-n1" in core.pods and core.namespaces == {"gpu-op"}
+    clock.t = 1.0
+    director.machines["n1"] = ["Tesla-T4"]
+    for t in (1.0, 2.0, 30.0):
+        clock.t = t
+        assert agent.step() == {}  # hot-plugged: not advertised while the old plugin pod runs
+    del core.pods["nvidia-device-plugin-n1"]  # the composer restarts it; the "DaemonSet" recreates it
+    clock.t = 31.0
+    assert agent.step() == {"n1": Advert(1, "Tesla-T4")}
+    assert core.nodes["n1"]["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+
+
+def test_director_reader_parses_the_envelope(monkeypatch):
+    calls = []
+
+    def fake_get(self, url, params=None, timeout=None):
+        calls.append(url.rsplit("/", 1)[-1])
+        data = {
+            "device/info/gpu": [{"name": "gpu0", "model": "Tesla T4"}, {"name": "gpu1", "model": "Tesla T4"}],
+            "predevice": [{"name": "gpu0", "mname": "n1"}, {"name": "gpu1", "mname": None}],
+        }
+        key = "device/info/gpu" if url.endswith("device/info/gpu") else "predevice"
+        return SimpleNamespace(
+            status_code=200, json=lambda: {"response": {"code": 0, "errors": [], "data": data[key]}}
+        )
+
+    monkeypatch.setattr(requests.Session, "get", fake_get)
+    r = DirectorReader("http://d:8080", username="u", password="p")
+    assert r.attached() == {"n1": ["Tesla-T4"]}
+
+    def failing(self, url, params=None, timeout=None):
+        return SimpleNamespace(
+            status_code=200, json=lambda: {"response": {"code": 1, "errors": [{"message": "x"}]}}
+        )
+
+    monkeypatch.setattr(requests.Session, "get", failing)
+    with pytest.raises(DirectorReadError):
+        r.attached()

@@ -1,0 +1,197 @@
+"""Leader election on a Lease (fake API with optimistic concurrency), settings, probes."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from composer.config import Settings, load
+from composer.health import Probes, serve
+from composer.kube import KubeError
+from composer.leader import LeaseElector
+from composer.metrics import Metrics
+
+
+class FakeLeases:
+    """Leases with resourceVersion checks, like the API server."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.rv = 0
+        self.lock = threading.Lock()
+
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            return copy.deepcopy(self.lease)
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> None:
+        with self.lock:
+            if self.lease is not None:
+                raise KubeError("POST", "leases", 409, "already exists")
+            self.rv += 1
+            self.lease = copy.deepcopy(body)
+            self.lease["metadata"]["resourceVersion"] = str(self.rv)
+
+    def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        with self.lock:
+            assert self.lease is not None
+            if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+                raise KubeError("PUT", "leases", 409, "the object has been modified")
+            self.rv += 1
+            self.lease = copy.deepcopy(body)
+            self.lease["metadata"]["resourceVersion"] = str(self.rv)
+
+
+class Mono:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def elector(api: FakeLeases, who: str, mono: Mono) -> LeaseElector:
+    return LeaseElector(
+        api,
+        namespace="ns",
+        name="lease",
+        identity=who,
+        lease_duration_seconds=15,
+        retry_seconds=1,
+        monotonic=mono,
+    )
+
+
+def test_one_leader_then_takeover_after_the_lease_expires():
+    api, mono = FakeLeases(), Mono()
+    a, b = elector(api, "a", mono), elector(api, "b", mono)
+    assert a.try_acquire_or_renew() and a.is_leader
+    assert not b.try_acquire_or_renew() and not b.is_leader
+    mono.t += 10
+    assert a.try_acquire_or_renew()  # renewed: b keeps waiting
+    mono.t += 10
+    assert not b.try_acquire_or_renew()
+    assert api.lease["spec"]["holderIdentity"] == "a"
+    mono.t += 16  # a stopped renewing (crashed): b takes over after a full duration
+    assert not a.is_leader  # past its own renew deadline a stops acting
+    assert b.try_acquire_or_renew() and b.is_leader
+    assert api.lease["spec"]["holderIdentity"] == "b"
+    assert api.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_racing_candidates_get_one_winner():
+    api, mono = FakeLeases(), Mono()
+    old = elector(api, "old", mono)
+    assert old.try_acquire_or_renew()
+    a, b = elector(api, "a", mono), elector(api, "b", mono)
+    assert not a.try_acquire_or_renew() and not b.try_acquire_or_renew()  # both observe "old"
+    mono.t += 16  # "old" died; both candidates read the same expired record...
+    stale = api.read_lease("ns", "lease")
+
+    class StaleRead:
+        def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+            return copy.deepcopy(stale)
+
+        create_lease = api.create_lease
+        replace_lease = api.replace_lease
+
+    b.api = StaleRead()
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # ...and b's write is refused (409 on resourceVersion)
+    assert a.is_leader and not b.is_leader
+    assert api.lease["spec"]["holderIdentity"] == "a"
+
+
+def test_release_hands_over_at_once():
+    api, mono = FakeLeases(), Mono()
+    a, b = elector(api, "a", mono), elector(api, "b", mono)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    a.release()
+    assert api.lease["spec"]["holderIdentity"] == ""
+    assert b.try_acquire_or_renew()
+
+
+def test_run_sets_lost_when_leadership_goes():
+    api, mono = FakeLeases(), Mono()
+    a = elector(api, "a", mono)
+    a.retry = 0.01
+    stop = threading.Event()
+    changes: list[bool] = []
+    t = threading.Thread(target=a.run, args=(stop,), kwargs={"on_change": changes.append})
+    t.start()
+    try:
+        for _ in range(200):
+            if changes:
+                break
+            threading.Event().wait(0.01)
+        assert changes == [True]
+        api.lease["spec"]["holderIdentity"] = "intruder"  # someone else took it
+        api.rv += 1
+        api.lease["metadata"]["resourceVersion"] = str(api.rv)
+        assert a.lost.wait(5)
+    finally:
+        stop.set()
+        t.join(5)
+    assert changes == [True, False]
+
+
+def test_settings_from_env_and_flags(monkeypatch, tmp_path):
+    monkeypatch.setenv("COMPOSER_DIRECTOR_URL", "http://director:8080")
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "s3cr3t")
+    monkeypatch.setenv("COMPOSER_POOLS", '[{"name": "team-a", "quotaGpus": 4, "devices": ["gpu3"]}]')
+    monkeypatch.setenv("COMPOSER_EXCLUDED_DEVICES", '["gpu7"]')
+    s = load(["--idle-timeout-seconds", "30", "--units-per-gpu", '{"nvidia.com/gpu.shared": 4}'])
+    assert s.idle_timeout_seconds == 30 and s.password() == "s3cr3t"
+    assert "s3cr3t" not in repr(s)
+    p = s.policy()
+    assert p.quotas == {"team-a": 4} and p.device_pools == {"gpu3": "team-a"}
+    assert p.excluded == {"gpu7"} and p.units_per_gpu == {"nvidia.com/gpu.shared": 4}
+    f = tmp_path / "pw"
+    f.write_text("from-file\n")
+    assert load(["--director-password-file", str(f)]).password() == "from-file"
+
+
+def test_settings_validation(monkeypatch):
+    monkeypatch.setenv("COMPOSER_DIRECTOR_URL", "http://director:8080")
+    with pytest.raises(ValidationError, match="PASSWORD"):
+        Settings()
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "x")
+    with pytest.raises(ValidationError):
+        Settings(idle_timeout_seconds=-1)
+    with pytest.raises(ValidationError):
+        Settings(pools=[{"name": "a"}, {"name": "a"}])
+
+
+def test_probes_and_metrics_endpoints():
+    now = [0.0]
+    probes = Probes(stall_seconds=10, clock=lambda: now[0])
+    metrics = Metrics()
+    metrics.compositions.inc()
+    server = serve("127.0.0.1", 0, probes, metrics.render)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def status(path: str) -> int:
+        try:
+            return urllib.request.urlopen(base + path, timeout=5).status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    try:
+        assert status("/healthz") == 200
+        assert status("/readyz") == 503  # no round yet
+        probes.beat(ready=True, detail="leader")
+        assert status("/readyz") == 200
+        now[0] = 11.0  # the loop stalled
+        assert status("/healthz") == 503 and status("/readyz") == 503
+        body = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+        assert "composer_compositions_total 1.0" in body
+        assert status("/nope") == 404
+    finally:
+        server.shutdown()

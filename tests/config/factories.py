@@ -1,0 +1,105 @@
+"""A valid estate config (raw, as Pulumi hands it to the program) that exercises every feature.
+
+Tests copy it and break one thing. Passwords are distinct strings so tests can search for them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+DIRECTOR_PASSWORD = "director-pw-1f3a"
+HOST_BMC_PASSWORD = "host-bmc-pw-77c2"
+DPU_BMC_PASSWORD = "dpu-bmc-pw-90ab"
+ALL_PASSWORDS = (DIRECTOR_PASSWORD, HOST_BMC_PASSWORD, DPU_BMC_PASSWORD)
+
+
+def _host(name: str, role: str, n: int, *, dpu: bool = True) -> dict[str, Any]:
+    host: dict[str, Any] = {
+        "name": name,
+        "role": role,
+        "boot_mac": f"52:54:00:00:00:{n:02x}",
+        "bmc": {"endpoint": f"https://10.0.0.{n}", "username": "root", "password": HOST_BMC_PASSWORD},
+    }
+    if dpu:
+        host["dpu"] = {
+            "bmc": {"endpoint": f"https://10.0.1.{n}", "username": "root", "password": DPU_BMC_PASSWORD}
+        }
+    return host
+
+
+_ESTATE: dict[str, Any] = {
+    "environment": "staging",
+    "mothership": {"kubeconfig": "kubeconfig.yaml", "namespace": "infra"},
+    "fabric": {
+        "director": {
+            "endpoint": "https://director.example:8443",
+            "username": "admin",
+            "password": DIRECTOR_PASSWORD,
+        },
+        "pools": [{"name": "pool-a", "models": ["Tesla-T4", "NVIDIA-A100-PCIE-40GB"], "size": 8}],
+    },
+    "hosts": [
+        _host("hv-1", "hypervisor", 1),
+        _host("bm-1", "baremetal-worker", 2),
+        _host("bm-2", "baremetal-worker", 3, dpu=False),
+        _host("dpu-host-1", "dpu-cluster-host", 4),
+    ],
+    "hypervisor_clusters": [
+        {"name": "hv", "hosts": ["hv-1"], "gpu_workload_mode": "vm-passthrough"},
+        {"name": "workers", "hosts": ["bm-1", "bm-2"], "gpu_workload_mode": "container", "kubevirt": False},
+    ],
+    "dpu_cluster": {"name": "dpus"},
+    "tenants": [
+        {
+            "name": "red",
+            "networks": [{"name": "red-net", "cidr": "10.1.0.0/24", "vxlan_id": 101, "vlan_id": 11}],
+            "clusters": [
+                {
+                    "name": "red-k8s",
+                    "hypervisor_cluster": "hv",
+                    "gpu_mode": "passthrough",
+                    "gpu_model": "NVIDIA-A100-PCIE-40GB",
+                    "gpu_count_per_worker": 2,
+                }
+            ],
+            "gpu_quota": 4,
+            "allowed_models": ["NVIDIA-A100-PCIE-40GB"],
+        },
+        {
+            "name": "blue",
+            "networks": [
+                {
+                    "name": "blue-a",
+                    "cidr": "10.2.0.0/24",
+                    "vxlan_id": 102,
+                    "vlan_id": 12,
+                    "gateway": "10.2.0.1",
+                },
+                {"name": "blue-b", "cidr": "10.3.0.0/24", "vxlan_id": 103, "vlan_id": 13},
+            ],
+            "clusters": [
+                {"name": "blue-k8s", "hypervisor_cluster": "hv", "cni": "cilium", "networks": ["blue-a"]}
+            ],
+            "gpu_quota": 2,
+            "allowed_models": ["Tesla-T4"],
+            "gpu_sharing": {"strategy": "time-slicing", "hosts": ["bm-1"], "replicas": 4},
+        },
+        {
+            "name": "green",
+            "gpu_quota": 4,
+            "allowed_models": ["NVIDIA-A100-PCIE-40GB"],
+            "gpu_sharing": {"strategy": "mig", "hosts": ["bm-2"], "mig_config": "all-1g.5gb"},
+        },
+    ],
+    "gpu_compositions": [
+        {"host": "hv-1", "pool": "pool-a", "count": 2, "model": "NVIDIA-A100-PCIE-40GB"},
+        {"host": "bm-1", "pool": "pool-a", "device_names": ["gpu5"], "model": "Tesla-T4", "tenant": "blue"},
+    ],
+    "composer": {"pool": "pool-a", "target_cluster": "workers", "idle_timeout_seconds": 300},
+}
+
+
+def valid_estate() -> dict[str, Any]:
+    """A fresh deep copy of the valid estate."""
+    return copy.deepcopy(_ESTATE)
