@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -46,10 +47,16 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         from bench import preview
         from bench.labctl import isolated_control_plane
 
-        with tempfile.TemporaryDirectory(prefix="bench-preview-lab-") as tmp, \
-                isolated_control_plane(Path(tmp), ("blade-slot-1", "blade-slot-2")) as lab:
-            return preview.run(quick=args.quick, kubeconfig=lab.kubeconfig, ca_pem=lab.cfg.pki_dir / "ca.crt",
-                               fleets=args.fleets)
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-preview-lab-") as tmp,
+            isolated_control_plane(Path(tmp), ("blade-slot-1", "blade-slot-2")) as lab,
+        ):
+            return preview.run(
+                quick=args.quick,
+                kubeconfig=lab.kubeconfig,
+                ca_pem=lab.cfg.pki_dir / "ca.crt",
+                fleets=args.fleets,
+            )
     if name == "reaction":
         from bench import reaction
 
@@ -59,17 +66,27 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="smoke-test sizes (seconds per part)")
-    ap.add_argument("--only", default=",".join(report.PARTS),
-                    help=f"comma-separated parts (default: all of {','.join(report.PARTS)})")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="results directory (default bench/results, or bench/results/quick with --quick)")
+    ap.add_argument(
+        "--only",
+        default=",".join(report.PARTS),
+        help=f"comma-separated parts (default: all of {','.join(report.PARTS)})",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results directory (default bench/results, or bench/results/quick with --quick)",
+    )
     ap.add_argument("--trace", type=Path, default=None, help="savings: replay this .csv/.jsonl trace")
     ap.add_argument("--nodes", type=_ints, default=None, help="reaction: fleet sizes, e.g. 10,100,1000")
     ap.add_argument("--pods", type=int, default=None, help="reaction: pods per run")
-    ap.add_argument("--fleets", type=_ints, default=None, help="preview: generated fleet sizes, e.g. 16,64,256")
+    ap.add_argument(
+        "--fleets", type=_ints, default=None, help="preview: generated fleet sizes, e.g. 16,64,256"
+    )
     ap.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md and plots")
     args = ap.parse_args(argv)
     out = args.out or (DEFAULT_OUT / "quick" if args.quick else DEFAULT_OUT)
@@ -86,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             if name not in parts:
                 continue
             t0 = time.monotonic()
+            load_before = [round(x, 2) for x in os.getloadavg()]
             print(f"[bench] {name} ...", flush=True)
             try:
                 result = _part(name, args, out)
@@ -94,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = {"part": name, "error": f"{type(exc).__name__}: {exc}"}
                 failed.append(name)
             result["elapsed_seconds"] = round(time.monotonic() - t0, 1)
+            result["loadavg_before_after"] = [load_before, [round(x, 2) for x in os.getloadavg()]]
             (out / f"{name}.json").write_text(json.dumps(result, indent=1))
             print(f"[bench] {name} done in {result['elapsed_seconds']} s", flush=True)
     path = report.write_report(out)

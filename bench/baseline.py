@@ -39,8 +39,11 @@ def next_tick(now: float, interval: float, phase: float = 0.0) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for bad configuration)."""
-    ap = argparse.ArgumentParser(prog="python -m bench.baseline", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.baseline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--scan-interval-seconds", type=float, default=10.0)
     ap.add_argument("composer_args", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
@@ -50,19 +53,38 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # pydantic ValidationError or SystemExit from the CLI parser
         print(f"baseline: bad configuration: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
+    )
     policy = settings.policy()
     metrics = Metrics()
     kube = KubeApi(api_client(settings.kubeconfig))
-    factory = director_factory(settings.director_url, username=settings.director_username,
-                               password=settings.password(), timeout=settings.director_timeout_seconds,
-                               retries=settings.director_retries)
-    executor = Executor(kube, factory, policy, metrics, plugin_namespace=settings.device_plugin_namespace,
-                        plugin_selector=settings.device_plugin_selector,
-                        release_to_system_pool=settings.release_to_system_pool)
-    ctrl = Controller(kube, factory, policy, metrics, executor, node_selector=settings.node_selector,
-                      workers=settings.compose_workers)
+    factory = director_factory(
+        settings.director_url,
+        username=settings.director_username,
+        password=settings.password(),
+        timeout=settings.director_timeout_seconds,
+        retries=settings.director_retries,
+    )
+    executor = Executor(
+        kube,
+        factory,
+        policy,
+        metrics,
+        plugin_namespace=settings.device_plugin_namespace,
+        plugin_selector=settings.device_plugin_selector,
+        release_to_system_pool=settings.release_to_system_pool,
+    )
+    ctrl = Controller(
+        kube,
+        factory,
+        policy,
+        metrics,
+        executor,
+        node_selector=settings.node_selector,
+        workers=settings.compose_workers,
+    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

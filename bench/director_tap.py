@@ -38,8 +38,11 @@ TAPPED = ("fabric/edit", "fabric/reprogram", "fabric/edit/cancel", "relate/gpu")
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (2 for bad arguments or inventory)."""
-    ap = argparse.ArgumentParser(prog="python -m bench.director_tap", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.director_tap",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--inventory", type=Path, required=True)
@@ -82,8 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         mach = body.get("mach_id") if isinstance(body, dict) else None
         if mach is None and isinstance(body, dict) and isinstance(body.get("machine"), dict):
             mach = body["machine"].get("mach_id")
-        rec = {"t0": g.bench_t0, "t1": time.time(), "method": request.method, "path": path,
-               "mach_id": mach, "status": resp.status_code}
+        rec = {
+            "t0": g.bench_t0,
+            "t1": time.time(),
+            "method": request.method,
+            "path": path,
+            "mach_id": mach,
+            "status": resp.status_code,
+        }
         with lock:
             tap.write(json.dumps(rec) + "\n")
         return resp

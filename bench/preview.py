@@ -73,7 +73,7 @@ runpy.run_path(str(Path(__file__).with_name("_program.py")), run_name="__main__"
 _stats["construct_seconds"] = time.perf_counter() - _t0
 '''
 
-_MOCK_RUNNER = '''
+_MOCK_RUNNER = """
 import json, sys, time, tracemalloc
 from pathlib import Path
 import pulumi
@@ -87,8 +87,8 @@ class Mocks(pulumi.runtime.Mocks):
 cfg = json.loads(Path(sys.argv[1]).read_text())
 root = Path(sys.argv[2])
 sys.path.insert(0, str(root))
-pulumi.runtime.set_all_config({"%s": json.dumps(cfg)})
-pulumi.runtime.set_mocks(Mocks(), project="%s", stack=sys.argv[3], preview=True)
+pulumi.runtime.set_all_config({"@CONFIG_KEY@": json.dumps(cfg)})
+pulumi.runtime.set_mocks(Mocks(), project="@PROJECT@", stack=sys.argv[3], preview=True)
 trace = sys.argv[4] == "trace"
 if trace:
     tracemalloc.start()
@@ -105,7 +105,7 @@ if trace:
     print(json.dumps({"tracemalloc_peak_mib": peak / 2**20}))
 else:
     print(json.dumps({"seconds": dt}))
-''' % (CONFIG_KEY, PROJECT)
+""".replace("@CONFIG_KEY@", CONFIG_KEY).replace("@PROJECT@", PROJECT)
 
 
 def make_project_copy(dest: Path, *, kubeconfig: Path, ca_pem: Path) -> Path:
@@ -184,7 +184,9 @@ def fleet_config(n_hosts: int, *, dev: dict[str, Any] | None = None) -> dict[str
                     "gateway": f"10.{t // 256}.{t % 256}.1",
                 }
             ],
-            "clusters": [{"name": f"tenant-{t:02d}-k8s", "hypervisor_cluster": "fleet-workers", "workers": 1}],
+            "clusters": [
+                {"name": f"tenant-{t:02d}-k8s", "hypervisor_cluster": "fleet-workers", "workers": 1}
+            ],
             "gpu_quota": 4,
             "allowed_models": ["Tesla-T4"],
         }
@@ -306,7 +308,9 @@ def _env(project: Path, backend: Path) -> dict[str, str]:
     return env
 
 
-def run_preview(project: Path, stack: str, stack_doc: dict[str, Any], backend: Path, *, timeout: float = 900) -> dict[str, Any]:
+def run_preview(
+    project: Path, stack: str, stack_doc: dict[str, Any], backend: Path, *, timeout: float = 900
+) -> dict[str, Any]:
     """``pulumi stack init`` + ``pulumi preview`` of ``stack_doc`` in ``project``; the figures.
 
     Returns ``{"wall_seconds", "peak_tree_rss_mib", "peak_rss_by_process_mib", "program",
@@ -314,14 +318,22 @@ def run_preview(project: Path, stack: str, stack_doc: dict[str, Any], backend: P
     """
     env = _env(project, backend)
     (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(stack_doc, sort_keys=False))
-    subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=project, env=env,
-                   capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        ["pulumi", "stack", "init", stack, "--non-interactive"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     stats_file = project / f".bench-program-{stack}.json"
     stats_file.unlink(missing_ok=True)
     env["BENCH_PROGRAM_STATS"] = str(stats_file)
     argv = ["pulumi", "preview", "--stack", stack, "--non-interactive", "--json"]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     with TreeSampler(proc.pid) as sampler:
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -339,7 +351,9 @@ def run_preview(project: Path, stack: str, stack_doc: dict[str, Any], backend: P
     result: dict[str, Any] = {
         "wall_seconds": round(wall, 3),
         "peak_tree_rss_mib": round(sampler.peak_mib, 1),
-        "peak_rss_by_process_mib": {k: round(v, 1) for k, v in sorted(sampler.by_name.items(), key=lambda kv: -kv[1])[:8]},
+        "peak_rss_by_process_mib": {
+            k: round(v, 1) for k, v in sorted(sampler.by_name.items(), key=lambda kv: -kv[1])[:8]
+        },
         "program": {k: round(v, 3) for k, v in program.items()},
         "resources": creates,
         "ok": proc.returncode == 0,
@@ -352,7 +366,9 @@ def run_preview(project: Path, stack: str, stack_doc: dict[str, Any], backend: P
     return result
 
 
-def run_mocks(project: Path, stack: str, stack_doc: dict[str, Any], *, timeout: float = 600) -> dict[str, Any]:
+def run_mocks(
+    project: Path, stack: str, stack_doc: dict[str, Any], *, timeout: float = 600
+) -> dict[str, Any]:
     """The program under Pulumi mocks in fresh interpreters (no engine, no providers):
     ``{"ok", "seconds"}`` from an untraced run and ``"tracemalloc_peak_mib"`` from a traced one
     (tracing slows Python, so the two are separate runs)."""
@@ -363,8 +379,13 @@ def run_mocks(project: Path, stack: str, stack_doc: dict[str, Any], *, timeout: 
     runner.write_text(_MOCK_RUNNER)
     result: dict[str, Any] = {"ok": True}
     for mode in ("time", "trace"):
-        out = subprocess.run([sys.executable, str(runner), str(cfg_file), str(project), stack, mode],
-                             cwd=project, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [sys.executable, str(runner), str(cfg_file), str(project), stack, mode],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if out.returncode != 0:
             return {"ok": False, "tail": (out.stderr or out.stdout)[-2000:]}
         line = [x for x in out.stdout.splitlines() if x.startswith("{")][-1]
@@ -372,8 +393,14 @@ def run_mocks(project: Path, stack: str, stack_doc: dict[str, Any], *, timeout: 
     return result
 
 
-def run(*, quick: bool = False, kubeconfig: Path, ca_pem: Path, fleets: tuple[int, ...] | None = None,
-        work_dir: Path | None = None) -> dict[str, Any]:
+def run(
+    *,
+    quick: bool = False,
+    kubeconfig: Path,
+    ca_pem: Path,
+    fleets: tuple[int, ...] | None = None,
+    work_dir: Path | None = None,
+) -> dict[str, Any]:
     """Run part 4 against the control plane of ``kubeconfig``.
 
     Returns ``{"stacks": [{"stack", "hosts", "preview": {...}, "mocks": {...}}, ...], ...}``.

@@ -92,8 +92,12 @@ def inventory(nodes: Sequence[str], gpus: int, *, per_switch: int = 16) -> dict[
         "fabric_id": 0,
         "switches": [{"name": f"sw{i}"} for i in range(switches)],
         "groups": [{"name": "gpu-pool"}],
-        "machines": [{"name": n, "group": "gpu-pool", "switch": f"sw{i % switches}"} for i, n in enumerate(nodes)],
-        "gpus": [{"name": f"gpu{i}", "model": "Tesla T4", "switch": f"sw{i // per_switch}"} for i in range(gpus)],
+        "machines": [
+            {"name": n, "group": "gpu-pool", "switch": f"sw{i % switches}"} for i, n in enumerate(nodes)
+        ],
+        "gpus": [
+            {"name": f"gpu{i}", "model": "Tesla T4", "switch": f"sw{i // per_switch}"} for i in range(gpus)
+        ],
     }
 
 
@@ -116,8 +120,14 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
     def q(p: float) -> float:
         return round(v[min(len(v) - 1, max(0, math.ceil(p * len(v)) - 1))], 3)
 
-    return {"n": len(v), "mean": round(statistics.fmean(v), 3), "p50": q(0.5), "p90": q(0.9),
-            "p99": q(0.99), "max": round(v[-1], 3)}
+    return {
+        "n": len(v),
+        "mean": round(statistics.fmean(v), 3),
+        "p50": q(0.5),
+        "p90": q(0.9),
+        "p99": q(0.99),
+        "max": round(v[-1], 3),
+    }
 
 
 @dataclass
@@ -200,9 +210,15 @@ class _Procs:
 
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}.log").open("ab") as log:
-            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-                                 start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                start_new_session=True,
+            )
         self.procs[name] = p
         return p
 
@@ -243,8 +259,13 @@ def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> No
     while not stop.is_set():
         w = watch.Watch()
         try:
-            for ev in w.stream(core.list_namespaced_pod, ns, timeout_seconds=5, resource_version=rv or None,
-                               allow_watch_bookmarks=False):
+            for ev in w.stream(
+                core.list_namespaced_pod,
+                ns,
+                timeout_seconds=5,
+                resource_version=rv or None,
+                allow_watch_bookmarks=False,
+            ):
                 now = time.time()
                 pod = ev["object"]
                 rv = pod.metadata.resource_version
@@ -303,27 +324,67 @@ def _pod_body(name: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"app": "bench-reaction"}},
         "spec": {
-            "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:stand-in",
-                            "resources": {"limits": {GPU: "1", "cpu": "100m", "memory": "64Mi"}}}],
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "nvcr.io/nvidia/cuda:stand-in",
+                    "resources": {"limits": {GPU: "1", "cpu": "100m", "memory": "64Mi"}},
+                }
+            ],
             "terminationGracePeriodSeconds": 0,
         },
     }
 
 
-def controller_argv(kind: str, *, director_url: str, kubeconfig: Path, ns: str, plugin_ns: str,
-                    probe_port: int, cfg: ReactionConfig) -> list[str]:
+def controller_argv(
+    kind: str,
+    *,
+    director_url: str,
+    kubeconfig: Path,
+    ns: str,
+    plugin_ns: str,
+    probe_port: int,
+    cfg: ReactionConfig,
+) -> list[str]:
     """Command line of the controller under test (``composer`` or ``baseline``)."""
     flags = [
-        "--director-url", director_url, "--director-username", SIM_USER,
-        "--kubeconfig", str(kubeconfig), "--no-leader-election",
-        "--namespaces", json.dumps([ns]), "--max-gpus-per-node", str(cfg.max_gpus_per_node),
-        "--idle-timeout-seconds", "3600", "--advertise-timeout-seconds", "60",
-        "--schedule-timeout-seconds", "600", "--device-plugin-namespace", plugin_ns,
-        "--probe-address", "127.0.0.1", "--probe-port", str(probe_port), "--log-level", "INFO",
+        "--director-url",
+        director_url,
+        "--director-username",
+        SIM_USER,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--no-leader-election",
+        "--namespaces",
+        json.dumps([ns]),
+        "--max-gpus-per-node",
+        str(cfg.max_gpus_per_node),
+        "--idle-timeout-seconds",
+        "3600",
+        "--advertise-timeout-seconds",
+        "60",
+        "--schedule-timeout-seconds",
+        "600",
+        "--device-plugin-namespace",
+        plugin_ns,
+        "--probe-address",
+        "127.0.0.1",
+        "--probe-port",
+        str(probe_port),
+        "--log-level",
+        "INFO",
     ]
     if kind == "composer":
         return [sys.executable, "-m", "composer", *flags]
-    return [sys.executable, "-m", "bench.baseline", "--scan-interval-seconds", str(cfg.scan_interval), "--", *flags]
+    return [
+        sys.executable,
+        "-m",
+        "bench.baseline",
+        "--scan-interval-seconds",
+        str(cfg.scan_interval),
+        "--",
+        *flags,
+    ]
 
 
 def _scrape(port: int) -> dict[str, float]:
@@ -334,8 +395,14 @@ def _scrape(port: int) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith(("composer_round_seconds_sum", "composer_round_seconds_count",
-                            "composer_rounds_total", "composer_compositions_total ")):
+        if line.startswith(
+            (
+                "composer_round_seconds_sum",
+                "composer_round_seconds_count",
+                "composer_rounds_total",
+                "composer_compositions_total ",
+            )
+        ):
             k, _, v = line.partition(" ")
             out[k] = float(v)
     return out
@@ -361,8 +428,9 @@ def _cleanup_cluster(core: Any, ns: str, touched: Iterable[str]) -> None:
             pass
 
 
-def run_one(kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: ReactionConfig,
-            work: Path) -> dict[str, Any]:
+def run_one(
+    kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: ReactionConfig, work: Path
+) -> dict[str, Any]:
     """One controller on one fleet; returns per-pod timestamps, derived stats and diagnostics."""
     from kubernetes import client, config
 
@@ -385,25 +453,68 @@ def run_one(kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: Rea
     probe = free_port()
     result: dict[str, Any] = {"controller": kind, "nodes": cfg.nodes, "pods": cfg.pods}
     try:
-        procs.start("director", [sys.executable, "-m", "bench.director_tap", "--inventory", str(inv),
-                                 "--hotplug-latency", str(cfg.hotplug_latency), "--tap-file", str(tap_file),
-                                 "--url-file", str(url_file), "--username", SIM_USER],
-                    {"DIRECTOR_SIM_PASSWORD": SIM_PASSWORD})
+        procs.start(
+            "director",
+            [
+                sys.executable,
+                "-m",
+                "bench.director_tap",
+                "--inventory",
+                str(inv),
+                "--hotplug-latency",
+                str(cfg.hotplug_latency),
+                "--tap-file",
+                str(tap_file),
+                "--url-file",
+                str(url_file),
+                "--username",
+                SIM_USER,
+            ],
+            {"DIRECTOR_SIM_PASSWORD": SIM_PASSWORD},
+        )
         url = _wait_for(lambda: url_file.exists() and url_file.read_text().strip(), 60, "director tap")
-        procs.start("agent", [sys.executable, "-m", "lab.gpu_agent", "--kubeconfig", str(lab_kubeconfig),
-                              "--director-url", url, "--interval", str(cfg.agent_interval),
-                              "--advertise-delay", str(cfg.advertise_delay), "--plugin-namespace", plugin_ns,
-                              "--log-level", "WARNING"],
-                    {"GPU_AGENT_DIRECTOR_PASSWORD": SIM_PASSWORD})
-        procs.start(kind, controller_argv(kind, director_url=url, kubeconfig=lab_kubeconfig, ns=ns,
-                                          plugin_ns=plugin_ns, probe_port=probe, cfg=cfg),
-                    {"COMPOSER_DIRECTOR_PASSWORD": SIM_PASSWORD})
+        procs.start(
+            "agent",
+            [
+                sys.executable,
+                "-m",
+                "lab.gpu_agent",
+                "--kubeconfig",
+                str(lab_kubeconfig),
+                "--director-url",
+                url,
+                "--interval",
+                str(cfg.agent_interval),
+                "--advertise-delay",
+                str(cfg.advertise_delay),
+                "--plugin-namespace",
+                plugin_ns,
+                "--log-level",
+                "WARNING",
+            ],
+            {"GPU_AGENT_DIRECTOR_PASSWORD": SIM_PASSWORD},
+        )
+        procs.start(
+            kind,
+            controller_argv(
+                kind,
+                director_url=url,
+                kubeconfig=lab_kubeconfig,
+                ns=ns,
+                plugin_ns=plugin_ns,
+                probe_port=probe,
+                cfg=cfg,
+            ),
+            {"COMPOSER_DIRECTOR_PASSWORD": SIM_PASSWORD},
+        )
         for target in (lambda: _watch_pods(core, ns, obs, stop), lambda: _watch_nodes(core, obs, stop)):
             t = threading.Thread(target=target, daemon=True)
             t.start()
             watchers.append(t)
         if kind == "composer":
-            _wait_for(lambda: _scrape(probe).get("composer_rounds_total", 0) >= 1, 120, "first composer round", 0.5)
+            _wait_for(
+                lambda: _scrape(probe).get("composer_rounds_total", 0) >= 1, 120, "first composer round", 0.5
+            )
         else:
             _wait_for(lambda: "baseline running" in procs.tail(kind), 60, "baseline start", 0.5)
         time.sleep(1.0)
@@ -438,7 +549,9 @@ def run_one(kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: Rea
         result["per_pod"] = pods
         result["not_running"] = sum(1 for p in pods if not p["running"])
         result["never_unschedulable"] = sum(1 for p in pods if not p["unschedulable"])
-        result["stats"] = {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
+        result["stats"] = (
+            {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
+        )
         result["composes"] = sum(1 for r in tap if r["path"] == "fabric/edit")
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
@@ -477,13 +590,21 @@ def compare(composer: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any
     for key in ("to_issue", "to_running"):
         a = (composer.get("stats") or {}).get(key) or {}
         b = (baseline.get("stats") or {}).get(key) or {}
-        out[key] = {q: (round(b[q] / a[q], 2) if a.get(q) and b.get(q) else None) for q in ("mean", "p50", "p99")}
+        out[key] = {
+            q: (round(b[q] / a[q], 2) if a.get(q) and b.get(q) else None) for q in ("mean", "p50", "p99")
+        }
     return out
 
 
-def run(*, quick: bool = False, sizes: Sequence[int] | None = None, pods: int | None = None,
-        controllers: Sequence[str] = ("composer", "baseline"), work_dir: Path | None = None,
-        cfg_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    *,
+    quick: bool = False,
+    sizes: Sequence[int] | None = None,
+    pods: int | None = None,
+    controllers: Sequence[str] = ("composer", "baseline"),
+    work_dir: Path | None = None,
+    cfg_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run part 2 for each fleet size; returns JSON-ready results (``runs`` and ``comparison``)."""
     sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
     work = Path(work_dir or tempfile.mkdtemp(prefix="bench-reaction-"))
@@ -493,9 +614,18 @@ def run(*, quick: bool = False, sizes: Sequence[int] | None = None, pods: int | 
         n_pods = pods or (4 if quick else min(100, 6 * n))
         cfg = ReactionConfig(nodes=n, pods=n_pods, **(cfg_overrides or {}))
         if quick:
-            cfg = ReactionConfig(**{**asdict(cfg), "mean_interarrival": 0.5, "hotplug_latency": 0.2,
-                                    "advertise_delay": 0.2, "agent_interval": 0.2, "scan_interval": 2.0,
-                                    "settle_timeout": 60.0, **(cfg_overrides or {})})
+            cfg = ReactionConfig(
+                **{
+                    **asdict(cfg),
+                    "mean_interarrival": 0.5,
+                    "hotplug_latency": 0.2,
+                    "advertise_delay": 0.2,
+                    "agent_interval": 0.2,
+                    "scan_interval": 2.0,
+                    "settle_timeout": 60.0,
+                    **(cfg_overrides or {}),
+                }
+            )
         names = tuple(f"blade-slot-{i}" for i in range(1, n + 1))
         lab_dir = work / f"lab-{n}"
         by_kind: dict[str, dict[str, Any]] = {}
@@ -510,7 +640,9 @@ def run(*, quick: bool = False, sizes: Sequence[int] | None = None, pods: int | 
         except Exception as exc:  # noqa: BLE001 - a size that cannot start is reported, not fatal
             runs.append({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
         if "composer" in by_kind and "baseline" in by_kind:
-            comparison.append({"nodes": n, "baseline_over_composer": compare(by_kind["composer"], by_kind["baseline"])})
+            comparison.append(
+                {"nodes": n, "baseline_over_composer": compare(by_kind["composer"], by_kind["baseline"])}
+            )
     return {
         "part": "reaction",
         "quick": quick,

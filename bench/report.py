@@ -93,8 +93,10 @@ def plot_reaction(d: dict[str, Any], path: Path) -> bool:
     if not runs:
         return False
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, title in ((axes[0], "to_running", "unschedulable → Running"),
-                           (axes[1], "to_issue", "unschedulable → compose request issued")):
+    for ax, key, title in (
+        (axes[0], "to_running", "unschedulable → Running"),
+        (axes[1], "to_issue", "unschedulable → compose request issued"),
+    ):
         labels = [f"{r['controller']}\n{r['nodes']} nodes" for r in runs]
         p50 = [r["stats"][key].get("p50", 0) for r in runs]
         p99 = [r["stats"][key].get("p99", 0) for r in runs]
@@ -108,8 +110,10 @@ def plot_reaction(d: dict[str, Any], path: Path) -> bool:
         ax.legend(fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     cfg = runs[0].get("config", {})
-    fig.suptitle(f"Part 2: reaction time (hot-plug {cfg.get('hotplug_latency')} s, "
-                 f"relabel {cfg.get('advertise_delay')} s)")
+    fig.suptitle(
+        f"Part 2: reaction time (hot-plug {cfg.get('hotplug_latency')} s, "
+        f"relabel {cfg.get('advertise_delay')} s)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -126,8 +130,12 @@ def plot_savings(d: dict[str, Any], path: Path) -> bool:
     big = 1e6
     for mode, style in (("pool", "o-"), ("fixed", "s-")):
         pts = c[mode]
-        ax.semilogy([p["gpus"] for p in pts], [max(0.5, p["p99"] if p["p99"] is not None else big) for p in pts],
-                    style, label=mode)
+        ax.semilogy(
+            [p["gpus"] for p in pts],
+            [max(0.5, p["p99"] if p["p99"] is not None else big) for p in pts],
+            style,
+            label=mode,
+        )
     for case in d["cases"]:
         if case["trace"] == c["trace"] and case["idle_timeout_seconds"] == c["idle_timeout_seconds"]:
             ax.axhline(case["target_seconds"], color="grey", ls=":", lw=1)
@@ -180,53 +188,84 @@ def plot_preview(d: dict[str, Any], path: Path) -> bool:
 def _machine(m: dict[str, Any]) -> str:
     pk = ", ".join(f"{k} {v}" for k, v in m.get("packages", {}).items() if v)
     bins = "; ".join(f"{k}: {v}" for k, v in m.get("binaries", {}).items() if v)
-    return "\n".join([
-        "## Machine and versions",
-        "",
-        f"- CPU: {m.get('cpu_model')}, {m.get('cores')} logical cores; memory {m.get('memory_mib')} MiB",
-        f"- load average at start (1/5/15 min): {m.get('loadavg')} — the machine is shared, so "
-        "figures carry that noise",
-        f"- Python {m.get('python')} on {m.get('platform')}",
-        f"- packages: {pk}",
-        f"- binaries: {bins or 'not on PATH'}",
-        f"- measured at {m.get('timestamp')}",
-    ])
+    return "\n".join(
+        [
+            "## Machine and versions",
+            "",
+            f"- CPU: {m.get('cpu_model')}, {m.get('cores')} logical cores; memory {m.get('memory_mib')} MiB",
+            f"- load average at start (1/5/15 min): {m.get('loadavg')} — the machine is shared, so "
+            "figures carry that noise",
+            f"- Python {m.get('python')} on {m.get('platform')}",
+            f"- packages: {pk}",
+            f"- binaries: {bins or 'not on PATH'}",
+            f"- measured at {m.get('timestamp')}",
+        ]
+    )
 
 
 def _planner(d: dict[str, Any], plotted: bool) -> str:
-    rows = [[r["label"], r["ms_median"], r["ms_min"], r["ms_max"], r["peak_round_mib"], r["input_mib"],
-             r["placements"], r["refusals"]] for r in d["sizes"] + d["pod_sweep"]]
-    verdict = {True: "met", False: "NOT met", None: "not measured (no 1,000-host size in this run)"}[d["target_met"]]
-    prof = _table(["function", "calls", "tottime s", "cumtime s"],
-                  [[p["function"], p["calls"], p["tottime_s"], p["cumtime_s"]] for p in d["profile"]["top"][:10]], nd=4)
-    return "\n".join([
-        "## 1. Planner: time per planning round",
-        "",
-        "One round = one `composer.planner.plan(requests, hosts, free_gpus)` call on a generated world "
-        "(seed %d; %s models, %d GPU slots per host, %d GPUs per PCIe switch; a fifth of the hosts "
-        "already carry GPUs, a tenth are tainted; pods of 1/2/4/8 GPUs, 5 %% pinned). Time: "
-        "`perf_counter` over %d rounds; memory: `tracemalloc` peak of one round (separate run)."
-        % (d["seed"], "/".join(d["world"]["models"]), d["world"]["slots_per_host"],
-           d["world"]["gpus_per_switch"], d["sizes"][0]["repeats"]),
-        "",
-        _table(["hosts/GPUs/pods", "median ms", "min ms", "max ms", "peak MiB", "inputs MiB", "placed",
-                "refused"], rows),
-        "",
-        f"- Target < 100 ms per round at 1,000 hosts: **{verdict}**.",
-        f"- Growth exponent k (time ∝ size^k) between consecutive sizes: {d['growth_exponents']} "
-        "(1 = linear).",
-        "- At scale most pods are refused (demand > free GPUs); refusals walk candidate lists and "
-        "cost more than placements, so this is the expensive case.",
-        "",
-        f"cProfile of the {d['profile']['size']} round (profiler overhead inflates totals; read "
-        "the shares):",
-        "",
-        prof,
-        "",
-        "![planner](planner.png)" if plotted else "(plot skipped: matplotlib not installed)",
-        "",
-        f"Reproduce: `{d['command']}`",
-    ])
+    rows = [
+        [
+            r["label"],
+            r["ms_median"],
+            r["ms_min"],
+            r["ms_max"],
+            r["peak_round_mib"],
+            r["input_mib"],
+            r["placements"],
+            r["refusals"],
+        ]
+        for r in d["sizes"] + d["pod_sweep"]
+    ]
+    verdict = {True: "met", False: "NOT met", None: "not measured (no 1,000-host size in this run)"}[
+        d["target_met"]
+    ]
+    prof = _table(
+        ["function", "calls", "tottime s", "cumtime s"],
+        [[p["function"], p["calls"], p["tottime_s"], p["cumtime_s"]] for p in d["profile"]["top"][:10]],
+        nd=4,
+    )
+    return "\n".join(
+        [
+            "## 1. Planner: time per planning round",
+            "",
+            f"One round = one `composer.planner.plan(requests, hosts, free_gpus)` call on a generated "
+            f"world (seed {d['seed']}; {'/'.join(d['world']['models'])} models, "
+            f"{d['world']['slots_per_host']} GPU slots per host, {d['world']['gpus_per_switch']} GPUs per "
+            "PCIe switch; a fifth of the hosts already carry GPUs, a tenth are tainted; pods of 1/2/4/8 "
+            f"GPUs, 5 % pinned). Time: `perf_counter` over {d['sizes'][0]['repeats']} rounds; memory: "
+            "`tracemalloc` peak of one round (separate run).",
+            "",
+            _table(
+                [
+                    "hosts/GPUs/pods",
+                    "median ms",
+                    "min ms",
+                    "max ms",
+                    "peak MiB",
+                    "inputs MiB",
+                    "placed",
+                    "refused",
+                ],
+                rows,
+            ),
+            "",
+            f"- Target < 100 ms per round at 1,000 hosts: **{verdict}**.",
+            f"- Growth exponent k (time ∝ size^k) between consecutive sizes: {d['growth_exponents']} "
+            "(1 = linear).",
+            "- At scale most pods are refused (demand > free GPUs); refusals walk candidate lists and "
+            "cost more than placements, so this is the expensive case.",
+            "",
+            f"cProfile of the {d['profile']['size']} round (profiler overhead inflates totals; read "
+            "the shares):",
+            "",
+            prof,
+            "",
+            "![planner](planner.png)" if plotted else "(plot skipped: matplotlib not installed)",
+            "",
+            f"Reproduce: `{d['command']}`",
+        ]
+    )
 
 
 def _reaction(d: dict[str, Any], plotted: bool) -> str:
@@ -246,8 +285,10 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
     rows = []
     for r in runs:
         if r.get("error"):
-            rows.append([r.get("controller", "?"), r["nodes"], r.get("pods"), f"error: {r['error'][:80]}"]
-                        + [None] * 9)
+            rows.append(
+                [r.get("controller", "?"), r["nodes"], r.get("pods"), f"error: {r['error'][:80]}"]
+                + [None] * 9
+            )
             continue
         s = r["stats"]
 
@@ -255,33 +296,89 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             return (s.get(k) or {}).get(q)
 
         m = r.get("metrics") or {}
-        rnd = (m.get("composer_round_seconds_sum", 0) / m["composer_round_seconds_count"]
-               if m.get("composer_round_seconds_count") else None)
-        rows.append([r["controller"], r["nodes"], f"{r['pods']} ({r.get('not_running', 0)} not running)",
-                     g("to_issue", "p50"), g("to_issue", "p99"), g("to_running", "p50"), g("to_running", "p99"),
-                     g("overhead", "p50"), g("overhead", "p99"), g("overhead", "max"),
-                     g("director", "mean"), g("advertise", "mean"), rnd])
-    lines.append(_table(["controller", "nodes", "pods", "→issue p50", "→issue p99", "→Running p50",
-                         "→Running p99", "overhead p50", "overhead p99", "overhead max", "director mean",
-                         "advertise mean", "round mean s"], rows))
+        rnd = (
+            m.get("composer_round_seconds_sum", 0) / m["composer_round_seconds_count"]
+            if m.get("composer_round_seconds_count")
+            else None
+        )
+        rows.append(
+            [
+                r["controller"],
+                r["nodes"],
+                f"{r['pods']} ({r.get('not_running', 0)} not running)",
+                g("to_issue", "p50"),
+                g("to_issue", "p99"),
+                g("to_running", "p50"),
+                g("to_running", "p99"),
+                g("overhead", "p50"),
+                g("overhead", "p99"),
+                g("overhead", "max"),
+                g("director", "mean"),
+                g("advertise", "mean"),
+                rnd,
+            ]
+        )
+    lines.append(
+        _table(
+            [
+                "controller",
+                "nodes",
+                "pods",
+                "→issue p50",
+                "→issue p99",
+                "→Running p50",
+                "→Running p99",
+                "overhead p50",
+                "overhead p99",
+                "overhead max",
+                "director mean",
+                "advertise mean",
+                "round mean s",
+            ],
+            rows,
+        )
+    )
     lines.append("")
     if d.get("comparison"):
-        lines.append(f"Baseline ({cfg.get('scan_interval')} s periodic scan) over composer, same workload "
-                     "(ratio > 1: the baseline is slower):")
+        lines.append(
+            f"Baseline ({cfg.get('scan_interval')} s periodic scan) over composer, same workload "
+            "(ratio > 1: the baseline is slower):"
+        )
         lines.append("")
-        lines.append(_table(["nodes", "→issue mean", "→issue p50", "→issue p99", "→Running mean", "→Running p50",
-                             "→Running p99"],
-                            [[c["nodes"], *[c["baseline_over_composer"]["to_issue"][q] for q in ("mean", "p50", "p99")],
-                              *[c["baseline_over_composer"]["to_running"][q] for q in ("mean", "p50", "p99")]]
-                             for c in d["comparison"]]))
+        lines.append(
+            _table(
+                [
+                    "nodes",
+                    "→issue mean",
+                    "→issue p50",
+                    "→issue p99",
+                    "→Running mean",
+                    "→Running p50",
+                    "→Running p99",
+                ],
+                [
+                    [
+                        c["nodes"],
+                        *[c["baseline_over_composer"]["to_issue"][q] for q in ("mean", "p50", "p99")],
+                        *[c["baseline_over_composer"]["to_running"][q] for q in ("mean", "p50", "p99")],
+                    ]
+                    for c in d["comparison"]
+                ],
+            )
+        )
         lines.append("")
-    at = [r for r in runs if r.get("controller") == "composer" and r.get("nodes") == d["target"]["at_nodes"]
-          and r.get("stats")]
+    at = [
+        r
+        for r in runs
+        if r.get("controller") == "composer" and r.get("nodes") == d["target"]["at_nodes"] and r.get("stats")
+    ]
     if at:
         p99 = at[0]["stats"]["overhead"].get("p99")
         ok = p99 is not None and p99 < d["target"]["overhead_p99_seconds"]
-        lines.append(f"- Target p99 overhead < 1 s at 1,000 nodes: **{'met' if ok else 'NOT met'}** "
-                     f"(p99 = {_fmt(p99)} s).")
+        lines.append(
+            f"- Target p99 overhead < 1 s at 1,000 nodes: **{'met' if ok else 'NOT met'}** "
+            f"(p99 = {_fmt(p99)} s)."
+        )
     else:
         lines.append("- Target p99 overhead < 1 s at 1,000 nodes: not measured in this run.")
     slo = d["ca_slo"]
@@ -304,31 +401,67 @@ def _savings(d: dict[str, Any], plotted: bool) -> str:
     rows = []
     for c in d["cases"]:
         p, f = c.get("pool") or {}, c.get("fixed") or {}
-        rows.append([c["trace"], c["hosts"], c["idle_timeout_seconds"], c["target_seconds"], p.get("gpus"),
-                     f.get("gpus"), f.get("per_host"), c.get("pool_over_fixed"), p.get("utilisation"),
-                     f.get("utilisation"), p.get("p99_pending_seconds"), f.get("p99_pending_seconds")])
-    traces = "; ".join(f"{k}: {v['pods']} pods over {v['arrival_span_hours']} h, {v['gpu_hours']} GPU-h, "
-                       f"{v['pinned']} pinned" for k, v in d["traces"].items())
-    return "\n".join([
-        "## 3. GPU savings: composable pool vs GPUs fixed per host",
-        "",
-        "Discrete-event replay of a pod trace through `composer.planner.plan` (pool: compose takes "
-        f"{d['cases'][0]['compose_seconds']:.0f} s, hosts take up to {d['cases'][0]['slots_per_host']} GPUs, "
-        "idle hosts give GPUs back after the idle timeout) against hosts with a fixed GPU count. "
-        "Smallest GPU count for which 99 % of pods wait at most the target. Traces: " + traces + ". "
-        "The trace files used are written beside this report (format: `bench/trace.py`).",
-        "",
-        _table(["trace", "hosts", "idle timeout s", "target s", "pool GPUs", "fixed GPUs", "fixed per host",
-                "pool/fixed", "pool util", "fixed util", "pool p99 wait s", "fixed p99 wait s"], rows),
-        "",
-        "- The article's case (2 hosts taking turns with one 2-GPU pod) needs 2 pooled GPUs against 4 fixed.",
-        "- Utilisation = GPU-seconds of running pods / (GPUs × span); a bursty trace leaves any pool sized "
-        "for its bursts idle most of the day, fixed GPUs more so.",
-        "",
-        "![savings](savings.png)" if plotted else "(plot skipped: matplotlib not installed)",
-        "",
-        f"Reproduce: `{d['command']}`; your own trace: `python -m bench --only savings --trace FILE.csv`",
-    ])
+        rows.append(
+            [
+                c["trace"],
+                c["hosts"],
+                c["idle_timeout_seconds"],
+                c["target_seconds"],
+                p.get("gpus"),
+                f.get("gpus"),
+                f.get("per_host"),
+                c.get("pool_over_fixed"),
+                p.get("utilisation"),
+                f.get("utilisation"),
+                p.get("p99_pending_seconds"),
+                f.get("p99_pending_seconds"),
+            ]
+        )
+    traces = "; ".join(
+        f"{k}: {v['pods']} pods over {v['arrival_span_hours']} h, {v['gpu_hours']} GPU-h, "
+        f"{v['pinned']} pinned"
+        for k, v in d["traces"].items()
+    )
+    return "\n".join(
+        [
+            "## 3. GPU savings: composable pool vs GPUs fixed per host",
+            "",
+            "Discrete-event replay of a pod trace through `composer.planner.plan` (pool: compose "
+            f"takes {d['cases'][0]['compose_seconds']:.0f} s, hosts take up to "
+            f"{d['cases'][0]['slots_per_host']} GPUs, "
+            "idle hosts give GPUs back after the idle timeout) against hosts with a fixed GPU count. "
+            "Smallest GPU count for which 99 % of pods wait at most the target. Traces: " + traces + ". "
+            "The trace files used are written beside this report (format: `bench/trace.py`).",
+            "",
+            _table(
+                [
+                    "trace",
+                    "hosts",
+                    "idle timeout s",
+                    "target s",
+                    "pool GPUs",
+                    "fixed GPUs",
+                    "fixed per host",
+                    "pool/fixed",
+                    "pool util",
+                    "fixed util",
+                    "pool p99 wait s",
+                    "fixed p99 wait s",
+                ],
+                rows,
+            ),
+            "",
+            "- The article's case (2 hosts taking turns with one 2-GPU pod): see the `article` rows.",
+            "- Utilisation = GPU-seconds of running pods / (GPUs × span); a bursty trace leaves any pool "
+            "sized for its bursts idle most of the day, fixed GPUs more so.",
+            "- Fixed hosts need at least the largest pod's GPU count each (the curve's fixed points start "
+            "there); pinned pods wait for their own host's GPUs.",
+            "",
+            "![savings](savings.png)" if plotted else "(plot skipped: matplotlib not installed)",
+            "",
+            f"Reproduce: `{d['command']}`; your own trace: `python -m bench --only savings --trace FILE.csv`",
+        ]
+    )
 
 
 def _preview(d: dict[str, Any], plotted: bool) -> str:
@@ -336,48 +469,90 @@ def _preview(d: dict[str, Any], plotted: bool) -> str:
     for r in d["stacks"]:
         p, m = r["preview"], r["mocks"]
         prog = p.get("program", {})
-        rows.append([r["stack"], r["hosts"], p.get("resources"), p["wall_seconds"], p["peak_tree_rss_mib"],
-                     prog.get("construct_seconds"), prog.get("cpu_seconds"), prog.get("alive_seconds"),
-                     p.get("engine_seconds"), prog.get("maxrss_mib"), m.get("seconds"), m.get("tracemalloc_peak_mib"),
-                     "ok" if p.get("ok") else f"exit {p.get('exit_code')}"])
-    fails = [f"- {r['stack']}: `{(r['preview'].get('tail') or '').strip()[-400:]}`"
-             for r in d["stacks"] if not r["preview"].get("ok")]
+        rows.append(
+            [
+                r["stack"],
+                r["hosts"],
+                p.get("resources"),
+                p["wall_seconds"],
+                p["peak_tree_rss_mib"],
+                prog.get("construct_seconds"),
+                prog.get("cpu_seconds"),
+                prog.get("alive_seconds"),
+                p.get("engine_seconds"),
+                prog.get("maxrss_mib"),
+                m.get("seconds"),
+                m.get("tracemalloc_peak_mib"),
+                "ok" if p.get("ok") else f"exit {p.get('exit_code')}",
+            ]
+        )
+    fails = [
+        f"- {r['stack']}: `{(r['preview'].get('tail') or '').strip()[-400:]}`"
+        for r in d["stacks"]
+        if not r["preview"].get("ok")
+    ]
     biggest = max(d["stacks"], key=lambda r: r["hosts"])
     procs = ", ".join(f"{k} {v}" for k, v in biggest["preview"].get("peak_rss_by_process_mib", {}).items())
-    return "\n".join([
-        "## 4. Preview cost",
-        "",
-        "`pulumi preview` of the dev stack and of generated fleets, each in a temporary copy of the program "
-        "with its own file backend, against the benchmark's own control plane. Program time is measured "
-        "inside the real run (wrapper around `__main__.py`) and again under Pulumi mocks (no engine).",
-        "",
-        _table(["stack", "hosts", "resources", "wall s", "peak tree RSS MiB", "program construct s",
-                "program CPU s", "program alive s", "engine after s", "program RSS MiB", "mocks s",
-                "mocks tracemalloc MiB", "result"], rows),
-        "",
-        f"- Peak RSS per process kind at {biggest['stack']}: {procs}.",
-        "- construct = the program's module code (config validation, component construction); CPU = the "
-        "program process's user+system time over its whole life (it also serialises every registration "
-        "for the engine); engine after = wall − program alive (CLI start, plugins, provider checks/diffs "
-        "that finish after the program).",
-        *fails,
-        "",
-        "![preview](preview.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",
-        "",
-        f"Reproduce: `{d['command']}`",
-    ])
+    return "\n".join(
+        [
+            "## 4. Preview cost",
+            "",
+            "`pulumi preview` of the dev stack and of generated fleets, each in a temporary copy of the "
+            "program with its own file backend, against the benchmark's own control plane. Program time is "
+            "measured "
+            "inside the real run (wrapper around `__main__.py`) and again under Pulumi mocks (no engine).",
+            "",
+            _table(
+                [
+                    "stack",
+                    "hosts",
+                    "resources",
+                    "wall s",
+                    "peak tree RSS MiB",
+                    "program construct s",
+                    "program CPU s",
+                    "program alive s",
+                    "engine after s",
+                    "program RSS MiB",
+                    "mocks s",
+                    "mocks tracemalloc MiB",
+                    "result",
+                ],
+                rows,
+            ),
+            "",
+            f"- Peak RSS per process kind at {biggest['stack']}: {procs}.",
+            "- construct = the program's module code (config validation, component construction); CPU = the "
+            "program process's user+system time over its whole life (it also serialises every registration "
+            "for the engine); engine after = wall − program alive (CLI start, plugins, provider checks/diffs "
+            "that finish after the program).",
+            *fails,
+            "",
+            "![preview](preview.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",
+            "",
+            f"Reproduce: `{d['command']}`",
+        ]
+    )
 
 
 def write_report(out: Path) -> Path:
     """(Re)write ``out/REPORT.md`` and the plots from the JSON files in ``out``; returns the path."""
     data = load(out)
-    parts = ["# Benchmarks (issue 9)", "",
-             "Generated by `make bench` (`python -m bench`); every figure below is read from "
-             "`bench/results/*.json`. `python -m bench --quick` is the smoke-test size.", ""]
+    parts = [
+        "# Benchmarks (issue 9)",
+        "",
+        "Generated by `make bench` (`python -m bench`); every figure below is read from "
+        "`bench/results/*.json`. `python -m bench --quick` is the smoke-test size.",
+        "",
+    ]
     if "machine" in data:
         parts += [_machine(data["machine"]), ""]
-    sections = {"planner": (_planner, plot_planner), "reaction": (_reaction, plot_reaction),
-                "savings": (_savings, plot_savings), "preview": (_preview, plot_preview)}
+    sections = {
+        "planner": (_planner, plot_planner),
+        "reaction": (_reaction, plot_reaction),
+        "savings": (_savings, plot_savings),
+        "preview": (_preview, plot_preview),
+    }
     for name in PARTS:
         d = data.get(name)
         if d is None:

@@ -85,7 +85,11 @@ class SimResult:
     @property
     def utilisation(self) -> float:
         """GPU-seconds used by running pods over GPU-seconds available."""
-        return self.busy_gpu_seconds / (self.gpus * self.span_seconds) if self.gpus and self.span_seconds else 0.0
+        return (
+            self.busy_gpu_seconds / (self.gpus * self.span_seconds)
+            if self.gpus and self.span_seconds
+            else 0.0
+        )
 
 
 def all_hosts(pods: Sequence[TracePod], cfg: SimConfig) -> list[str]:
@@ -275,7 +279,8 @@ def simulate_fixed(pods: Sequence[TracePod], per_host: int, cfg: SimConfig) -> S
             p = pods[i]
             cands = [p.host] if p.host else names
             ok = [
-                h for h in cands
+                h
+                for h in cands
                 if free.get(h, 0) >= p.gpus and (p.model is None or model_of.get(h) == p.model)
             ]
             if not ok:
@@ -304,6 +309,7 @@ def min_gpus(
     Exponential then binary search; assumes more GPUs never make waits worse (true of both
     modes up to planning-order effects, which the final check guards: the result meets the target).
     """
+
     def ok(r: SimResult) -> bool:
         return r.within(target_seconds) >= quantile
 
@@ -333,10 +339,16 @@ def compare(
     """Minimal pool vs minimal fixed GPUs meeting the target, with utilisation and saving."""
     n_hosts = len(all_hosts(pods, cfg))
     biggest = max((p.gpus for p in pods), default=1)
-    pool = min_gpus(lambda g: simulate_pool(pods, g, cfg), target_seconds=target_seconds,
-                    quantile=quantile, start=biggest)
-    fixed = min_gpus(lambda k: simulate_fixed(pods, k, cfg), target_seconds=target_seconds,
-                     quantile=quantile, start=biggest, limit=cfg.slots_per_host * 64)
+    pool = min_gpus(
+        lambda g: simulate_pool(pods, g, cfg), target_seconds=target_seconds, quantile=quantile, start=biggest
+    )
+    fixed = min_gpus(
+        lambda k: simulate_fixed(pods, k, cfg),
+        target_seconds=target_seconds,
+        quantile=quantile,
+        start=biggest,
+        limit=cfg.slots_per_host * 64,
+    )
 
     def summary(r: SimResult | None) -> dict[str, Any] | None:
         if r is None:
@@ -370,7 +382,9 @@ def curve(pods: Sequence[TracePod], cfg: SimConfig, *, max_gpus: int, points: in
     """p99 pending time against total GPUs for both modes (for the plot)."""
     n_hosts = len(all_hosts(pods, cfg))
     biggest = max((p.gpus for p in pods), default=1)
-    pool_xs = sorted({max(biggest, round(biggest + i * (max_gpus - biggest) / (points - 1))) for i in range(points)})
+    pool_xs = sorted(
+        {max(biggest, round(biggest + i * (max_gpus - biggest) / (points - 1))) for i in range(points)}
+    )
     ks = sorted({k for k in range(max(1, biggest), max_gpus // n_hosts + 2)})
     return {
         "pool": [{"gpus": g, "p99": _num(simulate_pool(pods, g, cfg).quantile(0.99))} for g in pool_xs],

@@ -145,7 +145,9 @@ def write_trace(path: str | Path, pods: Iterable[TracePod]) -> Path:
     return p
 
 
-def article_trace(*, cycles: int = 4, run_seconds: float = 1800.0, gap_seconds: float = 1800.0) -> list[TracePod]:
+def article_trace(
+    *, cycles: int = 4, run_seconds: float = 1800.0, gap_seconds: float = 1800.0
+) -> list[TracePod]:
     """Seed 000's minimal lab as a trace: 2 hosts, one 2-GPU Tesla-T4 pod at a time, pinned
     alternately to ``blade-slot-1`` and ``blade-slot-2``; each starts ``gap_seconds`` after the
     previous one ended (so its GPUs have gone back to the pool)."""
@@ -153,8 +155,16 @@ def article_trace(*, cycles: int = 4, run_seconds: float = 1800.0, gap_seconds: 
     t = 0.0
     for i in range(cycles * 2):
         host = f"blade-slot-{1 + i % 2}"
-        pods.append(TracePod(arrival_seconds=t, duration_seconds=run_seconds, gpus=2,
-                             model="Tesla-T4", host=host, name=f"article-{i}"))
+        pods.append(
+            TracePod(
+                arrival_seconds=t,
+                duration_seconds=run_seconds,
+                gpus=2,
+                model="Tesla-T4",
+                host=host,
+                name=f"article-{i}",
+            )
+        )
         t += run_seconds + gap_seconds
     return pods
 

@@ -4,7 +4,7 @@ One module per component; every component has the type token ``composable:infra:
 typed args (a frozen dataclass ``<Kind>Args``), ``parent=self`` on its children, child names
 derived from its own name, its contract properties (docs/architecture.md) as component
 properties, and registered outputs. Pure manifest builders live in
-:mod:`components.manifests`; :func:`components.summary.render_summary` turns the stack output
+:mod:`components.manifests`; :func:`stack_config.summary.render_summary` turns the stack output
 ``estate`` into a readable report.
 """
 

@@ -53,6 +53,10 @@ class Dpu(pulumi.ComponentResource):
     host_rshim: pulumi.Output[str]
     reset_pending: pulumi.Output[bool]
     flavor: pulumi.Output[str]
+    dpu_name: str
+    """The DPU's name (plain, for components that reference it)."""
+    flavor_name: str
+    """Name of its DPUFlavor object (plain, for DPUSets)."""
 
     def __init__(self, name: str, args: DpuArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
@@ -83,6 +87,7 @@ class Dpu(pulumi.ComponentResource):
         )
         ms = args.mothership
         flavor_name = f"{name}-flavor"
+        self.dpu_name, self.flavor_name = name, flavor_name
         k8s.apiextensions.CustomResource(
             flavor_name,
             api_version="provisioning.dpu.nvidia.com/v1alpha1",

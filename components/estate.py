@@ -106,7 +106,7 @@ class Estate(pulumi.ComponentResource):
       :class:`~components.gpu_composition.GpuComposition` per static composition,
       :class:`~components.composer.Composer`.
 
-    Output ``report`` (also the stack output ``estate``) is what :func:`components.summary.render_summary`
+    Output ``report`` (also the stack output ``estate``) is what :func:`stack_config.summary.render_summary`
     prints. Contract properties: ``stack``, ``environment``.
     """
 
@@ -182,12 +182,11 @@ class Estate(pulumi.ComponentResource):
         if cfg.dpu_cluster is not None:
             members, dpus = [], []
             for host_name in cfg.dpu_cluster_hosts():
-                host = self.hosts[host_name]
-                if host.dpu is None:
-                    continue
-                dpu_name = cfg.host(host_name).dpu_name  # type: ignore[union-attr]
-                members.append(DpuMember(dpu=str(dpu_name), host=host_name, flavor=f"{dpu_name}-flavor"))
-                dpus.append(host.dpu)
+                dpu = self.hosts[host_name].dpu
+                if dpu is None:
+                    continue  # reported by stack_config.rules
+                members.append(DpuMember(dpu=dpu.dpu_name, host=host_name, flavor=dpu.flavor_name))
+                dpus.append(dpu)
             self.dpu_cluster = DpuCluster(
                 cfg.dpu_cluster.name,
                 DpuClusterArgs(

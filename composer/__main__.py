@@ -26,7 +26,7 @@ from composer.act import Executor
 from composer.controller import Controller
 from composer.fabric import director_factory
 from composer.health import Probes, serve
-from composer.kube import KubeApi, KubeError, api_client
+from composer.kube import KubeApi, api_client
 from composer.leader import LeaseElector
 from composer.metrics import Metrics
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             if leading:
                 try:
                     ctrl.round()
-                except (KubeError, Exception):
+                except Exception:  # a bug must not kill the loop; the next round starts afresh
                     log.exception("round failed")
                     metrics.round_failures.labels("bug").inc()
                 fresh = time.time() - ctrl.last_round_ok <= stall

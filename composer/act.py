@@ -219,6 +219,8 @@ class Executor:
         intents = dict(rec.intents)
         for it in job.compose:
             pl = it.placement
+            if not pl.devices:
+                continue  # only reuses spare units: nothing failed for it
             n = it.attempts + 1
             if n >= self.policy.compose_max_attempts:
                 intents.pop(pl.uid, None)

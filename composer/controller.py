@@ -150,6 +150,8 @@ class Controller:
         pool = self._ensure_pool()
         for job in decision.jobs:
             self._running[job.node] = _Running(pool.submit(self.executor.run, job, created), job)
+        for seconds in decision.advertised_after:
+            self.metrics.pending_to_advertised.observe(seconds)
         self.metrics.pending_pods.set(decision.pending)
         self.metrics.set_free(decision.free_by_model)
         self.metrics.rounds.inc()

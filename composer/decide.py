@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.fabric import FabricView
-from composer.models import GPU_RESOURCE, GpuRequest, Placement, Plan
+from composer.models import EventSpec, GpuRequest, Placement, Plan
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
 from composer.planner import plan as make_plan
 from composer.podspec import PodView, gpu_request
@@ -110,19 +110,6 @@ class Memory:
                 del d2[n]
 
 
-@dataclass(frozen=True, slots=True)
-class EventSpec:
-    """A Kubernetes Event to emit about a Pod or a Node."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    type: str
-    reason: str
-    message: str
-
-
 def pod_event(key: str, uid: str, type_: str, reason: str, message: str) -> EventSpec:
     """An Event about the pod ``namespace/name``."""
     ns, _, name = key.partition("/")
@@ -192,13 +179,36 @@ class NodeJob:
 
 @dataclass(frozen=True)
 class Decision:
-    """The round's output: node jobs (non-idle only), Events, and the plan (for metrics/logs)."""
+    """The round's output: node jobs (non-idle only), Events, the plan, and for metrics the
+    pending GPU pods, the free pool by (model, pool) and pod-creation-to-advertised latencies."""
 
     jobs: tuple[NodeJob, ...]
     events: tuple[EventSpec, ...]
     plan: Plan
     pending: int
     free_by_model: Mapping[tuple[str, str], int]
+    advertised_after: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """One node's record after :func:`reconcile_record`, and what it implies.
+
+    Attributes:
+        record: the reconciled record.
+        restart_plugin: restart the node's device-plugin pod.
+        cancel_edit: cancel a fabric edit left open by a composer that died mid-compose.
+        events: Events to emit.
+        given_up: ``(pod uid, reason)`` the controller must not plan again.
+        advertised_after: seconds from pod creation to advertisement, per intent advertised now.
+    """
+
+    record: NodeRecord
+    restart_plugin: bool = False
+    cancel_edit: bool = False
+    events: tuple[EventSpec, ...] = ()
+    given_up: tuple[tuple[str, str], ...] = ()
+    advertised_after: tuple[float, ...] = ()
 
 
 def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
@@ -214,7 +224,7 @@ def reconcile_record(
     now: float,
     policy: Policy,
     in_flight: frozenset[str] = frozenset(),
-) -> tuple[NodeRecord, bool, bool, list[EventSpec], list[tuple[str, str]]]:
+) -> Reconciled:
     """Bring one node's composer record in line with the Director and the pods.
 
     Args:
@@ -228,8 +238,7 @@ def reconcile_record(
             ``Composing`` intents are not crash leftovers).
 
     Returns:
-        ``(record, restart_plugin, cancel_edit, events, given_up)``; ``given_up`` lists
-        ``(pod uid, reason)`` the controller must not plan again.
+        The :class:`Reconciled` record and its consequences.
     """
     rec = node.record
     managed = set(rec.devices & attached.keys())
@@ -238,6 +247,7 @@ def reconcile_record(
     given_up: list[tuple[str, str]] = []
     restart = False
     cancel = False
+    latencies: list[float] = []
     budget: dict[str, int] = {}
     for uid, it in sorted(rec.intents.items(), key=lambda kv: (kv[1].since, kv[0])):
         pod = pods_by_uid.get(uid)
@@ -256,8 +266,8 @@ def reconcile_record(
                         uid,
                         "Normal",
                         "Composed",
-                        f"found {', '.join(it.devices)} ({it.model}) attached to {node.name} "
-                        "after a restart; not composing again",
+                        f"found {', '.join(it.devices)} ({it.model}) already attached to {node.name} "
+                        "(a compose interrupted by a restart or a lost answer); not composing again",
                     )
                 )
             elif uid in in_flight or (it.retry_at and now < it.retry_at):
@@ -272,6 +282,8 @@ def reconcile_record(
             if left >= it.units:
                 budget[it.resource] = left - it.units
                 intents[uid] = it.moved(IntentPhase.ADVERTISED, now)
+                if pod.created > 0:
+                    latencies.append(max(0.0, now - pod.created))
                 continue
             wait = policy.advertise_timeout_seconds * (2 ** min(it.plugin_restarts, 4))
             if now - it.since >= wait:
@@ -316,7 +328,7 @@ def reconcile_record(
         else:
             intents[uid] = it
     record = NodeRecord(frozenset(managed), intents, rec.reclaim)
-    return record, restart, cancel, events, given_up
+    return Reconciled(record, restart, cancel, tuple(events), tuple(given_up), tuple(latencies))
 
 
 def reclaim_step(
@@ -381,8 +393,9 @@ def decide(
     # 1. reconcile each node's record with the Director and the pods
     records: dict[str, NodeRecord] = {}
     flags: dict[str, tuple[bool, bool]] = {}
+    latencies: list[float] = []
     for node in composable:
-        rec, restart, cancel, evs, given_up = reconcile_record(
+        rc = reconcile_record(
             node,
             attached=fabric.attached(node.name),
             usage=usage.get(node.name, empty_usage),
@@ -391,10 +404,11 @@ def decide(
             policy=policy,
             in_flight=in_flight,
         )
-        records[node.name] = rec
-        flags[node.name] = (restart, cancel)
-        events.extend(evs)
-        for uid, why in given_up:
+        records[node.name] = rc.record
+        flags[node.name] = (rc.restart_plugin, rc.cancel_edit)
+        events.extend(rc.events)
+        latencies.extend(rc.advertised_after)
+        for uid, why in rc.given_up:
             memory.abandoned[uid] = why
 
     # 2. requests: unschedulable GPU pods nobody is serving yet
@@ -482,8 +496,15 @@ def decide(
         job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(by_node.get(node.name, ())), step)
         if not job.idle:
             jobs.append(job)
-    pending = sum(1 for p in snapshot.pods if p.unschedulable and p.wants_gpu and not p.deleting)
-    return Decision(tuple(jobs), tuple(events), plan, pending, free_by_model)
+    pending = sum(
+        1
+        for p in snapshot.pods
+        if p.unschedulable
+        and p.wants_gpu
+        and not p.deleting
+        and (not policy.namespaces or p.namespace in policy.namespaces)
+    )
+    return Decision(tuple(jobs), tuple(events), plan, pending, free_by_model, tuple(latencies))
 
 
 def intents_for(items: tuple[ComposeItem, ...], now: float) -> dict[str, Intent]:
@@ -506,7 +527,6 @@ def intents_for(items: tuple[ComposeItem, ...], now: float) -> dict[str, Intent]
 
 
 __all__ = [
-    "GPU_RESOURCE",
     "ComposeItem",
     "Decision",
     "EventSpec",
@@ -514,6 +534,7 @@ __all__ = [
     "NodeJob",
     "Policy",
     "ReclaimStep",
+    "Reconciled",
     "Snapshot",
     "decide",
     "intents_for",

@@ -23,8 +23,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from composer import annotations as ann
-from composer.decide import EventSpec
-from composer.models import Taint
+from composer.models import EventSpec, Taint
 
 log = logging.getLogger(__name__)
 

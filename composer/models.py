@@ -218,3 +218,16 @@ class Plan:
 
     placements: tuple[Placement, ...] = ()
     refusals: tuple[Refusal, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """A Kubernetes Event to emit about a Pod or a Node."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str

@@ -178,7 +178,7 @@ def render_summary(estate: Mapping[str, Any], *, attached: Mapping[str, Sequence
                     "cluster",
                     _s(c.get("name")),
                     f"on {_s(c.get('hypervisor_cluster'))}",
-                    f"{_s(c.get('workers'))} workers",
+                    f"{_s(c.get('workers'))} worker{'' if c.get('workers') == 1 else 's'}",
                     f"CNI {_s(c.get('cni'))}",
                     gpu,
                 ]

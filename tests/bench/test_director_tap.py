@@ -23,10 +23,24 @@ def test_tap_records_compose_requests_with_their_machine(tmp_path):
     inv.write_text(yaml.safe_dump(inventory(["blade-slot-1", "blade-slot-2"], 4)))
     tap, url_file = tmp_path / "tap.jsonl", tmp_path / "url"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.director_tap", "--inventory", str(inv), "--hotplug-latency", "0.05",
-         "--tap-file", str(tap), "--url-file", str(url_file)],
-        cwd=ROOT, env={**os.environ, "DIRECTOR_SIM_PASSWORD": "pw", "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "bench.director_tap",
+            "--inventory",
+            str(inv),
+            "--hotplug-latency",
+            "0.05",
+            "--tap-file",
+            str(tap),
+            "--url-file",
+            str(url_file),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DIRECTOR_SIM_PASSWORD": "pw", "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -54,9 +68,20 @@ def test_tap_records_compose_requests_with_their_machine(tmp_path):
 
 def test_tap_refuses_to_start_without_a_password(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "bench.director_tap", "--inventory", "x.yaml", "--tap-file", str(tmp_path / "t")],
-        cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "DIRECTOR_SIM_PASSWORD"},
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "bench.director_tap",
+            "--inventory",
+            "x.yaml",
+            "--tap-file",
+            str(tmp_path / "t"),
+        ],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "DIRECTOR_SIM_PASSWORD"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 2
     assert "DIRECTOR_SIM_PASSWORD" in out.stderr

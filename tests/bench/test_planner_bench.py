@@ -27,7 +27,11 @@ def test_measure_accounts_for_every_request_and_reports_units():
 
 
 def test_growth_exponents_are_log_log_slopes():
-    rows = [{"pods": 10, "ms_median": 1.0}, {"pods": 100, "ms_median": 10.0}, {"pods": 1000, "ms_median": 1000.0}]
+    rows = [
+        {"pods": 10, "ms_median": 1.0},
+        {"pods": 100, "ms_median": 10.0},
+        {"pods": 1000, "ms_median": 1000.0},
+    ]
     assert growth_exponents(rows) == [1.0, 2.0]
 
 

@@ -70,8 +70,18 @@ def test_match_director_maps_each_pod_to_its_compose_and_derives_intervals():
 
 
 def test_compare_gives_baseline_over_composer_ratios():
-    a = {"stats": {"to_issue": {"mean": 0.5, "p50": 0.4, "p99": 1.0}, "to_running": {"mean": 4, "p50": 4, "p99": 5}}}
-    b = {"stats": {"to_issue": {"mean": 5.0, "p50": 4.0, "p99": 9.5}, "to_running": {"mean": 8, "p50": 8, "p99": 15}}}
+    a = {
+        "stats": {
+            "to_issue": {"mean": 0.5, "p50": 0.4, "p99": 1.0},
+            "to_running": {"mean": 4, "p50": 4, "p99": 5},
+        }
+    }
+    b = {
+        "stats": {
+            "to_issue": {"mean": 5.0, "p50": 4.0, "p99": 9.5},
+            "to_running": {"mean": 8, "p50": 8, "p99": 15},
+        }
+    }
     out = compare(a, b)
     assert out["to_issue"] == {"mean": 10.0, "p50": 10.0, "p99": 9.5}
     assert out["to_running"]["p99"] == 3.0

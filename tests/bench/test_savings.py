@@ -51,7 +51,9 @@ def test_fixed_hosts_start_at_once_and_pinned_pods_wait_for_their_host():
 
 
 def test_the_article_case_needs_two_pooled_gpus_against_four_fixed():
-    out = compare(article_trace(cycles=2), SimConfig(hosts=("blade-slot-1", "blade-slot-2")), target_seconds=120)
+    out = compare(
+        article_trace(cycles=2), SimConfig(hosts=("blade-slot-1", "blade-slot-2")), target_seconds=120
+    )
     assert out["pool"]["gpus"] == 2
     assert out["fixed"]["gpus"] == 4 and out["fixed"]["per_host"] == 2
     assert out["pool_over_fixed"] == 0.5

@@ -10,9 +10,7 @@ from bench.trace import TraceError, TracePod, article_trace, bursty_trace, read_
 def test_csv_round_trip_keeps_every_field_and_blank_means_any(tmp_path):
     f = tmp_path / "t.csv"
     f.write_text(
-        "arrival_seconds,duration_seconds,gpus,model,host\n"
-        "120.5,600,1,,\n"
-        "0,3600,2,Tesla-T4,blade-slot-1\n"
+        "arrival_seconds,duration_seconds,gpus,model,host\n120.5,600,1,,\n0,3600,2,Tesla-T4,blade-slot-1\n"
     )
     pods = read_trace(f)
     assert [(p.arrival_seconds, p.gpus, p.model, p.host) for p in pods] == [
@@ -39,7 +37,12 @@ def test_jsonl_round_trip_skips_comments_and_blank_lines(tmp_path):
         ("b.csv", "arrival_seconds,duration_seconds,gpus\n0,10,1\n0,10,0\n", 3, "gpus"),
         ("c.csv", "arrival_seconds,duration_seconds,gpus\n-1,10,1\n", 2, "arrival_seconds"),
         ("d.jsonl", '{"arrival_seconds": 0, "duration_seconds": 1, "gpus": 1}\n{oops\n', 2, "not JSON"),
-        ("e.jsonl", '{"arrival_seconds": 0, "duration_seconds": 1, "gpus": 1, "colour": "red"}\n', 1, "colour"),
+        (
+            "e.jsonl",
+            '{"arrival_seconds": 0, "duration_seconds": 1, "gpus": 1, "colour": "red"}\n',
+            1,
+            "colour",
+        ),
         ("f.jsonl", "[1, 2]\n", 1, "JSON object"),
     ],
 )

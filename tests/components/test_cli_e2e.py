@@ -107,7 +107,10 @@ def _policy_args(environment: str) -> dict[str, list[str]]:
     pack = ROOT / "policies"
     if not (pack / "PulumiPolicy.yaml").exists():
         return {}
-    return {"policy_packs": [str(pack)], "policy_pack_configs": [str(pack / "config" / f"{environment}.json")]}
+    return {
+        "policy_packs": [str(pack)],
+        "policy_pack_configs": [str(pack / "config" / f"{environment}.json")],
+    }
 
 
 def _custom(api: client.ApiClient, group: str, version: str, plural: str, ns: str, name: str) -> dict:

@@ -260,4 +260,6 @@ def test_exclusion_list_is_unknown_at_preview_with_count_based_compositions(tmp_
         m, project="composable-gpu", stack="test", preview=True, monitor=_RecordingMonitor(m, recorder)
     )
     run(lambda: _estate(tmp_path))
-    assert isinstance(recorder.named("composer", "composable:infra:Composer").inputs["excluded_devices"], Unknown)
+    assert isinstance(
+        recorder.named("composer", "composable:infra:Composer").inputs["excluded_devices"], Unknown
+    )

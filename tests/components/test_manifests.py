@@ -198,6 +198,48 @@ requires_crds = pytest.mark.skipif(
 
 
 @requires_crds
+def test_bare_metal_host_with_image_matches_the_crd() -> None:
+    from components.manifests import bare_metal_host_spec
+    from stack_config.models import HostConfig
+
+    host = HostConfig.model_validate(
+        {
+            "name": "h",
+            "role": "hypervisor",
+            "boot_mac": "52:54:00:00:00:09",
+            "bmc": {
+                "endpoint": "http://10.0.0.9:8000",
+                "username": "u",
+                "password": "p",
+                "verify_tls": False,
+            },
+            "image": {
+                "url": "https://img.example/ubuntu.qcow2",
+                "checksum": "https://img.example/SHA256SUMS",
+                "checksum_type": "sha256",
+                "format": "qcow2",
+            },
+        }
+    )
+    spec = bare_metal_host_spec(host, credentials_secret="c", user_data_secret="u", namespace="infra")
+    assert spec["image"] == {
+        "url": "https://img.example/ubuntu.qcow2",
+        "checksum": "https://img.example/SHA256SUMS",
+        "checksumType": "sha256",
+        "format": "qcow2",
+    }
+    assert spec["bmc"]["address"] == "redfish-virtualmedia+http://10.0.0.9:8000/redfish/v1/Systems/1"
+    assert spec["bmc"]["disableCertificateVerification"] is True
+    obj = {
+        "apiVersion": "metal3.io/v1alpha1",
+        "kind": "BareMetalHost",
+        "metadata": {"name": "h"},
+        "spec": spec,
+    }
+    assert validation_errors(obj) == []
+
+
+@requires_crds
 def test_offline_crd_validation_catches_mistakes() -> None:
     bmh = {
         "apiVersion": "metal3.io/v1alpha1",

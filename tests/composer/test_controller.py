@@ -133,7 +133,7 @@ def test_restart_after_attach_adopts_without_composing_again(clock):
     rec = w.kube.record("blade-slot-1")
     assert rec.devices == {"gpu0", "gpu1"}
     assert rec.intents["uid-a"].phase == ann.IntentPhase.ATTACHED
-    assert any("after a restart" in e.message for e in w.kube.events)
+    assert any("already attached" in e.message for e in w.kube.events)
 
 
 def test_restart_before_reprogram_cancels_the_edit_and_composes_once(clock):

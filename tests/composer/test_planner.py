@@ -368,6 +368,7 @@ def test_scale_1000_hosts_8000_gpus_10000_pods_is_fast_and_near_linear():
         best_small = min(best_small, time.perf_counter() - t)
     assert len(p.placements) + len(p.refusals) == 10_000
     assert len({d for x in p.placements for d in x.devices}) == sum(len(x.devices) for x in p.placements)
-    # target <100 ms on an idle core; generous bounds for a shared CI machine
-    assert best_big < 1.0, best_big
-    assert best_big < 25 * best_small + 0.05, (best_big, best_small)  # 10x the input, near-linear
+    # target <100 ms on an idle core; generous bounds for a shared, loaded CI machine. A quadratic
+    # planner would take ~100x as long for 10x the input; near-linear stays well under 40x.
+    assert best_big < 1.5, best_big
+    assert best_big < 40 * best_small + 0.1, (best_big, best_small)

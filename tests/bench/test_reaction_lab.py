@@ -1,0 +1,35 @@
+"""Part 2 end to end at the smallest size: an isolated control plane, the Director tap, the GPU
+agent, and both controllers (composer and periodic-scan baseline) serving 2 pods."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.reaction import run
+from lab import controlplane
+
+
+@pytest.mark.slow
+def test_reaction_quick_run_measures_both_controllers(tmp_path):
+    ports_before = (controlplane.ETCD_PORT, controlplane.APISERVER_PORT)
+    out = run(
+        quick=True,
+        sizes=(2,),
+        pods=2,
+        work_dir=tmp_path,
+        cfg_overrides={"scan_interval": 1.0, "mean_interarrival": 0.3},
+    )
+    assert (controlplane.ETCD_PORT, controlplane.APISERVER_PORT) == ports_before  # the shared lab's ports
+    runs = {r["controller"]: r for r in out["runs"]}
+    assert set(runs) == {"composer", "baseline"}, out["runs"]
+    for r in runs.values():
+        assert "error" not in r, (r.get("error"), r.get("logs"))
+        assert r["not_running"] == 0
+        s = r["stats"]
+        assert s["to_running"]["n"] == 2 and s["to_issue"]["n"] == 2
+        # the chain is ordered and the simulated hardware latency is inside it
+        for p in r["per_pod"]:
+            assert p["unschedulable"] <= p["issued"] <= p["attached"] <= p["running"]
+            assert p["bound"] <= p["running"]
+            assert p["attached"] - p["issued"] >= r["config"]["hotplug_latency"]
+    assert out["comparison"][0]["nodes"] == 2

@@ -1,0 +1,135 @@
+"""The report writer (bench/report.py) and ``python -m bench`` (bench/__main__.py) on tiny data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from bench import report
+from bench.__main__ import main
+from bench.machine import describe
+
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+
+REACTION = {
+    "part": "reaction",
+    "runs": [
+        {
+            "controller": c,
+            "nodes": 10,
+            "pods": 3,
+            "not_running": 0,
+            "config": {
+                "hotplug_latency": 2.0,
+                "advertise_delay": 1.0,
+                "agent_interval": 0.5,
+                "mean_interarrival": 1.5,
+                "max_gpus_per_node": 8,
+                "scan_interval": 10.0,
+            },
+            "metrics": {"composer_round_seconds_sum": 1.0, "composer_round_seconds_count": 4},
+            "stats": {
+                k: {"n": 3, "mean": v, "p50": v, "p90": v, "p99": v * 1.5, "max": v * 2}
+                for k, v in {
+                    "to_issue": 0.2 * f,
+                    "to_running": 3.5 * f,
+                    "overhead": 0.5 * f,
+                    "director": 2.0,
+                    "advertise": 1.2,
+                    "schedule": 0.1,
+                    "start": 0.05,
+                }.items()
+            },
+        }
+        for c, f in (("composer", 1.0), ("baseline", 3.0))
+    ]
+    + [{"nodes": 1000, "error": "TimeoutError: nodes not Ready"}],
+    "comparison": [
+        {
+            "nodes": 10,
+            "baseline_over_composer": {
+                "to_issue": {"mean": 3.0, "p50": 3.0, "p99": 3.0},
+                "to_running": {"mean": 3.0, "p50": 3.0, "p99": 3.0},
+            },
+        }
+    ],
+    "ca_slo": {"max_seconds": 60, "average_seconds": 15, "nodes": "100-1000", "source": "CA FAQ"},
+    "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
+    "command": "python -m bench --only reaction",
+}
+PREVIEW = {
+    "part": "preview",
+    "stacks": [
+        {
+            "stack": s,
+            "hosts": n,
+            "mocks": {"ok": True, "seconds": 0.5 * n, "tracemalloc_peak_mib": 30.0},
+            "preview": {
+                "ok": ok,
+                "exit_code": 0 if ok else 255,
+                "wall_seconds": 3.0 + n,
+                "peak_tree_rss_mib": 400.0,
+                "peak_rss_by_process_mib": {"pulumi": 120.0},
+                "resources": 10 * n,
+                "engine_seconds": 1.0,
+                "program": {
+                    "construct_seconds": 0.4,
+                    "cpu_seconds": 0.8,
+                    "alive_seconds": 2.0 + n,
+                    "maxrss_mib": 90.0,
+                },
+                **({} if ok else {"tail": "error: boom"}),
+            },
+        }
+        for s, n, ok in (("dev", 2, True), ("fleet16", 16, False))
+    ],
+    "command": "python -m bench --only preview",
+}
+
+
+def test_main_runs_parts_and_writes_json_report_and_plots(tmp_path):
+    assert main(["--quick", "--only", "savings", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "savings.json").read_text())
+    assert saved["elapsed_seconds"] >= 0 and saved["cases"]
+    assert json.loads((tmp_path / "machine.json").read_text())["cores"] >= 1
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "## 3. GPU savings" in text and "## 1. Planner" not in text
+    assert "| article | 2 |" in text
+    assert (tmp_path / "savings.png").exists() == HAVE_MPL
+
+
+def test_unknown_part_is_refused(tmp_path, capsys):
+    assert main(["--only", "nope", "--out", str(tmp_path)]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_report_renders_reaction_and_preview_including_failures(tmp_path):
+    (tmp_path / "reaction.json").write_text(json.dumps(REACTION))
+    (tmp_path / "preview.json").write_text(json.dumps(PREVIEW))
+    (tmp_path / "machine.json").write_text(json.dumps(describe(binaries=False)))
+    assert main(["--report-only", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "| composer | 10 | 3 (0 not running) | 0.20 | 0.30 | 3.50 | 5.25 |" in text
+    assert "error: TimeoutError" in text
+    assert "not measured in this run" in text  # the 1,000-node run failed
+    assert "Baseline (10.0 s periodic scan)" in text
+    assert "| dev | 2 | 20 | 5.00 | 400.00 |" in text
+    assert "exit 255" in text and "error: boom" in text
+    assert "CPU:" in text
+    if HAVE_MPL:
+        assert (tmp_path / "reaction.png").stat().st_size > 1000
+        assert (tmp_path / "preview.png").stat().st_size > 1000
+
+
+def test_a_failed_part_is_reported_not_hidden(tmp_path):
+    (tmp_path / "planner.json").write_text(json.dumps({"part": "planner", "error": "ValueError: x"}))
+    report.write_report(tmp_path)
+    assert "Failed: `ValueError: x`" in (tmp_path / "REPORT.md").read_text()
+
+
+@pytest.mark.skipif(not HAVE_MPL, reason="matplotlib not installed")
+def test_plots_are_skipped_gracefully_without_data(tmp_path):
+    assert report.plot_reaction({"runs": [{"nodes": 1, "error": "x"}]}, tmp_path / "r.png") is False
+    assert not (tmp_path / "r.png").exists()

@@ -1,0 +1,75 @@
+"""Import layering (docs/architecture.md, STYLE "Applied" 4-5), checked on the source.
+
+- The decision modules are pure: no Kubernetes or Director client, no HTTP, no I/O module of
+  the composer.
+- Only ``composer.kube`` talks to the Kubernetes API; the Director client is reached only
+  through ``composer.fabric`` (lazily), ``act`` and ``controller`` (its error types).
+- The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PURE = ("models", "scheduling", "planner", "annotations", "podspec", "nodestate", "decide", "fabric")
+IO_MODULES = (
+    "composer.kube",
+    "composer.act",
+    "composer.controller",
+    "composer.leader",
+    "composer.health",
+    "composer.__main__",
+)
+FORBIDDEN_IN_PURE = (
+    "requests",
+    "urllib3",
+    "kubernetes.client",
+    "kubernetes.config",
+    "kubernetes.watch",
+    "http",
+    "socket",
+    "subprocess",
+    *IO_MODULES,
+)
+
+
+def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    out: set[str] = set()
+    for n in nodes:
+        if isinstance(n, ast.Import):
+            out.update(a.name for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            out.add(n.module)
+            out.update(f"{n.module}.{a.name}" for a in n.names)
+    return out
+
+
+def _hits(mods: set[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in banned))
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_decision_modules_are_pure(module):
+    mods = imports(ROOT / "composer" / f"{module}.py", top_level_only=True)
+    assert _hits(mods, FORBIDDEN_IN_PURE) == []
+    assert _hits(mods, ("dynamic_providers",)) == []
+
+
+def test_only_kube_module_uses_the_kubernetes_api():
+    for path in (ROOT / "composer").glob("*.py"):
+        if path.stem in ("kube",):
+            continue
+        assert _hits(imports(path), ("kubernetes.client", "kubernetes.config", "kubernetes.watch")) == [], (
+            path
+        )
+
+
+def test_lab_agent_does_not_import_the_product():
+    for path in (ROOT / "lab" / "gpu_agent").glob("*.py"):
+        assert _hits(imports(path), ("composer", "dynamic_providers")) == [], path
