@@ -13,7 +13,8 @@ Convergence rules (issue 7 §3-§5):
   intent whose pod is bound, gone or finished is dropped;
 - a node is *busy* while a non-terminal GPU pod is bound or nominated to it, or an intent is
   open on it; only composer-managed devices (annotation ``composer.liqid.io/devices``) of a
-  node idle for ``idle_timeout_seconds`` are reclaimed, never excluded (static) ones;
+  node idle for ``idle_timeout_seconds`` are reclaimed, never static ones (configured as
+  excluded, or carrying the Pulumi program's owner tag in the Director);
 - a reclaim taints the node first, re-checks, decomposes, and lifts the taint once the node
   stops advertising the GPUs (or after ``advertise_timeout_seconds``);
 - a request nothing can satisfy gets one Warning Event per reason change, and nothing is
@@ -383,6 +384,9 @@ def decide(
     """
     now = snapshot.now
     fabric = snapshot.fabric
+    tagged = frozenset(g.name for g in fabric.gpus if g.owner_tag)
+    if tagged - policy.excluded:  # GPUs the Pulumi program owns (owner tag): static, never touched
+        policy = replace(policy, excluded=policy.excluded | tagged)
     pods_by_uid = {p.uid: p for p in snapshot.pods}
     usage = usage_by_node(snapshot.pods)
     empty_usage = NodeUsage()

@@ -473,11 +473,12 @@ def scenario(
     finally:
         for p in reversed(list(sc.procs.values())):
             p.stop()
-        try:
-            for p in core.list_namespaced_pod(sc.ns).items:
-                core.delete_namespaced_pod(p.metadata.name, sc.ns, grace_period_seconds=0)
-        except ApiException:
-            pass
+        for ns in (sc.ns, sc.ident.plugin_namespace):  # before the Nodes go, or pods stay Terminating
+            try:
+                for p in core.list_namespaced_pod(ns).items:
+                    core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=0)
+            except ApiException:
+                pass
         for name in hosts.values():
             try:
                 core.delete_node(name)

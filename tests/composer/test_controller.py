@@ -226,6 +226,9 @@ def test_reclaim_aborts_when_a_gpu_pod_lands_meanwhile(clock):
 def test_static_and_excluded_gpus_are_never_reclaimed(clock):
     w = article_world()
     w.fabric.gpu_list.append(FakeGpu("gpu7", machine="blade-slot-2"))  # static: not in the annotation
+    # listed as managed, but the Pulumi program's owner tag says it is static now
+    w.fabric.gpu_list.append(FakeGpu("gpu8", machine="blade-slot-2", owner_tag="pulumi:estate"))
+    w.kube.nodes["blade-slot-2"]["metadata"]["annotations"][ann.DEVICES] = "gpu8"
     w.fabric.by("gpu0").machine = "blade-slot-1"
     w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.DEVICES] = "gpu0"
     ctrl = make(w, clock, excluded=frozenset({"gpu0"}))
@@ -233,7 +236,7 @@ def test_static_and_excluded_gpus_are_never_reclaimed(clock):
         run(ctrl)
         clock.tick(1000)
     assert [c for c in w.fabric.calls if c[0] == "decompose"] == []
-    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"], "blade-slot-2": ["gpu7"]}
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"], "blade-slot-2": ["gpu7", "gpu8"]}
 
 
 def test_decompose_failure_lifts_the_taint_and_retries_later(clock):
