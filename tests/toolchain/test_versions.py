@@ -34,8 +34,8 @@ def test_kubernetes_provider_matches_python_package() -> None:
     assert "v" + importlib.metadata.version("pulumi-kubernetes") == pins["PULUMI_KUBERNETES_VERSION"]
     # Installed into the Pulumi plugin cache (not on PATH, so no "ambient plugin" warning).
     listing = _run(str(BIN / "pulumi"), "plugin", "ls")
-    assert any(line.split()[:2] == ["kubernetes", "resource"] and pins["PULUMI_KUBERNETES_VERSION"].lstrip("v")
-               in line for line in listing.splitlines()), listing
+    want = pins["PULUMI_KUBERNETES_VERSION"].lstrip("v")
+    assert any(line.split()[:3] == ["kubernetes", "resource", want] for line in listing.splitlines()), listing
     assert not (BIN / "pulumi-resource-kubernetes").exists()
 
 
