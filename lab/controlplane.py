@@ -146,7 +146,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         "--listen-metrics-urls", "",
         "--quota-backend-bytes", str(2 * 1024**3),
         "--log-level", "warn",
-    ])
+    ], ports=[ETCD_PORT, ETCD_PEER_PORT])
     processes.wait_until(lambda: processes.port_open(ETCD_PORT), what="etcd",
                          timeout_seconds=60, lab_dir=cfg.lab_dir, name="etcd")
 
@@ -170,7 +170,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         "--endpoint-reconciler-type=none",
         "--enable-priority-and-fairness=false",
         "--v=1",
-    ])
+    ], ports=[APISERVER_PORT])
     processes.wait_until(lambda: _apiserver_ready(cfg), what="kube-apiserver /readyz",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="kube-apiserver")
 

@@ -68,16 +68,24 @@ def start(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    ports: Sequence[int] = (),
 ) -> int:
     """Start ``argv`` in the background as process ``name``; returns its pid.
 
     A process of that name that is already alive is left alone (its pid is returned).
     Raises:
-        LabProcessError: the executable cannot be started.
+        LabProcessError: the executable cannot be started, or one of ``ports`` (the ones
+            it will listen on) is already taken by a process this lab did not start.
     """
     pid = running(lab_dir, name)
     if pid:
         return pid
+    busy = [p for p in ports if port_open(p)]
+    if busy:
+        raise LabProcessError(
+            f"{name}: 127.0.0.1 port(s) {busy} already in use by a process this lab ({lab_dir}) did not "
+            "start, probably the lab of another checkout: stop it there with `make lab-down`"
+        )
     log = log_path(lab_dir, name).open("ab")
     try:
         proc = subprocess.Popen(

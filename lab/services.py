@@ -59,7 +59,7 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
         "--state-file", str(state / "director.json"),
         "--hotplug-latency", str(hotplug_latency_seconds),
     ], env={"DIRECTOR_SIM_USERNAME": DIRECTOR_USER, "DIRECTOR_SIM_PASSWORD": DIRECTOR_PASSWORD},
-        cwd=ROOT)
+        cwd=ROOT, ports=[DIRECTOR_PORT])
     processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
                          timeout_seconds=30, lab_dir=cfg.lab_dir, name="director-sim")
     processes.start(cfg.lab_dir, "gpu-agent", [
@@ -75,7 +75,7 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
         argv += ["--bmc", b]
     processes.start(cfg.lab_dir, "redfish-sim", argv,
                     env={"REDFISH_SIM_USERNAME": BMC_USER, "REDFISH_SIM_PASSWORD": BMC_PASSWORD},
-                    cwd=ROOT)
+                    cwd=ROOT, ports=[*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()])
     ports = [*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()]
     processes.wait_until(lambda: all(processes.port_open(p) for p in ports), what="redfish-sim",
                          timeout_seconds=30, lab_dir=cfg.lab_dir, name="redfish-sim")

@@ -54,3 +54,19 @@ def test_wait_until_reports_the_log_of_a_process_that_died(tmp_path: Path) -> No
         assert "crasher.log" in str(exc)
     else:
         raise AssertionError("wait_until did not raise")
+
+
+def test_start_refuses_a_port_taken_by_a_foreign_process(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        try:
+            processes.start(tmp_path, "etcd", [sys.executable, "-c", "pass"], ports=[port])
+        except processes.LabProcessError as exc:
+            assert str(port) in str(exc) and "make lab-down" in str(exc)
+        else:
+            raise AssertionError("start did not refuse the busy port")
+    assert processes.recorded(tmp_path) == []
