@@ -10,7 +10,23 @@ import pulumi_kubernetes as k8s
 from components._base import Mothership, child_opts, secret, token
 from components.manifests import common_labels, dpu_flavor_spec
 from dynamic_providers.redfish.provider import DpuPosture
-from stack_config.models import DpuConfig
+from dynamic_providers.ssh.provider import DpuMlxconfig, SshConnectionArgs
+from stack_config.models import DpuConfig, SshConnectionConfig
+
+
+def ssh_connection(config: SshConnectionConfig) -> SshConnectionArgs:
+    """The ``connection`` input of the ``dynamic_providers.ssh`` resources for an SSH section of the config.
+
+    The private key leaves the config only as a Pulumi secret (the resources wrap the whole connection
+    as a secret again, so host, port and user are encrypted in state too).
+    """
+    return {
+        "host": config.host,
+        "port": config.port,
+        "user": config.user,
+        "private_key": secret(config.private_key),
+        "host_key": config.host_key,
+    }
 
 
 @dataclass(frozen=True)
@@ -41,9 +57,17 @@ class Dpu(pulumi.ComponentResource):
     - ``<name>-flavor``: DPF ``DPUFlavor`` whose ``nvconfig[].parameters`` carry the mlxconfig
       settings (``VIRTIO_NET_EMULATION_ENABLE=1`` ...). Its spec is immutable (CRD rule
       ``self == oldSelf``), so a change replaces it.
+    - ``<name>-mlxconfig`` (only with ``prep`` in the config): :class:`dynamic_providers.ssh.provider.
+      DpuMlxconfig`, the same settings set over SSH on ``prep.device`` (query first, set only what
+      differs; ``mlxfwreset`` only with ``prep.allow_firmware_reset``). Runs after the posture (which may
+      reset the DPU). The SSH private key is a Pulumi secret.
 
     Contract properties: ``name``, ``host``, ``bmc_address``, ``bmc_verify_tls``, ``mode``,
-    ``host_privilege``, ``host_rshim``, ``mlxconfig``.
+    ``host_privilege``, ``host_rshim``, ``mlxconfig``; with ``prep`` also ``allow_firmware_reset``.
+
+    Outputs: ``reset_pending`` is the posture's (BIOS settings waiting for a DPU reset);
+    ``firmware_reset_pending`` is True while set mlxconfig values wait for ``mlxfwreset`` or a power
+    cycle (None without ``prep``).
     """
 
     name: pulumi.Output[str]
@@ -52,7 +76,10 @@ class Dpu(pulumi.ComponentResource):
     host_privilege_level: pulumi.Output[str]
     host_rshim: pulumi.Output[str]
     reset_pending: pulumi.Output[bool]
+    firmware_reset_pending: pulumi.Output[bool | None]
     flavor: pulumi.Output[str]
+    mlxconfig_prep: DpuMlxconfig | None
+    """The SSH mlxconfig resource, when the config has ``prep``."""
     dpu_name: str
     """The DPU's name (plain, for components that reference it)."""
     flavor_name: str
@@ -70,6 +97,8 @@ class Dpu(pulumi.ComponentResource):
             "host_rshim": c.host_rshim,
             "mlxconfig": dict(c.mlxconfig),
         }
+        if c.prep is not None:
+            props["allow_firmware_reset"] = c.prep.allow_firmware_reset
         super().__init__(token("Dpu"), name, props, opts)
 
         posture = DpuPosture(
@@ -107,12 +136,27 @@ class Dpu(pulumi.ComponentResource):
             ),
         )
 
+        self.mlxconfig_prep = None
+        if c.prep is not None:
+            self.mlxconfig_prep = DpuMlxconfig(
+                f"{name}-mlxconfig",
+                connection=ssh_connection(c.prep),
+                device=c.prep.device,
+                parameters=dict(c.mlxconfig),
+                allow_firmware_reset=c.prep.allow_firmware_reset,
+                use_sudo=c.prep.use_sudo,
+                opts=child_opts(self, depends_on=[posture]),
+            )
+
         self.name = pulumi.Output.from_input(name)
         self.host = pulumi.Output.from_input(args.host)
         self.mode = posture.mode
         self.host_privilege_level = posture.host_privilege_level
         self.host_rshim = posture.host_rshim
         self.reset_pending = posture.reset_pending
+        self.firmware_reset_pending = pulumi.Output.from_input(None)
+        if self.mlxconfig_prep is not None:
+            self.firmware_reset_pending = self.mlxconfig_prep.reset_pending
         self.flavor = pulumi.Output.from_input(flavor_name)
         self.register_outputs(
             {
@@ -122,6 +166,7 @@ class Dpu(pulumi.ComponentResource):
                 "host_privilege_level": self.host_privilege_level,
                 "host_rshim": self.host_rshim,
                 "reset_pending": self.reset_pending,
+                "firmware_reset_pending": self.firmware_reset_pending,
                 "flavor": self.flavor,
             }
         )

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components._base import Mothership, child_opts, token
 from components.composer import Composer, ComposerArgs, TenantPool
+from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
 from components.gpu_composition import GpuComposition, GpuCompositionArgs
 from components.host import Host, HostArgs
@@ -90,6 +91,37 @@ def excluded_devices(config: EstateConfig, compositions: list[GpuComposition]) -
     )
 
 
+def _host_report(h: Host) -> pulumi.Output[dict[str, Any]]:
+    """A host's report row; ``reboot_pending`` only when it is prepared over SSH."""
+    fields: dict[str, Any] = {
+        "name": h.name,
+        "role": h.role,
+        "bmc_address": h.bmc_address,
+        "cluster": h.cluster,
+        "gpu_mode": h.gpu_mode,
+        "dpu": h.dpu_name,
+    }
+    if h.kernel_prep is not None:
+        fields["reboot_pending"] = h.reboot_pending
+    return pulumi.Output.all(**fields)
+
+
+def _dpu_report(d: Dpu) -> pulumi.Output[dict[str, Any]]:
+    """A DPU's report row; ``firmware_reset_pending`` only when its mlxconfig is set over SSH."""
+    fields: dict[str, Any] = {
+        "name": d.name,
+        "host": d.host,
+        "mode": d.mode,
+        "host_privilege_level": d.host_privilege_level,
+        "host_rshim": d.host_rshim,
+        "reset_pending": d.reset_pending,
+        "flavor": d.flavor,
+    }
+    if d.mlxconfig_prep is not None:
+        fields["firmware_reset_pending"] = d.firmware_reset_pending
+    return pulumi.Output.all(**fields)
+
+
 class Estate(pulumi.ComponentResource):
     """The estate: every host, DPU, cluster, tenant, static GPU composition and the composer.
 
@@ -107,7 +139,8 @@ class Estate(pulumi.ComponentResource):
       :class:`~components.composer.Composer`.
 
     Output ``report`` (also the stack output ``estate``) is what :func:`stack_config.summary.render_summary`
-    prints. Contract properties: ``stack``, ``environment``.
+    prints; hosts and DPUs prepared over SSH (config ``prep``) also report ``reboot_pending`` /
+    ``firmware_reset_pending``. Contract properties: ``stack``, ``environment``.
     """
 
     report: pulumi.Output[dict[str, Any]]
@@ -279,30 +312,8 @@ class Estate(pulumi.ComponentResource):
         self.register_outputs({"report": self.report})
 
     def _report(self, stack: str, cfg: EstateConfig) -> pulumi.Output[dict[str, Any]]:
-        hosts = [
-            pulumi.Output.all(
-                name=h.name,
-                role=h.role,
-                bmc_address=h.bmc_address,
-                cluster=h.cluster,
-                gpu_mode=h.gpu_mode,
-                dpu=h.dpu_name,
-            )
-            for h in self.hosts.values()
-        ]
-        dpus = [
-            pulumi.Output.all(
-                name=d.name,
-                host=d.host,
-                mode=d.mode,
-                host_privilege_level=d.host_privilege_level,
-                host_rshim=d.host_rshim,
-                reset_pending=d.reset_pending,
-                flavor=d.flavor,
-            )
-            for d in (h.dpu for h in self.hosts.values())
-            if d is not None
-        ]
+        hosts = [_host_report(h) for h in self.hosts.values()]
+        dpus = [_dpu_report(d) for d in (h.dpu for h in self.hosts.values()) if d is not None]
         tenants = [
             pulumi.Output.all(
                 name=t.name,

@@ -9,8 +9,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import Mothership, child_opts, secret, token
-from components.dpu import Dpu, DpuArgs
+from components.dpu import Dpu, DpuArgs, ssh_connection
 from components.manifests import bare_metal_host_spec, bmc_address, common_labels, host_user_data
+from dynamic_providers.ssh.provider import HostKernelPrep
 from stack_config.models import HostConfig
 
 
@@ -50,9 +51,18 @@ class Host(pulumi.ComponentResource):
       ``online``, ``userData``), labelled with its role, cluster and GPU Operator node labels.
     - ``<name>-node-labels`` (lab only): NodePatch putting the GPU Operator labels on the Node.
     - the host's :class:`~components.dpu.Dpu`, when it has one.
+    - ``<name>-kernel-prep`` (only with ``prep`` in the config, for hosts already installed):
+      :class:`dynamic_providers.ssh.provider.HostKernelPrep`, the same kernel args and blacklist applied
+      over SSH (query first, change only what differs; reboot only with ``prep.allow_reboot``). It runs
+      after the DPU's SSH mlxconfig step, so a reboot never cuts that short. The SSH private key is a
+      Pulumi secret.
 
     Contract properties: ``name``, ``role``, ``bmc_address``, ``bmc_verify_tls``, ``kernel_args``,
-    ``blacklisted_modules``, ``cluster``, ``tenant_workloads``, ``dpu``, ``gpu_mode``.
+    ``blacklisted_modules``, ``cluster``, ``tenant_workloads``, ``dpu``, ``gpu_mode``; with ``prep``
+    also ``allow_reboot``.
+
+    Output ``reboot_pending``: True while the kernel args or blacklist applied over SSH are not active
+    yet (None without ``prep``).
     """
 
     name: pulumi.Output[str]
@@ -64,7 +74,10 @@ class Host(pulumi.ComponentResource):
     credentials_secret: pulumi.Output[str]
     user_data_secret: pulumi.Output[str]
     dpu_name: pulumi.Output[str | None]
+    reboot_pending: pulumi.Output[bool | None]
     dpu: Dpu | None
+    kernel_prep: HostKernelPrep | None
+    """The SSH kernel-preparation resource, when the config has ``prep``."""
 
     def __init__(self, name: str, args: HostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
@@ -81,6 +94,8 @@ class Host(pulumi.ComponentResource):
             "dpu": c.dpu_name,
             "gpu_mode": args.gpu_mode,
         }
+        if c.prep is not None:
+            props["allow_reboot"] = c.prep.allow_reboot
         super().__init__(token("Host"), name, props, opts)
 
         ms = args.mothership
@@ -132,6 +147,18 @@ class Host(pulumi.ComponentResource):
                 DpuArgs(config=c.dpu, host=name, mothership=ms, ca_bundle=args.dpu_ca_bundle),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+        self.kernel_prep = None
+        if c.prep is not None:
+            self.kernel_prep = HostKernelPrep(
+                f"{name}-kernel-prep",
+                connection=ssh_connection(c.prep),
+                kernel_args=list(c.kernel_args),
+                blacklisted_modules=list(c.blacklisted_modules),
+                allow_reboot=c.prep.allow_reboot,
+                sysroot=c.prep.sysroot or "",
+                use_sudo=c.prep.use_sudo,
+                opts=child_opts(self, depends_on=[self.dpu.mlxconfig_prep if self.dpu else None]),
+            )
 
         self.name = pulumi.Output.from_input(name)
         self.role = pulumi.Output.from_input(c.role)
@@ -142,6 +169,9 @@ class Host(pulumi.ComponentResource):
         self.credentials_secret = pulumi.Output.from_input(creds_name)
         self.user_data_secret = pulumi.Output.from_input(user_data_name)
         self.dpu_name = pulumi.Output.from_input(c.dpu_name)
+        self.reboot_pending = pulumi.Output.from_input(None)
+        if self.kernel_prep is not None:
+            self.reboot_pending = self.kernel_prep.reboot_pending
         self.register_outputs(
             {
                 "name": self.name,
@@ -153,5 +183,6 @@ class Host(pulumi.ComponentResource):
                 "credentials_secret": self.credentials_secret,
                 "user_data_secret": self.user_data_secret,
                 "dpu_name": self.dpu_name,
+                "reboot_pending": self.reboot_pending,
             }
         )

@@ -17,7 +17,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from stack_config.errors import ConfigProblem, EstateConfigError
 from stack_config.models import EstateConfig
-from stack_config.rules import check_rules
+from stack_config.rules import check_rules, plaintext_private_keys
 
 #: Pulumi config key (``<project>:<key>``) that holds the estate.
 CONFIG_NAMESPACE = "composable-gpu"
@@ -25,7 +25,7 @@ CONFIG_KEY = "estate"
 FULL_CONFIG_KEY = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
 
 #: Field names whose offending input is never echoed in messages.
-_SECRET_FIELDS = frozenset({"password"})
+_SECRET_FIELDS = frozenset({"password", "private_key"})
 #: Placeholder used for ``{secure: ...}`` leaves when validating a stack file offline.
 SECRET_PLACEHOLDER = "<encrypted>"
 
@@ -166,10 +166,31 @@ def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig
     config = doc.get("config") or {}
     if FULL_CONFIG_KEY not in config:
         raise EstateConfigError([ConfigProblem("", f"{path.name} has no config key {FULL_CONFIG_KEY}")])
+    plaintext = plaintext_secrets_in_stack_file(path)
     raw = _strip_secure(config[FULL_CONFIG_KEY])
     if not require_secrets:
         raw = fill_missing_secrets(EstateConfig, raw)
-    return load_estate(raw)
+    try:
+        estate = load_estate(raw)
+    except EstateConfigError as exc:
+        raise EstateConfigError([*plaintext, *exc.problems]) from None
+    if plaintext:
+        raise EstateConfigError(plaintext)
+    return estate
+
+
+def plaintext_secrets_in_stack_file(path: Path) -> list[ConfigProblem]:
+    """Problems for SSH private keys written in plain text in a ``Pulumi.<stack>.yaml``.
+
+    Run on the raw file, before decryption (afterwards an encrypted key and a plain one look
+    alike). A missing file or estate key yields no problem. Raises ``yaml.YAMLError`` on a
+    malformed file.
+    """
+    if not path.exists():
+        return []
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw = (doc.get("config") or {}).get(FULL_CONFIG_KEY)
+    return plaintext_private_keys(raw) if raw is not None else []
 
 
 def resolve_path(path: str, root: Path) -> Path:

@@ -15,6 +15,8 @@ JSON schema ``stack_config/stack-config.schema.json``)::
           boot_mac: 52:54:00:00:01:01
           bmc: {endpoint: https://127.0.0.1:18451, username: root, password: <secret>}
           dpu: {bmc: {endpoint: https://127.0.0.1:18441, username: root, password: <secret>}}
+          # optional, for hosts that are already installed: kernel args and blacklist over SSH
+          prep: {host: 10.0.0.21, user: gpuprep, private_key: {secure: ...}, host_key: ssh-ed25519 AAAA...}
       hypervisor_clusters: [{name: lab-workers, hosts: [blade-slot-1], gpu_workload_mode: container}]
       dpu_cluster: {name: lab-dpu}
       tenants:
@@ -33,9 +35,12 @@ live in :mod:`stack_config.rules`; :func:`stack_config.loader.load_estate` runs 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import base64
+import binascii
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from stack_config.gpus import GPU_PRODUCTS
 from stack_config.types import (
@@ -167,6 +172,106 @@ class HostBmcConfig(BmcConfig):
     """Ironic driver scheme for ``bmc.address`` (virtual-media boot or PXE)."""
 
 
+#: Host-key algorithms accepted for pinning (OpenSSH ``known_hosts`` type names).
+SSH_HOST_KEY_TYPES: tuple[str, ...] = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+)
+#: The BlueField-3 mst device as ``mst status`` names it (NVIDIA MFT, ``/dev/mst/mt41692_pciconf0``).
+DEFAULT_MLX_DEVICE = "/dev/mst/mt41692_pciconf0"
+
+#: JSON schema of a secret that must be stored encrypted: only Pulumi's ``{secure: v1:...}`` form.
+ENCRYPTED_SECRET_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"secure": {"type": "string"}},
+    "required": ["secure"],
+    "additionalProperties": False,
+    "description": "Secret that must be stored encrypted: set it with `pulumi config set --secret --path "
+    "...`; a plain-text value in the stack file is rejected.",
+}
+
+EncryptedSecret = Annotated[SecretStr, WithJsonSchema(ENCRYPTED_SECRET_JSON_SCHEMA)]
+"""A secret that may appear in a stack file only encrypted (``{secure: ...}``); see
+:func:`stack_config.rules.plaintext_private_keys`. Wrapped in ``pulumi.Output.secret`` by components."""
+
+
+def _ssh_host_key(value: str) -> str:
+    fields = value.split()
+    if len(fields) >= 3 and fields[1] in SSH_HOST_KEY_TYPES:
+        fields = fields[1:]  # a whole known_hosts line "<host> <type> <key>": drop the host
+    if len(fields) < 2 or fields[0] not in SSH_HOST_KEY_TYPES:
+        raise PydanticCustomError(
+            "ssh_host_key",
+            "is not an SSH public host key '<type> <base64>' (type one of {types})",
+            {"types": ", ".join(SSH_HOST_KEY_TYPES)},
+        )
+    try:
+        base64.b64decode(fields[1], validate=True)
+    except binascii.Error:
+        raise PydanticCustomError("ssh_host_key", "the host key is not valid base64", {}) from None
+    return f"{fields[0]} {fields[1]}"
+
+
+SshHostKey = Annotated[
+    str,
+    AfterValidator(_ssh_host_key),
+    Field(json_schema_extra={"pattern": r"^(\S+ )?(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa) \S+"}),
+]
+"""A pinned SSH host key, ``"<type> <base64>"`` (a whole ``known_hosts`` line is accepted and its host
+field dropped), e.g. the content of ``/etc/ssh/ssh_host_ed25519_key.pub`` without the comment."""
+
+
+class SshConnectionConfig(_Model):
+    """How the program reaches an already-installed machine over SSH (key-only, pinned host key).
+
+    Used by :class:`HostPrepConfig` and :class:`DpuPrepConfig`; the components hand these details to
+    the ``dynamic_providers.ssh`` resources as Pulumi secrets.
+    """
+
+    host: NonEmptyStr
+    """DNS name or IP address of the SSH server."""
+    port: bounded_int(1, 65535) = 22  # type: ignore[valid-type]
+    """TCP port."""
+    user: str = Field(min_length=1, max_length=32, pattern=r"^[a-z_][a-z0-9_.\-]*$")
+    """Login user (public-key authentication only)."""
+    private_key: EncryptedSecret
+    """OpenSSH or PEM private key (Ed25519, ECDSA or RSA, without passphrase) authorised for ``user``.
+    Secret: the stack file may hold it only encrypted (``pulumi config set --secret --path ... < key``)."""
+    host_key: SshHostKey
+    """The server's public host key, pinned: a server presenting another key is refused before
+    authentication (``ssh-keyscan -t ed25519 <host>`` minus the host name, checked out of band)."""
+    use_sudo: bool = False
+    """Run the privileged commands (``update-grub``, ``mlxconfig``, ``reboot``, ...) with ``sudo -n``:
+    set when ``user`` is not root (password-less sudo required)."""
+
+
+class HostPrepConfig(SshConnectionConfig):
+    """Preparation of an already-installed host over SSH: the host's ``kernel_args`` in GRUB and its
+    ``blacklisted_modules`` in modprobe.d, changed only where they differ (Debian/Ubuntu layout)."""
+
+    allow_reboot: bool = False
+    """Reboot the host when the new kernel arguments or blacklist are not active yet. Default false: the
+    report says ``reboot_pending`` and the reboot is left to the operator."""
+    sysroot: str | None = Field(default=None, pattern=r"^/")
+    """Lab only: absolute path prefixed to every file the preparation reads or writes (the SSH lab's
+    stand-in tree); omitted on real hosts."""
+
+
+class DpuPrepConfig(SshConnectionConfig):
+    """Firmware configuration of a DPU over SSH (on its Arm OS or on the host carrying it): the DPU's
+    ``mlxconfig`` settings set with ``mlxconfig -d <device> set``, only those whose next-boot value
+    differs. The names and ranges are validated from config (``stack_config.rules.dpu_mlxconfig_valid``)."""
+
+    device: str = Field(default=DEFAULT_MLX_DEVICE, min_length=1, pattern=r"^[A-Za-z0-9_./:\-]+$")
+    """mst device (``/dev/mst/mt41692_pciconf0``) or PCI address (``03:00.0``) of the DPU."""
+    allow_firmware_reset: bool = False
+    """Run ``mlxfwreset`` when set values wait for a firmware reset. Default false: the report says
+    ``firmware_reset_pending`` and the reset (or a power cycle) is left to the operator."""
+
+
 class DpuConfig(_Model):
     """The BlueField-3 DPU of a host: BMC, operating mode, zero-trust posture and mlxconfig."""
 
@@ -184,6 +289,9 @@ class DpuConfig(_Model):
     """Firmware parameters set with mlxconfig (carried by the DPF DPUFlavor ``nvconfig``)."""
     apply_reset: bool = False
     """Reset the DPU so pending BIOS settings apply (interrupts traffic)."""
+    prep: DpuPrepConfig | None = None
+    """Set ``mlxconfig`` on the device over SSH (for DPUs already running); default: only the DPF
+    DPUFlavor carries the settings."""
 
 
 class HostImageConfig(_Model):
@@ -225,6 +333,9 @@ class HostConfig(_Model):
     """OS image; omitted when a cluster template provisions the host."""
     dpu: DpuConfig | None = None
     """The host's BlueField DPU, if any."""
+    prep: HostPrepConfig | None = None
+    """Apply ``kernel_args`` and ``blacklisted_modules`` over SSH (for hosts that are already installed);
+    default: only the cloud-init user-data carries them."""
 
     @property
     def dpu_name(self) -> str | None:

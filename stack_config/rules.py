@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
+from dynamic_providers.ssh import mlxconfig_rules
+from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import GPU_PRODUCTS
 from stack_config.models import MOTHERSHIP, EstateConfig
@@ -258,6 +263,114 @@ def dpu_cluster_host_role_needs_dpu(estate: EstateConfig) -> Iterator[ConfigProb
                 f"hosts[{i}].role",
                 f"host {h.name!r} is a dpu-cluster-host but is in hypervisor cluster {cluster.name!r}",
             )
+
+
+# --------------------------------------------------------------------------- SSH preparation
+
+
+def dpu_mlxconfig_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A DPU's ``mlxconfig`` values are within the documented BlueField-3 ranges, and with ``prep`` (set
+    over SSH) every name is a parameter the program manages and at least one is set.
+
+    Names and bounds come from :mod:`dynamic_providers.ssh.mlxconfig_rules` (the same checks the
+    ``DpuMlxconfig`` provider runs), so a bad parameter fails before any resource is registered.
+    Without ``prep`` other parameter names are left alone: the DPF DPUFlavor passes any of them on.
+    """
+    for i, h in enumerate(estate.hosts):
+        d = h.dpu
+        if d is None:
+            continue
+        base = f"hosts[{i}].dpu.mlxconfig"
+        params: dict[str, object] = dict(d.mlxconfig)
+        if d.prep is None:
+            params = {k: v for k, v in params.items() if k in mlxconfig_rules.PARAMETERS}
+            if not params:
+                continue
+        for v in mlxconfig_rules.violations(params):
+            if v.parameter in params:
+                yield ConfigProblem(f"{base}.{v.parameter}", v.reason.removeprefix(f"{v.parameter}: "))
+            else:  # a cross-parameter rule, or no parameter at all
+                yield ConfigProblem(base, v.reason.removeprefix("parameters: "))
+
+
+def ssh_prep_kernel_settings_supported(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A host prepared over SSH has kernel args of the form ``name`` or ``name=value`` (no quotes) and
+    plain module names: what ``HostKernelPrep`` can write to GRUB and modprobe.d
+    (:class:`dynamic_providers.ssh.models.HostKernelPrepSpec`)."""
+    for i, h in enumerate(estate.hosts):
+        if h.prep is None:
+            continue
+        for field, values, what in (
+            ("kernel_args", h.kernel_args, "a kernel argument (name or name=value)"),
+            ("blacklisted_modules", h.blacklisted_modules, "a module name"),
+        ):
+            for j, item in enumerate(values):
+                try:
+                    HostKernelPrepSpec.model_validate({field: [item]})
+                except ValidationError:
+                    yield ConfigProblem(
+                        f"hosts[{i}].{field}[{j}]",
+                        f"{item!r} is not {what} that can be applied over SSH (prep is set)",
+                    )
+
+
+def unique_ssh_prep_targets(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """No two hosts are prepared through the same SSH server (``host:port``), and no two DPUs through the
+    same server and device (they would fight over the same GRUB file or firmware)."""
+    hosts = [
+        (f"hosts[{i}].prep.host", f"{h.prep.host}:{h.prep.port}")
+        for i, h in enumerate(estate.hosts)
+        if h.prep is not None
+    ]
+    yield from _duplicates(hosts, "host prep target")
+    dpus = [
+        (f"hosts[{i}].dpu.prep.device", f"{h.dpu.prep.host}:{h.dpu.prep.port} {h.dpu.prep.device}")
+        for i, h in enumerate(estate.hosts)
+        if h.dpu is not None and h.dpu.prep is not None
+    ]
+    yield from _duplicates(dpus, "DPU prep target")
+
+
+def _is_encrypted(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"secure"}
+
+
+def plaintext_private_keys(raw: Any) -> list[ConfigProblem]:
+    """SSH private keys written in plain text in a stack file (each must be Pulumi's ``{secure: ...}``).
+
+    Unlike :data:`RULES`, this runs on the *raw* estate as read from ``Pulumi.<stack>.yaml``, before
+    encrypted leaves are replaced (:func:`stack_config.loader.load_stack_file`): once Pulumi has
+    decrypted the config for the program, an encrypted key and a plain one look alike. Pure; malformed
+    input (not a mapping, hosts not a list) yields no problem here (the models report it).
+
+    Args:
+        raw: the value of ``composable-gpu:estate`` in the stack file.
+    Returns:
+        One problem per plain-text ``hosts[i].prep.private_key`` / ``hosts[i].dpu.prep.private_key``;
+        the message never quotes the value.
+    """
+    problems: list[ConfigProblem] = []
+    hosts = raw.get("hosts") if isinstance(raw, Mapping) else None
+    for i, host in enumerate(hosts if isinstance(hosts, list) else []):
+        if not isinstance(host, Mapping):
+            continue
+        dpu = host.get("dpu")
+        for where, section in (
+            (f"hosts[{i}].prep", host.get("prep")),
+            (f"hosts[{i}].dpu.prep", dpu.get("prep") if isinstance(dpu, Mapping) else None),
+        ):
+            if not isinstance(section, Mapping) or "private_key" not in section:
+                continue
+            if not _is_encrypted(section["private_key"]):
+                path = f"{where}.private_key"
+                problems.append(
+                    ConfigProblem(
+                        path,
+                        "is in plain text; store it encrypted: pulumi config set --secret --path "
+                        f"'estate.{path}' < <key file>",
+                    )
+                )
+    return problems
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -601,11 +714,19 @@ def composer_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 
 def lab_only_settings(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """``mothership.label_nodes`` is a lab shortcut, refused outside ``environment: lab``."""
-    if estate.mothership.label_nodes and estate.environment != "lab":
+    """``mothership.label_nodes`` and ``hosts[].prep.sysroot`` are lab shortcuts, refused outside
+    ``environment: lab``."""
+    if estate.environment == "lab":
+        return
+    if estate.mothership.label_nodes:
         yield ConfigProblem(
             "mothership.label_nodes", f"only allowed in environment lab, not {estate.environment}"
         )
+    for i, h in enumerate(estate.hosts):
+        if h.prep is not None and h.prep.sysroot is not None:
+            yield ConfigProblem(
+                f"hosts[{i}].prep.sysroot", f"only allowed in environment lab, not {estate.environment}"
+            )
 
 
 def bmc_endpoints_are_https_outside_lab(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -643,6 +764,9 @@ RULES: tuple[Rule, ...] = (
     vm_mode_needs_kubevirt,
     dpu_cluster_hosts_have_dpus,
     dpu_cluster_host_role_needs_dpu,
+    dpu_mlxconfig_valid,
+    ssh_prep_kernel_settings_supported,
+    unique_ssh_prep_targets,
     pool_models_known,
     allowed_models_offered,
     tenant_cluster_hypervisor_exists,

@@ -5,8 +5,10 @@ Pure: takes the decoded stack output (``pulumi stack output estate --json``, or
 per host, and returns text. Shape of ``estate`` (written by ``components.estate.Estate``)::
 
     {"stack": "dev", "environment": "lab",
-     "hosts": [{"name", "role", "bmc_address", "cluster", "gpu_mode", "dpu"}],
-     "dpus": [{"name", "host", "mode", "host_privilege_level", "host_rshim", "reset_pending", "flavor"}],
+     "hosts": [{"name", "role", "bmc_address", "cluster", "gpu_mode", "dpu",
+                "reboot_pending"}],                  # reboot_pending: only hosts prepared over SSH
+     "dpus": [{"name", "host", "mode", "host_privilege_level", "host_rshim", "reset_pending", "flavor",
+               "firmware_reset_pending"}],           # firmware_reset_pending: only DPUs prepared over SSH
      "hypervisor_clusters": [{"name", "hosts", "gpu_workload_mode", "kubevirt", "services"}],
      "dpu_cluster": {"name", "hosts", "dpus", "services"} | None,
      "tenants": [{"name", "namespace", "gpu_quota", "allowed_models",
@@ -75,7 +77,8 @@ def gpus_per_host(
 
 
 def render_summary(estate: Mapping[str, Any], *, attached: Mapping[str, Sequence[str]] | None = None) -> str:
-    """The report: hosts, DPUs with their posture, clusters, tenants with networks and clusters,
+    """The report: hosts (with ``reboot pending`` when prepared over SSH), DPUs with their posture (and
+    ``firmware reset pending`` when prepared over SSH), clusters, tenants with networks and clusters,
     GPUs per host, composer.
 
     Args:
@@ -99,6 +102,7 @@ def render_summary(estate: Mapping[str, Any], *, attached: Mapping[str, Sequence
                 f"GPU mode {_s(h.get('gpu_mode'))}",
                 f"DPU {_s(h.get('dpu'))}",
                 _s(h.get("bmc_address")),
+                f"reboot pending {_s(h['reboot_pending'])}" if "reboot_pending" in h else "",
             ]
             for h in hosts
         ]
@@ -115,6 +119,9 @@ def render_summary(estate: Mapping[str, Any], *, attached: Mapping[str, Sequence
                 f"host privilege {_s(d.get('host_privilege_level'))}",
                 f"rshim {_s(d.get('host_rshim'))}",
                 f"reset pending {_s(d.get('reset_pending'))}",
+                f"firmware reset pending {_s(d['firmware_reset_pending'])}"
+                if "firmware_reset_pending" in d
+                else "",
             ]
             for d in dpus
         ]

@@ -103,3 +103,28 @@ _ESTATE: dict[str, Any] = {
 def valid_estate() -> dict[str, Any]:
     """A fresh deep copy of the valid estate."""
     return copy.deepcopy(_ESTATE)
+
+
+# SSH preparation sections (hosts[].prep, hosts[].dpu.prep). The key is not a real key (the config
+# does not parse it); its body holds a marker tests search for.
+SSH_KEY_MARKER = "c3NoLXByZXAta2V5LTViMmU"
+SSH_PRIVATE_KEY = (
+    f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SSH_KEY_MARKER}=\n-----END OPENSSH PRIVATE KEY-----\n"
+)
+SSH_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPk7QQyorUMUBNFyEv+OJflqKnT3t9VcSIjUW9bYs/ly"
+
+
+def host_prep(**over: Any) -> dict[str, Any]:
+    """A valid ``hosts[].prep`` section (raw, private key decrypted)."""
+    return {
+        "host": "10.0.2.1",
+        "user": "gpuprep",
+        "private_key": SSH_PRIVATE_KEY,
+        "host_key": SSH_HOST_KEY,
+        **over,
+    }
+
+
+def dpu_prep(**over: Any) -> dict[str, Any]:
+    """A valid ``hosts[].dpu.prep`` section (raw, private key decrypted)."""
+    return {**host_prep(host="10.0.3.1"), **over}

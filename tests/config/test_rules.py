@@ -12,7 +12,7 @@ import pytest
 from stack_config import EstateConfigError, load_estate, load_stack_file
 from stack_config.models import EstateConfig
 from stack_config.rules import RULES, check_rules
-from tests.config.factories import valid_estate
+from tests.config.factories import host_prep, valid_estate
 
 ROOT = Path(__file__).resolve().parents[2]
 Mutation = Callable[[dict[str, Any]], None]
@@ -140,6 +140,20 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "dpu_cluster_host_role_needs_dpu": (
         _drop_dpu(3),
         "hosts[3].dpu: host 'dpu-host-1' has role dpu-cluster-host but no dpu",
+    ),
+    "dpu_mlxconfig_valid": (
+        _set("hosts[0].dpu.mlxconfig", {"VIRTIO_NET_EMULATION_ENABLE": 1, "VIRTIO_NET_EMULATION_NUM_PF": 40}),
+        "hosts[0].dpu.mlxconfig.VIRTIO_NET_EMULATION_NUM_PF: 40 is out of range 0..31 (source: BlueField "
+        "BSP 'VirtIO-net Emulated Devices': up to 31 PFs)",
+    ),
+    "ssh_prep_kernel_settings_supported": (
+        _do(_set("hosts[0].prep", host_prep()), _set("hosts[0].kernel_args", ["iommu=pt", 'opt="a"'])),
+        "hosts[0].kernel_args[1]: 'opt=\"a\"' is not a kernel argument (name or name=value) that can be "
+        "applied over SSH (prep is set)",
+    ),
+    "unique_ssh_prep_targets": (
+        _do(_set("hosts[0].prep", host_prep()), _set("hosts[2].prep", host_prep())),
+        "hosts[2].prep.host: duplicate host prep target '10.0.2.1:22' (first at hosts[0].prep.host)",
     ),
     "pool_models_known": (
         _set("fabric.pools[0].models", ["Tesla-T4", "NVIDIA-A100-PCIE-40GB", "GeForce-RTX-4090"]),
