@@ -8,7 +8,12 @@ ENV := source lab/env.sh &&
 # PULUMI_CONFIG_PASSPHRASE (or a secrets provider), see README "Environments".
 ifeq ($(STACK),dev)
 PASS := export PULUMI_CONFIG_PASSPHRASE=dev-lab-only-passphrase &&
+POLICY_ENV ?= lab
+else
+POLICY_ENV ?= $(STACK)
 endif
+# Every preview and update runs the tenant-isolation policy pack with the stack's enforcement.
+POLICY := --policy-pack policies --policy-pack-config policies/config/$(POLICY_ENV).json
 
 .PHONY: setup demo lab-up lab-down lab-status preview review up destroy test lint bench ci
 
@@ -28,13 +33,13 @@ lab-status:
 	$(ENV) python -m lab status
 
 preview:
-	$(ENV) $(PASS) pulumi preview --stack $(STACK) --diff
+	$(ENV) $(PASS) pulumi preview --stack $(STACK) --diff $(POLICY)
 
 review:  ## Markdown preview summary (with the policy pack) for a pull-request comment
 	$(ENV) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
 
 up:
-	$(ENV) $(PASS) pulumi up --stack $(STACK) --yes
+	$(ENV) $(PASS) pulumi up --stack $(STACK) --yes $(POLICY)
 
 destroy:
 	$(ENV) $(PASS) pulumi destroy --stack $(STACK) --yes

@@ -26,6 +26,8 @@ from lab import controlplane, kube, processes, services
 
 DEMO_NAMESPACE = "gpu-demo"
 GPU_RESOURCE = "nvidia.com/gpu"
+#: Taint the composer puts on a node while it decomposes the node's GPUs (composer/annotations.py).
+RECLAIM_TAINT = "composer.liqid.io/reclaiming"
 
 
 class ScenarioError(RuntimeError):
@@ -132,14 +134,16 @@ def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
     say = step("composer: controller with the chart's ServiceAccount token (TokenRequest)")
     start_composer(cfg, estate["composer"], idle_timeout_seconds=idle_timeout_seconds)
     pool = sorted(g.name for g in free)
-    say(f"running; free pool: {pool} ({model}); idle timeout {idle_timeout_seconds:.0f} s")
+    stack_idle = estate["composer"].get("idle_timeout_seconds")
+    say(f"running; free pool: {pool} ({model}); idle timeout {idle_timeout_seconds:.0f} s for the demo "
+        f"(the stack's chart: {stack_idle} s)")
 
     def attached(host: str) -> list[str]:
         return sorted(g.name for g in director.attached_gpus(host))
 
     def run_pod(name: str, host: str) -> list[str]:
         say = step(f"pod {name}: 2 x {GPU_RESOURCE} ({model}) pinned to {host}")
-        core.create_namespaced_pod(DEMO_NAMESPACE, gpu_pod(name, host, 2, model))
+        uid = core.create_namespaced_pod(DEMO_NAMESPACE, gpu_pod(name, host, 2, model)).metadata.uid
 
         def phase() -> str:
             return core.read_namespaced_pod(name, DEMO_NAMESPACE).status.phase or ""
@@ -155,7 +159,7 @@ def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
         say(f"{host} advertises {GPU_RESOURCE}=2")
         _wait(lambda: phase() == "Running", what=f"{name} Running", timeout_seconds=120)
         say("Running")
-        events = core.list_namespaced_event(DEMO_NAMESPACE, field_selector=f"involvedObject.name={name}")
+        events = core.list_namespaced_event(DEMO_NAMESPACE, field_selector=f"involvedObject.uid={uid}")
         for ev in events.items:
             if ev.source and ev.source.component and "composer" in ev.source.component:
                 say(f"event {ev.reason}: {ev.message}")
@@ -164,10 +168,20 @@ def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
     def finish(name: str, host: str) -> None:
         say = step(f"pod {name} ends; waiting for the idle timeout and the reclaim")
         core.delete_namespaced_pod(name, DEMO_NAMESPACE, grace_period_seconds=0)
-        say("pod deleted")
-        _wait(lambda: not attached(host), what=f"GPUs decomposed from {host}",
-              timeout_seconds=idle_timeout_seconds + 120)
-        say(f"reclaimed: free pool is now {sorted(g.name for g in director.free_gpus())}")
+        say(f"pod deleted; {host} keeps its GPUs until it has been idle for {idle_timeout_seconds:.0f} s")
+        seen_taint = False
+
+        def reclaimed() -> bool:
+            nonlocal seen_taint
+            taints = core.read_node(host).spec.taints or []
+            if not seen_taint and any(t.key == RECLAIM_TAINT for t in taints):
+                seen_taint = True
+                say(f"{host} tainted {RECLAIM_TAINT}:NoSchedule (no new GPU pods) while decomposing")
+            return not attached(host) and not any(t.key == RECLAIM_TAINT for t in taints)
+
+        _wait(reclaimed, what=f"GPUs decomposed from {host}", timeout_seconds=idle_timeout_seconds + 120,
+              interval=0.2)
+        say(f"decomposed and taint removed: free pool is now {sorted(g.name for g in director.free_gpus())}")
 
     first = run_pod("train-a", "blade-slot-1")
     finish("train-a", "blade-slot-1")

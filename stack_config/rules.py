@@ -8,6 +8,7 @@ syntax, DNS names, ...) are enforced by the models in :mod:`stack_config.models`
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -274,7 +275,9 @@ def dpu_mlxconfig_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
     Names and bounds come from :mod:`dynamic_providers.ssh.mlxconfig_rules` (the same checks the
     ``DpuMlxconfig`` provider runs), so a bad parameter fails before any resource is registered.
-    Without ``prep`` other parameter names are left alone: the DPF DPUFlavor passes any of them on.
+    Without ``prep`` other parameter names pass through to the DPF DPUFlavor, except near-misses of
+    the managed names (typos that would drop the intended setting), and an emulation whose
+    ``*_NUM_*`` is set must also be enabled (the flavor is the DPU's whole intended setting).
     """
     for i, h in enumerate(estate.hosts):
         d = h.dpu
@@ -283,7 +286,25 @@ def dpu_mlxconfig_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
         base = f"hosts[{i}].dpu.mlxconfig"
         params: dict[str, object] = dict(d.mlxconfig)
         if d.prep is None:
+            # Other parameters pass through to the DPUFlavor, but a near-miss of a managed name is
+            # almost surely a typo that would silently drop the intended setting.
+            for name in params:
+                if name in mlxconfig_rules.PARAMETERS:
+                    continue
+                close = difflib.get_close_matches(name.upper(), mlxconfig_rules.PARAMETERS, n=1, cutoff=0.85)
+                if close:
+                    yield ConfigProblem(f"{base}.{name}",
+                                        f"unknown mlxconfig parameter; did you mean {close[0]}?")
             params = {k: v for k, v in params.items() if k in mlxconfig_rules.PARAMETERS}
+            for family in ("VIRTIO_NET_EMULATION", "PCI_SWITCH_EMULATION"):
+                counts = [k for k in params
+                          if k.startswith(f"{family}_NUM_") and str(params[k]) not in ("0", "0.0")]
+                enable = str(params.get(f"{family}_ENABLE", "")).strip().lower()
+                if counts and enable not in ("1", "1.0", "true"):
+                    yield ConfigProblem(
+                        f"{base}.{family}_ENABLE",
+                        f"must be 1 when {', '.join(sorted(counts))} is set (the emulation is off otherwise)",
+                    )
             if not params:
                 continue
         for v in mlxconfig_rules.violations(params):

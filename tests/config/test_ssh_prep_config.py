@@ -127,6 +127,7 @@ def test_without_prep_other_parameters_pass_through_to_the_flavor_but_ranges_sti
 def test_cross_parameter_limit_names_both_parameters() -> None:
     raw = _estate(dpu=dpu_prep())
     raw["hosts"][1]["dpu"]["mlxconfig"] = {
+        "VIRTIO_NET_EMULATION_ENABLE": 1,
         "VIRTIO_NET_EMULATION_NUM_PF": 10,
         "VIRTIO_NET_EMULATION_NUM_VF": 20,
         "PCI_SWITCH_EMULATION_ENABLE": 1,
@@ -232,3 +233,18 @@ def test_stack_file_with_a_plaintext_private_key_is_refused_naming_the_key(tmp_p
     estate["hosts"][0]["prep"]["private_key"] = {"secure": "v1:abc:def"}
     path.write_text(yaml.safe_dump(dev))
     assert plaintext_secrets_in_stack_file(path) == []
+
+
+def test_misspelt_managed_parameter_without_prep_is_refused_with_a_hint() -> None:
+    raw = _estate()
+    raw["hosts"][1]["dpu"]["mlxconfig"] = {
+        "VIRTIO_NET_EMULATON_ENABLE": 1,  # an "I" missing
+        "VIRTIO_NET_EMULATION_NUM_PF": 10,
+        "SOME_OTHER_FIRMWARE_PARAM": 3,  # unrelated names still pass through to the DPUFlavor
+    }
+    assert _problems(raw) == [
+        "hosts[1].dpu.mlxconfig.VIRTIO_NET_EMULATON_ENABLE: unknown mlxconfig parameter; "
+        "did you mean VIRTIO_NET_EMULATION_ENABLE?",
+        "hosts[1].dpu.mlxconfig.VIRTIO_NET_EMULATION_ENABLE: must be 1 when VIRTIO_NET_EMULATION_NUM_PF "
+        "is set (the emulation is off otherwise)",
+    ]
