@@ -201,6 +201,8 @@ def _verdict(preview: Preview) -> str:
         status = "✅ **Preview succeeded**"
     if not preview.policy_packs:
         policy = "⚠️ no policy pack ran"
+    elif not preview.violations and preview.result != "succeeded":
+        policy = "⚠️ policies not fully evaluated (the preview failed first)"
     elif not preview.violations:
         policy = f"✅ all {_plural(len(preview.policies_passed), 'policy', 'policies')} passed"
     else:
@@ -378,6 +380,12 @@ def _policy_section(preview: Preview, tree: _Tree) -> list[str]:
         return lines + ["No policy pack ran with this preview.", ""]
     packs = ", ".join(f"{_code(name)} {ver}".strip() for name, ver in sorted(preview.policy_packs.items()))
     passed = _plural(len(preview.policies_passed), "policy", "policies")
+    if not preview.violations and preview.result != "succeeded":
+        return lines + [
+            f"⚠️ No violations reported, but the preview failed before the program registered every "
+            f"resource, so the policies did not judge the whole stack. Packs: {packs}; {passed} passed.",
+            "",
+        ]
     if not preview.violations:
         return lines + [f"✅ No violations. Packs: {packs}; {passed} passed.", ""]
     lines += ["| level | policy | resource | message |", "|---|---|---|---|"]

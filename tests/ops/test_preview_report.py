@@ -255,3 +255,17 @@ def test_policy_config_follows_the_stack_environment(tmp_path: Path) -> None:
     for stack, environment in (("dev", "lab"), ("staging", "staging"), ("production", "production")):
         expected = ROOT / "policies" / "config" / f"{environment}.json"
         assert default_policy_config(ROOT / "policies", ROOT, stack) == expected
+
+
+def test_failed_preview_without_violations_does_not_claim_the_policies_passed() -> None:
+    from ops.preview_events import Preview
+
+    failed = Preview(policy_packs={"composable-gpu-tenant-isolation": "0.1.0"},
+                     policies_passed=frozenset({"composable-gpu-tenant-isolation/record-resource-inputs"}),
+                     result="failed")
+    md = render_markdown(failed, title="t")
+    assert "policies not fully evaluated" in md
+    assert "all 1 policy passed" not in md
+    assert "No violations." not in md
+    ok = failed.model_copy(update={"result": "succeeded"})
+    assert "all 1 policy passed" in render_markdown(ok, title="t")
