@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from dynamic_providers.director.provider import GpuComposition as DirectorGpuComposition
 
 from components._base import secret, token
+from dynamic_providers.director.provider import GpuComposition as DirectorGpuComposition
 from stack_config.models import DirectorConfig, GpuCompositionConfig, GpuPoolConfig
 
 
