@@ -449,6 +449,10 @@ class _Planner:
         )
 
 
+#: Reuse a refusal for later requests of the same shape within a round (see :func:`plan`).
+MEMOIZE_REFUSALS = True
+
+
 def plan(
     requests: Iterable[GpuRequest],
     hosts: Iterable[HostState],
@@ -505,10 +509,22 @@ def plan(
     for h in index.hosts.values():
         planner.intern_taints(h)
     seen: set[str] = set()
+    # Within a round capacity only shrinks (GPUs, slots, CPU, memory, quota; a host's model only
+    # narrows), so a request shaped like one already refused is refused for the same reason.
+    # The exception is a placement of a shared resource (units_per_gpu > 1), which can leave
+    # spare units behind: it clears the memo. This keeps refusal-heavy rounds near-linear.
+    # The memo reuses the first refusal's reason; a later twin might by then also lack free GPUs
+    # (NoFreeGpus rather than NoHostFits): both are true, placements are identical.
+    refused: dict[tuple[object, ...], tuple[Reason, str]] = {}
     for r in sorted(requests, key=request_order):
         if r.key in seen:
             continue
         seen.add(r.key)
+        shape = (r.pool, r.resource, r.units, r.units_per_gpu, r.models, r.hosts, r.cpu_millis,
+                 r.memory_bytes, r.tolerations, r.node_requirements)
+        if MEMOIZE_REFUSALS and shape in refused:
+            planner.refusals.append(Refusal(r.key, r.uid, *refused[shape]))
+            continue
         if r.units < 1 or r.units_per_gpu < 1:
             planner.refusals.append(
                 Refusal(
@@ -524,6 +540,9 @@ def plan(
         found = planner.find(r, budget)
         if isinstance(found, _Option):
             planner.place(r, found)
+            if r.units_per_gpu > 1:
+                refused.clear()
         else:
+            refused[shape] = (found[0], found[1])
             planner.refusals.append(Refusal(r.key, r.uid, found[0], found[1]))
     return Plan(tuple(planner.placements), tuple(planner.refusals))

@@ -6,6 +6,7 @@ import random
 import time
 from collections import Counter, defaultdict
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -372,3 +373,19 @@ def test_scale_1000_hosts_8000_gpus_10000_pods_is_fast_and_near_linear():
     # planner would take ~100x as long for 10x the input; near-linear stays well under 40x.
     assert best_big < 1.5, best_big
     assert best_big < 40 * best_small + 0.1, (best_big, best_small)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_refusal_memo_changes_no_placement(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The within-round refusal memo is an optimisation only: same placements, same refusals."""
+    from bench.planner_bench import Size, make_world
+    from composer import planner as planner_mod
+
+    for size in (Size(10, 80, 100), Size(60, 480, 600)):
+        world = make_world(size, seed=seed)
+        fast = planner_mod.plan(*world)
+        monkeypatch.setattr(planner_mod, "MEMOIZE_REFUSALS", False)
+        slow = planner_mod.plan(*world)
+        monkeypatch.setattr(planner_mod, "MEMOIZE_REFUSALS", True)
+        assert fast.placements == slow.placements
+        assert sorted(r.key for r in fast.refusals) == sorted(r.key for r in slow.refusals)
