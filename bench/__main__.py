@@ -2,7 +2,7 @@
 
 Examples::
 
-    python -m bench                        # everything (about 30-40 min on 2 cores)
+    python -m bench                        # everything (about 45 min on 2 cores)
     python -m bench --quick                # smoke-test sizes, into bench/results/quick/
     python -m bench --only planner,savings # some parts; the report is rebuilt from all JSONs
     python -m bench --only savings --trace my-trace.csv
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -60,12 +61,49 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     if name == "reaction":
         from bench import reaction
 
-        return reaction.run(quick=args.quick, sizes=args.nodes, pods=args.pods)
+        result = reaction.run(quick=args.quick, sizes=args.nodes, pods=args.pods, workloads=args.workloads)
+        return _keep_other_workloads(result, out / "reaction.json", args.workloads)
     raise ValueError(f"unknown part {name!r}")
 
 
+def _keep_other_workloads(
+    result: dict[str, Any], previous: Path, ran: tuple[str, ...] | None
+) -> dict[str, Any]:
+    """With ``--workloads``, carry over the previous file's runs of the workloads not re-run
+    (runs without a ``workload`` key predate it and were ``unpinned``)."""
+    if not ran or not previous.exists():
+        return result
+    try:
+        old = json.loads(previous.read_text())
+    except ValueError:
+        return result
+    keep = [r for r in old.get("runs", []) if r.get("workload", "unpinned") not in ran and "controller" in r]
+    for r in keep:
+        r.setdefault("workload", "unpinned")
+    comp = [c for c in old.get("comparison", []) if c.get("workload", "unpinned") not in ran]
+    for c in comp:
+        c.setdefault("workload", "unpinned")
+    result["runs"] = keep + result["runs"]
+    result["comparison"] = comp + result["comparison"]
+    if keep:
+        cmd = old.get("command") or "python -m bench --only reaction"
+        if "--workloads" not in cmd:
+            cmd += " --workloads " + ",".join(sorted({r["workload"] for r in keep}))
+        result["carried_over"] = {"workloads": sorted({r["workload"] for r in keep}), "from": cmd}
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
+    """Entry point; returns the exit code. SIGTERM unwinds like Ctrl-C (``SystemExit``), so every
+    part stops the processes it started."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -84,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", type=Path, default=None, help="savings: replay this .csv/.jsonl trace")
     ap.add_argument("--nodes", type=_ints, default=None, help="reaction: fleet sizes, e.g. 10,100,1000")
     ap.add_argument("--pods", type=int, default=None, help="reaction: pods per run")
+    ap.add_argument(
+        "--workloads",
+        type=lambda t: tuple(x for x in t.split(",") if x),
+        default=None,
+        help="reaction: pinned,unpinned (default both; only pinned with --quick)",
+    )
     ap.add_argument(
         "--fleets", type=_ints, default=None, help="preview: generated fleet sizes, e.g. 16,64,256"
     )

@@ -237,5 +237,6 @@ def run(*, quick: bool = False, repeats: int | None = None, seed: int = 9) -> di
         "profile": {"size": biggest.label, "top": profile},
         "target_ms": 100,
         "target_met": all(r["ms_median"] < 100 for r in at_1000) if at_1000 else None,
+        "target_met_best_round": all(r["ms_min"] < 100 for r in at_1000) if at_1000 else None,
         "command": "python -m bench --only planner" + (" --quick" if quick else ""),
     }

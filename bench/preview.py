@@ -89,9 +89,13 @@ root = Path(sys.argv[2])
 sys.path.insert(0, str(root))
 pulumi.runtime.set_all_config({"@CONFIG_KEY@": json.dumps(cfg)})
 pulumi.runtime.set_mocks(Mocks(), project="@PROJECT@", stack=sys.argv[3], preview=True)
-trace = sys.argv[4] == "trace"
-if trace:
+mode = sys.argv[4]
+if mode == "trace":
     tracemalloc.start()
+if mode == "profile":
+    import cProfile, pstats
+    prof = cProfile.Profile()
+    prof.enable()
 t0 = time.perf_counter()
 import runpy
 runpy.run_path(str(root / "_program.py"), run_name="__main__")
@@ -100,9 +104,19 @@ from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 _sync_await(wait_for_rpcs())
 dt = time.perf_counter() - t0
-if trace:
+if mode == "trace":
     _, peak = tracemalloc.get_traced_memory()
     print(json.dumps({"tracemalloc_peak_mib": peak / 2**20}))
+elif mode == "profile":
+    prof.disable()
+    st = pstats.Stats(prof)
+    rows = []
+    for (f, line, fn), (_cc, nc, tt, ct, _c) in st.stats.items():
+        where = "/".join(f.rsplit("/", 3)[-3:]) if "site-packages" in f else "/".join(f.rsplit("/", 2)[-2:])
+        rows.append({"function": f"{where}:{line}({fn})", "calls": nc, "tottime_s": round(tt, 4),
+                     "cumtime_s": round(ct, 4)})
+    rows.sort(key=lambda r: -r["tottime_s"])
+    print(json.dumps({"profile_by_tottime": rows[:15]}))
 else:
     print(json.dumps({"seconds": dt}))
 """.replace("@CONFIG_KEY@", CONFIG_KEY).replace("@PROJECT@", PROJECT)
@@ -277,7 +291,7 @@ class TreeSampler:
             seen.add(p)
             rss, name = self._rss_and_name(p)
             total += rss
-            if name:
+            if name and rss > 0:
                 self.by_name[name] = max(self.by_name.get(name, 0.0), rss)
             stack.extend(kids.get(p, []))
         self.peak_mib = max(self.peak_mib, total)
@@ -351,7 +365,7 @@ def run_preview(
     result: dict[str, Any] = {
         "wall_seconds": round(wall, 3),
         "peak_tree_rss_mib": round(sampler.peak_mib, 1),
-        "peak_rss_by_process_mib": {
+        "peak_rss_by_process_mib": {  # highest RSS of each kind of process
             k: round(v, 1) for k, v in sorted(sampler.by_name.items(), key=lambda kv: -kv[1])[:8]
         },
         "program": {k: round(v, 3) for k, v in program.items()},
@@ -367,18 +381,19 @@ def run_preview(
 
 
 def run_mocks(
-    project: Path, stack: str, stack_doc: dict[str, Any], *, timeout: float = 600
+    project: Path, stack: str, stack_doc: dict[str, Any], *, profile: bool = False, timeout: float = 900
 ) -> dict[str, Any]:
     """The program under Pulumi mocks in fresh interpreters (no engine, no providers):
-    ``{"ok", "seconds"}`` from an untraced run and ``"tracemalloc_peak_mib"`` from a traced one
-    (tracing slows Python, so the two are separate runs)."""
+    ``{"ok", "seconds"}`` from an untraced run, ``"tracemalloc_peak_mib"`` from a traced one
+    (tracing slows Python, so the two are separate runs) and, with ``profile``, the top
+    functions by own time from a cProfile run (``"profile_by_tottime"``)."""
     cfg = _plain_for_mocks(stack_doc["config"][CONFIG_KEY])
     cfg_file = project / f".bench-mock-{stack}.json"
     cfg_file.write_text(json.dumps(cfg))
     runner = project / ".bench_mock_runner.py"
     runner.write_text(_MOCK_RUNNER)
     result: dict[str, Any] = {"ok": True}
-    for mode in ("time", "trace"):
+    for mode in ("time", "trace", *(("profile",) if profile else ())):
         out = subprocess.run(
             [sys.executable, str(runner), str(cfg_file), str(project), stack, mode],
             cwd=project,
@@ -389,8 +404,18 @@ def run_mocks(
         if out.returncode != 0:
             return {"ok": False, "tail": (out.stderr or out.stdout)[-2000:]}
         line = [x for x in out.stdout.splitlines() if x.startswith("{")][-1]
-        result.update({k: round(v, 3) for k, v in json.loads(line).items()})
+        result.update({k: (round(v, 3) if isinstance(v, float) else v) for k, v in json.loads(line).items()})
     return result
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median wall time, plus ``wall_seconds_all`` and the highest peak RSS."""
+    ok = sorted((r for r in runs if r.get("ok")), key=lambda r: r["wall_seconds"]) or runs
+    mid = dict(ok[len(ok) // 2])
+    mid["wall_seconds_all"] = [r["wall_seconds"] for r in runs]
+    mid["peak_tree_rss_mib"] = max(r["peak_tree_rss_mib"] for r in runs)
+    mid["runs"] = len(runs)
+    return mid
 
 
 def run(
@@ -399,12 +424,16 @@ def run(
     kubeconfig: Path,
     ca_pem: Path,
     fleets: tuple[int, ...] | None = None,
+    repeats: int | None = None,
     work_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Run part 4 against the control plane of ``kubeconfig``.
+    """Run part 4 against the control plane of ``kubeconfig``: each stack is previewed
+    ``repeats`` times (default 3, 1 with ``quick``) and the median-wall run reported; the largest
+    stack's program is also profiled under mocks.
 
     Returns ``{"stacks": [{"stack", "hosts", "preview": {...}, "mocks": {...}}, ...], ...}``.
     """
+    reps = repeats or (1 if quick else 3)
     sizes = fleets if fleets is not None else ((16,) if quick else (16, 64, 256))
     tmp = Path(work_dir or tempfile.mkdtemp(prefix="bench-preview-"))
     project = make_project_copy(tmp / "project", kubeconfig=kubeconfig, ca_pem=ca_pem)
@@ -414,13 +443,14 @@ def run(
     stacks: list[tuple[str, int, dict[str, Any]]] = [("dev", len(dev["config"][CONFIG_KEY]["hosts"]), dev)]
     stacks += [(f"fleet{n}", n, fleet_config(n, dev=dev)) for n in sizes]
     rows = []
+    biggest = max(n for _, n, _ in stacks)
     for name, n, doc in stacks:
         rows.append(
             {
                 "stack": name,
                 "hosts": n,
-                "mocks": run_mocks(project, name, doc),
-                "preview": run_preview(project, name, doc, backend),
+                "mocks": run_mocks(project, name, doc, profile=n == biggest),
+                "preview": _median_run([run_preview(project, name, doc, backend) for _ in range(reps)]),
             }
         )
     if work_dir is None:

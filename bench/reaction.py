@@ -80,8 +80,9 @@ class ReactionConfig:
     agent_interval: float = 0.5
     max_gpus_per_node: int = 8
     scan_interval: float = 10.0
-    settle_timeout: float = 240.0
+    settle_timeout: float = 60.0
     seed: int = 7
+    workload: str = "pinned"
 
 
 def inventory(nodes: Sequence[str], gpus: int, *, per_switch: int = 16) -> dict[str, Any]:
@@ -152,6 +153,7 @@ class _Observed:
     pods: dict[str, PodTimes] = field(default_factory=dict)
     intents: dict[str, tuple[float, str]] = field(default_factory=dict)  # uid -> (t, node)
     alloc: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # node -> changes
+    last_intent: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> latest intent seen
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -306,9 +308,15 @@ def _watch_nodes(core: Any, obs: _Observed, stop: threading.Event) -> None:
                 with obs.lock:
                     if raw:
                         try:
-                            for uid in json.loads(raw):
+                            for uid, intent in json.loads(raw).items():
                                 obs.intents.setdefault(uid, (now, name))
-                        except (ValueError, TypeError):
+                                if isinstance(intent, dict):
+                                    obs.last_intent[uid] = {
+                                        "node": name,
+                                        "phase": intent.get("phase"),
+                                        "devices": intent.get("devices"),
+                                    }
+                        except (ValueError, TypeError, AttributeError):
                             pass
                     if last_alloc.get(name, 0) != alloc:
                         obs.alloc.setdefault(name, []).append((now, alloc))
@@ -320,10 +328,11 @@ def _watch_nodes(core: Any, obs: _Observed, stop: threading.Event) -> None:
             stop.wait(0.2)
 
 
-def _pod_body(name: str) -> dict[str, Any]:
+def _pod_body(name: str, host: str | None = None) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"app": "bench-reaction"}},
         "spec": {
+            **({"nodeSelector": {"kubernetes.io/hostname": host}} if host else {}),
             "containers": [
                 {
                     "name": "cuda",
@@ -441,7 +450,7 @@ def run_one(
     for n in (ns, plugin_ns):
         core.create_namespace({"metadata": {"name": n}})
     _wait_for(lambda: _has_default_sa(core, ns), 60, "default ServiceAccount")
-    run_dir = work / f"{kind}-{cfg.nodes}"
+    run_dir = work / f"{kind}-{cfg.workload}-{cfg.nodes}"
     run_dir.mkdir(parents=True, exist_ok=True)
     inv = run_dir / "inventory.yaml"
     inv.write_text(yaml.safe_dump(inventory(node_names, max(cfg.nodes, cfg.pods + 8))))
@@ -451,7 +460,12 @@ def run_one(
     stop = threading.Event()
     watchers: list[threading.Thread] = []
     probe = free_port()
-    result: dict[str, Any] = {"controller": kind, "nodes": cfg.nodes, "pods": cfg.pods}
+    result: dict[str, Any] = {
+        "controller": kind,
+        "workload": cfg.workload,
+        "nodes": cfg.nodes,
+        "pods": cfg.pods,
+    }
     try:
         procs.start(
             "director",
@@ -526,8 +540,9 @@ def run_one(
             name = f"gpu-pod-{i:04d}"
             with obs.lock:
                 obs.pods[name] = PodTimes(name, submitted=time.time())
-            core.create_namespaced_pod(ns, _pod_body(name))
-        deadline = time.monotonic() + cfg.settle_timeout
+            host = node_names[i % len(node_names)] if cfg.workload == "pinned" else None
+            core.create_namespaced_pod(ns, _pod_body(name, host))
+        deadline = time.monotonic() + cfg.settle_timeout  # counted from the last arrival
         while time.monotonic() < deadline:
             with obs.lock:
                 if all(p.running for p in obs.pods.values()):
@@ -548,6 +563,9 @@ def run_one(
             derived = [derive(p, cfg) for p in obs.pods.values()]
         result["per_pod"] = pods
         result["not_running"] = sum(1 for p in pods if not p["running"])
+        result["stuck"] = [
+            {"pod": p["name"], "last_intent": obs.last_intent.get(p["uid"])} for p in pods if not p["running"]
+        ]
         result["never_unschedulable"] = sum(1 for p in pods if not p["unschedulable"])
         result["stats"] = (
             {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
@@ -601,48 +619,49 @@ def run(
     quick: bool = False,
     sizes: Sequence[int] | None = None,
     pods: int | None = None,
+    workloads: Sequence[str] | None = None,
     controllers: Sequence[str] = ("composer", "baseline"),
     work_dir: Path | None = None,
     cfg_overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run part 2 for each fleet size; returns JSON-ready results (``runs`` and ``comparison``)."""
+    """Run part 2 for each fleet size and workload; returns JSON-ready results (``runs`` and
+    ``comparison``).
+
+    Workloads: ``pinned`` (pod i has the node selector ``kubernetes.io/hostname`` of node
+    ``i mod N``, as in the article, so a GPU composed for a pod can only serve pods of that
+    host: the composer's overhead is measured cleanly) and ``unpinned`` (any host: the
+    scheduler may bind a freshly advertised GPU to another pending pod than the one it was
+    composed for). Default: both, ``pinned`` only with ``quick``.
+    """
+    explicit_sizes = bool(sizes)
     sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
+    kinds = tuple(workloads or (("pinned",) if quick else ("pinned", "unpinned")))
     work = Path(work_dir or tempfile.mkdtemp(prefix="bench-reaction-"))
     runs: list[dict[str, Any]] = []
     comparison: list[dict[str, Any]] = []
     for n in sizes:
-        n_pods = pods or (4 if quick else min(100, 6 * n))
-        cfg = ReactionConfig(nodes=n, pods=n_pods, **(cfg_overrides or {}))
-        if quick:
-            cfg = ReactionConfig(
-                **{
-                    **asdict(cfg),
-                    "mean_interarrival": 0.5,
-                    "hotplug_latency": 0.2,
-                    "advertise_delay": 0.2,
-                    "agent_interval": 0.2,
-                    "scan_interval": 2.0,
-                    "settle_timeout": 60.0,
-                    **(cfg_overrides or {}),
-                }
-            )
         names = tuple(f"blade-slot-{i}" for i in range(1, n + 1))
-        lab_dir = work / f"lab-{n}"
-        by_kind: dict[str, dict[str, Any]] = {}
         try:
-            with isolated_control_plane(lab_dir, names) as lab:
-                for kind in controllers:
-                    r = run_one(kind, lab.kubeconfig, names, cfg, work)
-                    r["config"] = asdict(cfg)
-                    r["lab_start_seconds"] = round(lab.start_seconds, 1)
-                    runs.append(r)
-                    by_kind[kind] = r
+            with isolated_control_plane(work / f"lab-{n}", names) as lab:
+                for workload in kinds:
+                    cfg = _config(n, pods, workload, quick, cfg_overrides)
+                    by_kind: dict[str, dict[str, Any]] = {}
+                    for kind in controllers:
+                        r = run_one(kind, lab.kubeconfig, names, cfg, work)
+                        r["config"] = asdict(cfg)
+                        r["lab_start_seconds"] = round(lab.start_seconds, 1)
+                        runs.append(r)
+                        by_kind[kind] = r
+                    if "composer" in by_kind and "baseline" in by_kind:
+                        comparison.append(
+                            {
+                                "nodes": n,
+                                "workload": workload,
+                                "baseline_over_composer": compare(by_kind["composer"], by_kind["baseline"]),
+                            }
+                        )
         except Exception as exc:  # noqa: BLE001 - a size that cannot start is reported, not fatal
             runs.append({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
-        if "composer" in by_kind and "baseline" in by_kind:
-            comparison.append(
-                {"nodes": n, "baseline_over_composer": compare(by_kind["composer"], by_kind["baseline"])}
-            )
     return {
         "part": "reaction",
         "quick": quick,
@@ -650,5 +669,26 @@ def run(
         "comparison": comparison,
         "ca_slo": CA_SLO,
         "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
-        "command": "python -m bench --only reaction" + (" --quick" if quick else ""),
+        "command": "python -m bench --only reaction"
+        + (" --quick" if quick else "")
+        + (f" --nodes {','.join(map(str, sizes))}" if explicit_sizes else "")
+        + (f" --pods {pods}" if pods else "")
+        + (f" --workloads {','.join(kinds)}" if workloads else ""),
     }
+
+
+def _config(
+    n: int, pods: int | None, workload: str, quick: bool, overrides: dict[str, Any] | None
+) -> ReactionConfig:
+    n_pods = pods or (4 if quick else min(100, 6 * n))
+    base: dict[str, Any] = {"nodes": n, "pods": n_pods, "workload": workload}
+    if quick:
+        base.update(
+            mean_interarrival=0.5,
+            hotplug_latency=0.2,
+            advertise_delay=0.2,
+            agent_interval=0.2,
+            scan_interval=2.0,
+            settle_timeout=60.0,
+        )
+    return ReactionConfig(**{**base, **(overrides or {})})

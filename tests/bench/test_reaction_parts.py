@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench.__main__ import _keep_other_workloads
 from bench.baseline import next_tick
 from bench.reaction import (
     PodTimes,
     ReactionConfig,
     _Observed,
+    _pod_body,
     arrivals,
     compare,
     controller_argv,
@@ -101,3 +103,25 @@ def test_next_tick_is_on_a_fixed_grid():
     assert next_tick(100.0, 10.0) == 110.0
     assert next_tick(101.5, 10.0) == 110.0
     assert next_tick(109.99, 10.0, phase=5.0) == 115.0
+
+
+def test_pinned_pods_select_their_host_and_unpinned_ones_any():
+    pinned = _pod_body("p", "blade-slot-3")
+    assert pinned["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "blade-slot-3"}
+    assert pinned["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "nodeSelector" not in _pod_body("p")["spec"]
+
+
+def test_rerunning_one_workload_keeps_the_other_workloads_runs(tmp_path):
+    old = tmp_path / "reaction.json"
+    old.write_text(
+        '{"command": "old", "runs": [{"controller": "composer", "nodes": 10}, '
+        '{"controller": "composer", "workload": "pinned", "nodes": 10}], '
+        '"comparison": [{"nodes": 10, "baseline_over_composer": {}}]}'
+    )
+    new = {"runs": [{"controller": "composer", "workload": "pinned", "nodes": 100}], "comparison": []}
+    out = _keep_other_workloads(new, old, ("pinned",))
+    assert [(r["workload"], r["nodes"]) for r in out["runs"]] == [("unpinned", 10), ("pinned", 100)]
+    assert out["comparison"][0]["workload"] == "unpinned"
+    assert out["carried_over"] == {"workloads": ["unpinned"], "from": "old --workloads unpinned"}
+    assert _keep_other_workloads({"runs": []}, old, None) == {"runs": []}

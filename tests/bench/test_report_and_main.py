@@ -28,6 +28,7 @@ REACTION = {
                 "mean_interarrival": 1.5,
                 "max_gpus_per_node": 8,
                 "scan_interval": 10.0,
+                "settle_timeout": 60.0,
             },
             "metrics": {"composer_round_seconds_sum": 1.0, "composer_round_seconds_count": 4},
             "stats": {
@@ -43,6 +44,11 @@ REACTION = {
                 }.items()
             },
         }
+        | (
+            {"stuck": [{"pod": "gpu-pod-7", "last_intent": {"node": "n3", "phase": "Advertised"}}]}
+            if f > 1
+            else {}
+        )
         for c, f in (("composer", 1.0), ("baseline", 3.0))
     ]
     + [{"nodes": 1000, "error": "TimeoutError: nodes not Ready"}],
@@ -111,8 +117,10 @@ def test_report_renders_reaction_and_preview_including_failures(tmp_path):
     (tmp_path / "machine.json").write_text(json.dumps(describe(binaries=False)))
     assert main(["--report-only", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "REPORT.md").read_text()
-    assert "| composer | 10 | 3 (0 not running) | 0.20 | 0.30 | 3.50 | 5.25 |" in text
+    assert "| composer | unpinned | 10 | 3 (0 not running) | 0.20 | 0.30 | 3.50 | 5.25 |" in text
     assert "error: TimeoutError" in text
+    assert "Pods not Running 60 s after the last arrival" in text
+    assert "- baseline / unpinned / 10 nodes: 1: gpu-pod-7 (n3, Advertised)" in text
     assert "not measured in this run" in text  # the 1,000-node run failed
     assert "Baseline (10.0 s periodic scan)" in text
     assert "| dev | 2 | 20 | 5.00 | 400.00 |" in text
