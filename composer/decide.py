@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.fabric import FabricView
-from composer.models import EventSpec, GpuRequest, Placement, Plan
+from composer.models import GPU_RESOURCE, EventSpec, GpuRequest, Placement, Plan
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
 from composer.planner import plan as make_plan
 from composer.podspec import PodView, gpu_request
@@ -216,6 +216,29 @@ def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
     return node.gpu_allocatable.get(resource, 0) - usage.gpu.get(resource, 0)
 
 
+def _taken_by_others(node: NodeView, attached: Mapping[str, str], it: Intent) -> bool:
+    """True when every GPU attached to the node is advertised (whole ``nvidia.com/gpu`` only), yet
+    too few are free for the intent: pods bound meanwhile (the scheduler may bind a newly
+    advertised GPU to another pending pod) took the GPUs composed for it. Waiting or restarting
+    the device plugin cannot help; the intent must be planned again."""
+    return (
+        it.resource == GPU_RESOURCE
+        and len(attached) > 0
+        and node.gpu_allocatable.get(GPU_RESOURCE, 0) >= len(attached)
+    )
+
+
+def _taken_event(node: NodeView, it: Intent, uid: str) -> EventSpec:
+    return pod_event(
+        it.pod,
+        uid,
+        "Normal",
+        "GpusTakenByAnotherPod",
+        f"the GPUs composed for this pod on {node.name} ({', '.join(it.devices) or 'spare units'}) were "
+        "bound to another pod first; planning again",
+    )
+
+
 def reconcile_record(
     node: NodeView,
     *,
@@ -280,6 +303,10 @@ def reconcile_record(
             continue
         if it.phase == IntentPhase.ATTACHED:
             left = budget.setdefault(it.resource, _advertised_units(node, usage, it.resource))
+            if left < it.units and _taken_by_others(node, attached, it):
+                managed |= {d for d in it.devices if d in attached}
+                events.append(_taken_event(node, it, uid))
+                continue  # intent dropped: the pod is planned again next round
             if left >= it.units:
                 budget[it.resource] = left - it.units
                 intents[uid] = it.moved(IntentPhase.ADVERTISED, now)
@@ -316,9 +343,12 @@ def reconcile_record(
                 intents[uid] = it
             continue
         # ADVERTISED: the scheduler should bind it soon
-        budget[it.resource] = (
-            budget.setdefault(it.resource, _advertised_units(node, usage, it.resource)) - it.units
-        )
+        left = budget.setdefault(it.resource, _advertised_units(node, usage, it.resource))
+        if left < it.units and _taken_by_others(node, attached, it):
+            managed |= {d for d in it.devices if d in attached}
+            events.append(_taken_event(node, it, uid))
+            continue  # intent dropped: the pod is planned again next round
+        budget[it.resource] = left - it.units
         if now - it.since >= policy.schedule_timeout_seconds:
             reason = (
                 f"GPUs on {node.name} advertised for {policy.schedule_timeout_seconds:.0f} s but the pod "
