@@ -22,11 +22,7 @@ import threading
 import time
 
 from composer import config
-from composer.act import Executor
-from composer.controller import Controller
-from composer.fabric import director_factory
-from composer.kube import KubeApi, api_client
-from composer.metrics import Metrics
+from composer.wiring import build_controller
 
 log = logging.getLogger("bench.baseline")
 
@@ -57,34 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
     )
-    policy = settings.policy()
-    metrics = Metrics()
-    kube = KubeApi(api_client(settings.kubeconfig))
-    factory = director_factory(
-        settings.director_url,
-        username=settings.director_username,
-        password=settings.password(),
-        timeout=settings.director_timeout_seconds,
-        retries=settings.director_retries,
-    )
-    executor = Executor(
-        kube,
-        factory,
-        policy,
-        metrics,
-        plugin_namespace=settings.device_plugin_namespace,
-        plugin_selector=settings.device_plugin_selector,
-        release_to_system_pool=settings.release_to_system_pool,
-    )
-    ctrl = Controller(
-        kube,
-        factory,
-        policy,
-        metrics,
-        executor,
-        node_selector=settings.node_selector,
-        workers=settings.compose_workers,
-    )
+    ctrl = build_controller(settings).controller
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

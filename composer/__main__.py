@@ -22,13 +22,10 @@ import time
 from pydantic import ValidationError
 
 from composer import config
-from composer.act import Executor
-from composer.controller import Controller
-from composer.fabric import director_factory
 from composer.health import Probes, serve
-from composer.kube import KubeApi, api_client
+from composer.kube import KubeApi
 from composer.leader import LeaseElector
-from composer.metrics import Metrics
+from composer.wiring import build_controller
 
 log = logging.getLogger("composer")
 
@@ -60,34 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
     )
-    policy = settings.policy()
-    metrics = Metrics()
-    kube = KubeApi(api_client(settings.kubeconfig), instance=settings.identity)
-    factory = director_factory(
-        settings.director_url,
-        username=settings.director_username,
-        password=settings.password(),
-        timeout=settings.director_timeout_seconds,
-        retries=settings.director_retries,
-    )
-    executor = Executor(
-        kube,
-        factory,
-        policy,
-        metrics,
-        plugin_namespace=settings.device_plugin_namespace,
-        plugin_selector=settings.device_plugin_selector,
-        release_to_system_pool=settings.release_to_system_pool,
-    )
-    ctrl = Controller(
-        kube,
-        factory,
-        policy,
-        metrics,
-        executor,
-        node_selector=settings.node_selector,
-        workers=settings.compose_workers,
-    )
+    wired = build_controller(settings, instance=settings.identity)
+    kube, metrics, ctrl = wired.kube, wired.metrics, wired.controller
     stall = max(900.0, settings.resync_seconds * 10)
     probes = Probes(stall_seconds=stall, clock=time.monotonic)
     server = serve(settings.probe_address, settings.probe_port, probes, metrics.render)
