@@ -29,7 +29,10 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -373,3 +376,28 @@ def stop(instance_dir: Path, *, wipe: bool = False) -> bool:
     if wipe:
         shutil.rmtree(instance_dir, ignore_errors=True)
     return was_running
+
+
+def unavailable_reason() -> str | None:
+    """Why a lab sshd cannot start on this machine (not root; sshd or python3 missing), or None."""
+    if os.geteuid() != 0:
+        return "the lab sshd needs root (it creates the SSH user)"
+    if not SSHD.exists() or not SYSTEM_PYTHON.exists():
+        return "openssh-server or /usr/bin/python3 missing: run `make setup`"
+    return None
+
+
+@contextmanager
+def temporary(*, prefix: str, user: str) -> Iterator[SshdLab]:
+    """A private lab sshd in a fresh ``mkdtemp`` directory, for tests; on exit it is stopped,
+    its user deleted and its directory removed.
+
+    Raises:
+        processes.LabProcessError: it did not start (everything created is cleaned up first).
+    """
+    instance = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield start(instance, user=user)
+    finally:
+        stop(instance, wipe=True)
+        shutil.rmtree(instance, ignore_errors=True)

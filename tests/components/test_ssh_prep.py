@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,19 +242,14 @@ def prep_sshd() -> Iterator[Any]:
     """A private lab sshd (user ``gpuprep-c<pid>``, a ``mkdtemp`` dir), stopped and wiped after the module."""
     from lab import processes, sshd
 
-    if os.geteuid() != 0:
-        pytest.skip("the lab sshd needs root (it creates the SSH user)")
-    if not sshd.SSHD.exists() or not sshd.SYSTEM_PYTHON.exists():
-        pytest.skip("openssh-server or /usr/bin/python3 missing: run `make setup`")
-    instance = Path(tempfile.mkdtemp(prefix="gpuprep-components-"))
+    reason = sshd.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
     try:
-        lab_sshd = sshd.start(instance, user=f"gpuprep-c{os.getpid()}")
+        with sshd.temporary(prefix="gpuprep-components-", user=f"gpuprep-c{os.getpid()}") as lab_sshd:
+            yield lab_sshd
     except processes.LabProcessError as exc:
-        sshd.stop(instance, wipe=True)
         pytest.fail(f"lab sshd did not start: {exc}")
-    yield lab_sshd
-    sshd.stop(instance, wipe=True)
-    shutil.rmtree(instance, ignore_errors=True)
 
 
 def _estate_config(lab: Any, lab_sshd: Any, run_id: str) -> dict[str, Any]:

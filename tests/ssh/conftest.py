@@ -12,10 +12,7 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,19 +22,14 @@ from lab import processes, sshd
 
 @pytest.fixture(scope="session")
 def sshd_lab() -> Iterator[sshd.SshdLab]:
-    if os.geteuid() != 0:
-        pytest.skip("the lab sshd needs root (it creates the SSH user)")
-    if not sshd.SSHD.exists() or not sshd.SYSTEM_PYTHON.exists():
-        pytest.skip("openssh-server or /usr/bin/python3 missing: run `make setup`")
-    instance = Path(tempfile.mkdtemp(prefix="gpuprep-sshd-"))
+    reason = sshd.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
     try:
-        lab = sshd.start(instance, user=f"gpuprep-t{os.getpid()}")
+        with sshd.temporary(prefix="gpuprep-sshd-", user=f"gpuprep-t{os.getpid()}") as lab:
+            yield lab
     except processes.LabProcessError as exc:
-        sshd.stop(instance, wipe=True)
         pytest.fail(f"lab sshd did not start: {exc}")
-    yield lab
-    sshd.stop(instance, wipe=True)
-    shutil.rmtree(instance, ignore_errors=True)
 
 
 @pytest.fixture
