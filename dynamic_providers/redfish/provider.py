@@ -78,6 +78,22 @@ def _unknown(value: Any) -> bool:
     return False
 
 
+def _diff_connection_and_identity(
+    olds: dict[str, Any], news: dict[str, Any], replace_keys: tuple[str, ...]
+) -> DiffResult | None:
+    """The part of both providers' diff that does not depend on the resource: a change (or an
+    unknown) in ``replace_keys`` replaces, any unknown input or connection change updates.
+    Returns None when the resource-specific comparison must decide."""
+    replaces = [k for k in replace_keys if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
+    if replaces:
+        return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+    if any(_unknown(v) for k, v in news.items() if k != "__provider"):
+        return DiffResult(changes=True)
+    if any(olds.get(k) != news.get(k) for k in _CONNECTION_KEYS):
+        return DiffResult(changes=True)
+    return None
+
+
 def _check_common(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
     endpoint = news.get("bmc_endpoint")
     if not _unknown(endpoint):
@@ -240,13 +256,9 @@ class DpuPostureProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: compare desired inputs with the last observation (no BMC call)."""
-        replaces = [k for k in _DPU_REPLACE_KEYS if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
-        if any(_unknown(v) for k, v in news.items() if k != "__provider"):
-            return DiffResult(changes=True)
-        if any(olds.get(k) != news.get(k) for k in _CONNECTION_KEYS):
-            return DiffResult(changes=True)
+        early = _diff_connection_and_identity(olds, news, _DPU_REPLACE_KEYS)
+        if early is not None:
+            return early
         if olds.get("privilege_attribute") is None or olds.get("mode") is None:
             return DiffResult(changes=True)
         observed = posture.DpuObserved(
@@ -430,13 +442,9 @@ class BiosAttributesProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Pure: desired attributes against the last observation (no BMC call)."""
-        replaces = [k for k in _BIOS_REPLACE_KEYS if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
-        if any(_unknown(v) for k, v in news.items() if k != "__provider"):
-            return DiffResult(changes=True)
-        if any(olds.get(k) != news.get(k) for k in _CONNECTION_KEYS):
-            return DiffResult(changes=True)
+        early = _diff_connection_and_identity(olds, news, _BIOS_REPLACE_KEYS)
+        if early is not None:
+            return early
         desired = _normalise(news.get("attributes"))
         effective = olds.get("attributes") or {}
         pending = olds.get("pending_attributes") or {}
