@@ -53,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
     )
-    ctrl = build_controller(settings).controller
+    wired = build_controller(settings)
+    ctrl = wired.controller
+    if wired.cache is not None:  # cluster-autoscaler, too, reads from informers
+        wired.cache.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                 log.exception("round failed")
             stop.wait(max(0.0, next_tick(time.time(), args.scan_interval_seconds) - time.time()))
     finally:
+        if wired.cache is not None:
+            wired.cache.stop()
         ctrl.close()
     return 0
 

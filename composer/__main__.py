@@ -23,27 +23,13 @@ from pydantic import ValidationError
 
 from composer import config
 from composer.health import Probes, serve
-from composer.kube import KubeApi
 from composer.leader import LeaseElector
 from composer.wiring import build_controller
 
 log = logging.getLogger("composer")
 
-#: Pause after a pod change before the round starts, to batch bursts of changes (seconds).
-DEBOUNCE_SECONDS = 0.3
-
-
-def _watch_pods(kube: KubeApi, wake: threading.Event, stop: threading.Event) -> None:
-    """Wake the loop on pod changes; reconnects after errors (the loop resyncs regardless)."""
-    while not stop.is_set():
-        try:
-            for _ in kube.watch_pods(timeout_seconds=60):
-                wake.set()
-                if stop.is_set():
-                    return
-        except Exception as exc:
-            log.debug("pod watch ended: %s", exc)
-            stop.wait(2.0)
+#: Pause after a change before the round starts, to batch a burst of changes (seconds).
+DEBOUNCE_SECONDS = 0.05
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,15 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
     )
-    wired = build_controller(settings, instance=settings.identity)
+    stop = threading.Event()
+    wake = threading.Event()
+    wired = build_controller(settings, instance=settings.identity, on_change=wake.set)
     kube, metrics, ctrl = wired.kube, wired.metrics, wired.controller
     stall = max(900.0, settings.resync_seconds * 10)
     probes = Probes(stall_seconds=stall, clock=time.monotonic)
     server = serve(settings.probe_address, settings.probe_port, probes, metrics.render)
     log.info("probes and metrics on %s:%d", *server.server_address[:2])
 
-    stop = threading.Event()
-    wake = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: (stop.set(), wake.set()))
     elector = None
@@ -87,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         ).start()
     else:
         metrics.leader.set(1)
-    threading.Thread(target=_watch_pods, args=(kube, wake, stop), name="composer-watch", daemon=True).start()
+    if wired.cache is not None:
+        wired.cache.start()  # rounds are skipped until every kind has been listed once
 
     code = 0
     try:
@@ -112,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                 stop.wait(DEBOUNCE_SECONDS)
     finally:
         stop.set()
+        if wired.cache is not None:
+            wired.cache.stop()
         ctrl.close()
         if elector is not None:
             elector.release()

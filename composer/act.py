@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim
@@ -39,9 +39,11 @@ RECLAIM_TAINT = Taint(ann.RECLAIM_TAINT_KEY, ann.RECLAIM_TAINT_VALUE, ann.RECLAI
 class KubeWrites(Protocol):
     """The Kubernetes calls a job makes (:class:`composer.kube.KubeApi` provides them)."""
 
-    def patch_node_annotations(self, node: str, changes: Mapping[str, str | None]) -> None: ...
+    def patch_node_annotations(
+        self, node: str, changes: Mapping[str, str | None]
+    ) -> Mapping[str, Any] | None: ...
 
-    def set_taint(self, node: str, taint: Taint, present: bool) -> None: ...
+    def set_taint(self, node: str, taint: Taint, present: bool) -> Mapping[str, Any] | None: ...
 
     def gpu_pods_on_node(self, node: str) -> list[str]: ...
 
@@ -60,6 +62,9 @@ class JobResult:
         composed: pod UID -> devices attached for it.
         reclaim_failed: a reclaim step failed (back off before the next attempt).
         reclaimed: devices given back.
+        node_object: the Node as the API server answered the job's last write (None when the
+            job wrote nothing); the controller's cache lays it over its watch until the watch
+            catches up, so the next round never plans from an older record.
     """
 
     node: str
@@ -68,6 +73,7 @@ class JobResult:
     composed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reclaim_failed: bool = False
     reclaimed: tuple[str, ...] = ()
+    node_object: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -119,7 +125,7 @@ class Executor:
         except Exception as exc:
             log.warning("event %s/%s %s not recorded: %s", ev.namespace, ev.name, ev.reason, exc)
 
-    def _write(self, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
+    def _write(self, res: JobResult, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
         changes: dict[str, str | None] = {}
         if old.devices != new.devices:
             changes[ann.DEVICES] = ann.encode_devices(new.devices)
@@ -127,14 +133,23 @@ class Executor:
             changes[ann.INTENTS] = ann.encode_intents(new.intents)
         if old.reclaim != new.reclaim:
             changes[ann.RECLAIM] = ann.encode_reclaim(new.reclaim)
-        self.kube.patch_node_annotations(node, changes)
+        if changes:
+            res.node_object = self.kube.patch_node_annotations(node, changes) or res.node_object
         return new
+
+    def _taint(self, res: JobResult, node: str, present: bool) -> None:
+        res.node_object = self.kube.set_taint(node, RECLAIM_TAINT, present) or res.node_object
 
     # -- the job ---------------------------------------------------------------------------
     def run(self, job: NodeJob, created: Mapping[str, float] | None = None) -> JobResult:
         """Do ``job``; returns what happened. Raises only on Kubernetes failures."""
         res = JobResult(job.node)
-        rec = self._write(job.node, job.before, job.after)
+        after = job.after
+        fresh: dict[str, Intent] = {}
+        if job.compose:  # the Composing intents ride on the reconciliation write: one PATCH
+            fresh = intents_for(job.compose, self.clock())
+            after = replace(after, intents={**after.intents, **fresh})
+        rec = self._write(res, job.node, job.before, after)
         if job.cancel_edit:
             self._cancel_edit(job.node)
         if job.restart_plugin:
@@ -144,7 +159,7 @@ class Executor:
             self.metrics.plugin_restarts.inc(len(deleted))
             log.info("restarted device-plugin pod(s) %s on %s", deleted, job.node)
         if job.compose:
-            rec = self._compose(job, rec, res, created or {})
+            rec = self._compose(job, rec, res, created or {}, fresh)
         if job.reclaim is not None:
             self._reclaim(job, rec, res)
         return res
@@ -160,11 +175,14 @@ class Executor:
             log.info("no fabric edit to cancel on %s (%s)", node, exc)
 
     def _compose(
-        self, job: NodeJob, rec: NodeRecord, res: JobResult, created: Mapping[str, float]
+        self,
+        job: NodeJob,
+        rec: NodeRecord,
+        res: JobResult,
+        created: Mapping[str, float],
+        fresh: Mapping[str, Intent],
     ) -> NodeRecord:
-        now = self.clock()
-        fresh = intents_for(job.compose, now)
-        rec = self._write(job.node, rec, replace(rec, intents={**rec.intents, **fresh}))
+        """Call the Director for ``job.compose``; ``rec`` already holds the ``fresh`` intents."""
         devices = [d for it in job.compose for d in it.placement.devices]
         if not devices:
             for it in job.compose:
@@ -207,10 +225,15 @@ class Executor:
                     f"{job.node}" + (f", reusing {pl.spare_units} spare unit(s)" if pl.spare_units else ""),
                 )
             )
-        return self._write(job.node, rec, NodeRecord(rec.devices | set(devices), intents, rec.reclaim))
+        return self._write(res, job.node, rec, NodeRecord(rec.devices | set(devices), intents, rec.reclaim))
 
     def _compose_failed(
-        self, job: NodeJob, rec: NodeRecord, res: JobResult, exc: DirectorError, fresh: dict[str, Intent]
+        self,
+        job: NodeJob,
+        rec: NodeRecord,
+        res: JobResult,
+        exc: DirectorError,
+        fresh: Mapping[str, Intent],
     ) -> NodeRecord:
         now = self.clock()
         kind = type(exc).__name__
@@ -241,7 +264,7 @@ class Executor:
                     f"{self.policy.compose_max_attempts}), retrying in {wait:.0f} s: {exc}",
                 )
             )
-        return self._write(job.node, rec, replace(rec, intents=intents))
+        return self._write(res, job.node, rec, replace(rec, intents=intents))
 
     def _reclaim(self, job: NodeJob, rec: NodeRecord, res: JobResult) -> None:
         step = job.reclaim
@@ -249,18 +272,18 @@ class Executor:
         node = job.node
         now = self.clock()
         if step.kind in ("finish", "abort"):
-            self.kube.set_taint(node, RECLAIM_TAINT, False)
-            self._write(node, rec, replace(rec, reclaim=None))
+            self._taint(res, node, False)
+            self._write(res, node, rec, replace(rec, reclaim=None))
             return
         devices = step.devices
         if step.kind == "start":
-            rec = self._write(node, rec, replace(rec, reclaim=Reclaim(devices, "Tainted", now)))
-            self.kube.set_taint(node, RECLAIM_TAINT, True)
+            rec = self._write(res, node, rec, replace(rec, reclaim=Reclaim(devices, "Tainted", now)))
+            self._taint(res, node, True)
             busy = self.kube.gpu_pods_on_node(node)
             if busy:
                 log.info("reclaim on %s aborted: GPU pod(s) %s arrived", node, busy)
-                self.kube.set_taint(node, RECLAIM_TAINT, False)
-                self._write(node, rec, replace(rec, reclaim=None))
+                self._taint(res, node, False)
+                self._write(res, node, rec, replace(rec, reclaim=None))
                 return
         try:
             if devices:
@@ -277,8 +300,8 @@ class Executor:
             self.metrics.decomposition_failures.labels(reason).inc()
             log.warning("decompose on %s failed: %s", node, exc)
             res.reclaim_failed = True
-            self.kube.set_taint(node, RECLAIM_TAINT, False)
-            self._write(node, rec, replace(rec, reclaim=None))
+            self._taint(res, node, False)
+            self._write(res, node, rec, replace(rec, reclaim=None))
             self.emit(
                 node_event(
                     node,
@@ -302,6 +325,7 @@ class Executor:
             )
         res.reclaimed = devices
         self._write(
+            res,
             node,
             rec,
             NodeRecord(rec.devices - set(devices), rec.intents, Reclaim(devices, "Decomposed", self.clock())),

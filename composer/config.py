@@ -105,7 +105,21 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(default=5.0, ge=0, le=600, description="first retry backoff")
     retry_max_seconds: float = Field(default=300.0, ge=0, le=3600, description="longest retry backoff")
     resync_seconds: float = Field(default=5.0, gt=0, le=600, description="pause between rounds")
-    compose_workers: int = Field(default=4, ge=1, le=64, description="nodes worked on in parallel")
+    compose_workers: int = Field(default=8, ge=1, le=64, description="nodes worked on in parallel")
+    watch_cache: bool = Field(
+        default=True,
+        description="keep pods, nodes and namespaces in watch-fed caches (false: list them every round)",
+    )
+    cache_resync_seconds: float = Field(
+        default=600.0, ge=0, le=86400, description="full relist period of the watch caches (0 = never)"
+    )
+    director_resync_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        le=600,
+        description="longest a round reuses the last Director read when no node job ran since "
+        "(0 = read the Director every round)",
+    )
     restart_device_plugin: bool = Field(
         default=True, description="restart the device plugin if not advertised"
     )

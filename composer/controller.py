@@ -1,9 +1,16 @@
 """The reconcile loop: observe -> decide -> hand node jobs to workers, every round.
 
-A round reads everything it decides on fresh (pods, nodes, labelled namespaces, the Director's
-GPUs and machines), so the loop is level-triggered: whatever happened before (a crash, a lost
-lease, an operator's change) the next round starts from what is really there. A pod watch
-only wakes the loop early; ``resyncSeconds`` bounds the wait otherwise.
+A round decides on the whole observed state (pods, nodes, labelled namespaces, the Director's
+GPUs and machines), never on a delta, so the loop is level-triggered: whatever happened before
+(a crash, a lost lease, an operator's change) the next round starts from what is there.
+
+Where the cluster state comes from is a :class:`ClusterSource`: :class:`ListingSource` lists
+everything each round (tests, the periodic-scan baseline); ``python -m composer`` uses the
+watch-fed :class:`composer.cache.ClusterCache`, which also wakes the loop on every relevant
+change. The Director is read again when a node job finished since the last read (the only
+writes the composer makes) or when the last read is older than ``fabric_max_age_seconds``
+(0 = every round); changes made behind the composer's back are seen within that age, and a
+compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
 Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
 is left out of the next rounds' decisions (its GPUs and pods are reserved) until it finishes,
@@ -15,20 +22,58 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from composer.act import Executor, JobResult
 from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, decide
 from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
 from composer.kube import KubeApi, KubeError
 from composer.metrics import Metrics
-from composer.nodestate import node_view
-from composer.podspec import pod_view
+from composer.nodestate import NodeView, node_view
+from composer.podspec import PodView, pod_view
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
+
+Observed = tuple[tuple[PodView, ...], tuple[NodeView, ...], dict[str, str]]
+
+
+class ClusterSource(Protocol):
+    """Where a round's pods, nodes and namespace pools come from."""
+
+    @property
+    def synced(self) -> bool:
+        """Ready to be read (a cache: every kind listed once)."""
+        ...
+
+    def read(self) -> Observed:
+        """(pods, managed nodes, namespace -> pool). Raises KubeError when unreadable."""
+        ...
+
+    def assume(self, node: Mapping[str, Any]) -> None:
+        """A Node object the composer just wrote (the API server's answer)."""
+        ...
+
+
+@dataclass
+class ListingSource:
+    """Lists pods, nodes and namespaces on every read (no cache to go stale)."""
+
+    kube: KubeApi
+    node_selector: str = ""
+    synced: bool = True
+
+    def read(self) -> Observed:
+        """See :meth:`ClusterSource.read`."""
+        pods = tuple(pod_view(p) for p in self.kube.list_pods())
+        nodes = tuple(node_view(n) for n in self.kube.list_nodes(self.node_selector))
+        return pods, nodes, self.kube.namespace_pools()
+
+    def assume(self, node: Mapping[str, Any]) -> None:
+        """Nothing to do: the next read lists afresh."""
 
 
 @dataclass
@@ -50,6 +95,9 @@ class Controller:
         node_selector: label selector of managed nodes ("" = all).
         workers: parallel node jobs.
         clock: seconds since the epoch.
+        source: pods/nodes/pools; None = :class:`ListingSource` over ``kube``.
+        fabric_max_age_seconds: longest a round reuses the previous Director read when no
+            node job finished since (0 = read every round).
     """
 
     kube: KubeApi
@@ -60,9 +108,13 @@ class Controller:
     node_selector: str = ""
     workers: int = 4
     clock: Callable[[], float] = time.time
+    source: ClusterSource | None = None
+    fabric_max_age_seconds: float = 0.0
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
     _fabric: FabricClient | None = None
+    _fabric_view: FabricView | None = None
+    _fabric_read_at: float = 0.0
     _pool: ThreadPoolExecutor | None = None
     _running: dict[str, _Running] = field(default_factory=dict)
 
@@ -75,22 +127,33 @@ class Controller:
             DirectorError: the Director could not be read.
         """
         now = self.clock()
-        pods = tuple(pod_view(p) for p in self.kube.list_pods())
-        nodes = tuple(node_view(n) for n in self.kube.list_nodes(self.node_selector))
-        pools = self.kube.namespace_pools()
+        if self.source is None:
+            self.source = ListingSource(self.kube, self.node_selector)
+        pods, nodes, pools = self.source.read()
         fabric = self._read_fabric()
         return Snapshot(now, pods, nodes, pools, fabric)
 
     def _read_fabric(self) -> FabricView:
+        now = time.monotonic()
+        view = self._fabric_view
+        if view is not None and now - self._fabric_read_at < self.fabric_max_age_seconds:
+            return view
         if self._fabric is None:
             self._fabric = self.fabric_factory()
         try:
-            return read_fabric(self._fabric)
+            view = read_fabric(self._fabric)
         except DirectorError:
             self._reset_fabric()
             raise
+        self._fabric_view, self._fabric_read_at = view, now
+        return view
+
+    def _forget_fabric(self) -> None:
+        """The next round reads the Director again."""
+        self._fabric_view = None
 
     def _reset_fabric(self) -> None:
+        self._forget_fabric()
         if self._fabric is not None:
             try:
                 self._fabric.close()
@@ -104,8 +167,12 @@ class Controller:
             if not run.future.done():
                 continue
             del self._running[node]
+            self._forget_fabric()  # the job may have changed the fabric
             try:
-                self._remember(run.future.result())
+                res = run.future.result()
+                if res.node_object is not None and self.source is not None:
+                    self.source.assume(res.node_object)
+                self._remember(res)
             except Exception as exc:
                 log.warning("job on %s failed: %s", node, exc)
                 self.metrics.round_failures.labels("job").inc()
@@ -131,6 +198,9 @@ class Controller:
         """One round; returns the decision, or None when observing failed (nothing was done)."""
         t0 = time.monotonic()
         self._collect()
+        if self.source is not None and not self.source.synced:
+            log.info("round skipped: the watch cache has not listed everything yet")
+            return None
         busy = {n: r.job for n, r in self._running.items()}  # fixed before observing (see module doc)
         try:
             snap = self.observe()

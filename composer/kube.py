@@ -1,13 +1,14 @@
-"""The composer's only Kubernetes I/O: a thin typed layer over the ``kubernetes`` client.
+"""The composer's Kubernetes calls: a thin typed layer over the ``kubernetes`` client (the
+watches that feed a round live in :mod:`composer.cache`).
 
 Lists are read as raw JSON (``_preload_content=False``; 10,000 pods deserialise an order of
 magnitude faster than through the generated models) and handed to the parsers in
 :mod:`composer.podspec` / :mod:`composer.nodestate`. Every call has an explicit timeout.
 API failures raise :class:`KubeError` (method, resource, HTTP status, clipped message).
 
-Verbs used (the chart's RBAC grants exactly these): pods list/watch (cluster),
-pods delete (device-plugin namespace), nodes list/get/patch, namespaces list, events create,
-leases get/create/update (own namespace).
+Verbs used here and by :mod:`composer.cache` (the chart's RBAC grants exactly these): pods
+list/watch (cluster), pods delete (device-plugin namespace), nodes list/watch/get/patch,
+namespaces list/watch, events create, leases get/create/update (own namespace).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from composer import annotations as ann
@@ -138,39 +139,31 @@ class KubeApi:
         )
         return [v.key for v in map(pod_view, items) if v.wants_gpu]
 
-    def watch_pods(self, timeout_seconds: int) -> Iterator[str]:
-        """Yield the type of each pod change (ADDED/MODIFIED/DELETED) for up to ``timeout_seconds``."""
-        w = watch.Watch()
-        try:
-            for ev in w.stream(
-                self.core.list_pod_for_all_namespaces,
-                timeout_seconds=timeout_seconds,
-                _request_timeout=(5.0, timeout_seconds + 10),
-                _preload_content=False,
-            ):
-                yield str(ev.get("type", ""))
-        finally:
-            w.stop()
-
     # -- writes -------------------------------------------------------------------------------
-    def patch_node_annotations(self, node: str, changes: Mapping[str, str | None]) -> None:
-        """Set (or, with None, delete) annotations on ``node`` with a JSON merge patch."""
+    def patch_node_annotations(self, node: str, changes: Mapping[str, str | None]) -> dict[str, Any] | None:
+        """Set (or, with None, delete) annotations on ``node`` with a JSON merge patch.
+
+        Returns the Node JSON as the API server answered (None when there was nothing to write).
+        """
         if not changes:
-            return
+            return None
         try:
-            self.core.patch_node(
+            resp = self.core.patch_node(
                 node,
                 {"metadata": {"annotations": dict(changes)}},
                 _content_type=MERGE_PATCH,
                 _request_timeout=REQUEST_TIMEOUT,
+                _preload_content=False,
             )
+            return dict(json.loads(resp.data))
         except Exception as exc:
             raise _wrap("PATCH", f"nodes/{node}", exc) from exc
 
-    def set_taint(self, node: str, taint: Taint, present: bool, *, attempts: int = 5) -> None:
+    def set_taint(self, node: str, taint: Taint, present: bool, *, attempts: int = 5) -> dict[str, Any]:
         """Add or remove ``taint`` (matched by key and effect) on ``node``.
 
         Read-modify-write with the resourceVersion as precondition, retried on conflicts.
+        Returns the Node JSON after the change (as read, when nothing had to change).
         """
         for i in range(attempts):
             try:
@@ -186,7 +179,7 @@ class KubeApi:
             ]
             had = len(taints) != len((obj.get("spec") or {}).get("taints") or ())
             if had == present:
-                return
+                return dict(obj)
             if present:
                 taints.append(
                     {
@@ -201,13 +194,20 @@ class KubeApi:
                 "spec": {"taints": taints or None},
             }
             try:
-                self.core.patch_node(node, body, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT)
-                return
+                resp = self.core.patch_node(
+                    node,
+                    body,
+                    _content_type=MERGE_PATCH,
+                    _request_timeout=REQUEST_TIMEOUT,
+                    _preload_content=False,
+                )
+                return dict(json.loads(resp.data))
             except Exception as exc:
                 err = _wrap("PATCH", f"nodes/{node}", exc)
                 if not err.conflict or i == attempts - 1:
                     raise err from exc
                 time.sleep(0.05 * (i + 1))
+        raise KubeError("PATCH", f"nodes/{node}", None, "no attempts made")
 
     def delete_device_plugin_pods(self, node: str, namespace: str, selector: str) -> list[str]:
         """Delete the device-plugin pods on ``node`` (their DaemonSet recreates them).

@@ -4,10 +4,12 @@ baseline in ``bench/baseline.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from composer import annotations as ann
 from composer.act import Executor
+from composer.cache import ClusterCache
 from composer.config import Settings
 from composer.controller import Controller
 from composer.fabric import director_factory
@@ -17,25 +19,41 @@ from composer.metrics import Metrics
 
 @dataclass(frozen=True)
 class Wired:
-    """The wired pieces: the Kubernetes client, the metrics registry and the controller."""
+    """The wired pieces: the Kubernetes client, the metrics registry, the controller and its
+    watch cache (None when ``watch_cache`` is off; the caller starts and stops it)."""
 
     kube: KubeApi
     metrics: Metrics
     controller: Controller
+    cache: ClusterCache | None = None
 
 
-def build_controller(settings: Settings, *, instance: str = ann.COMPONENT) -> Wired:
+def build_controller(
+    settings: Settings,
+    *,
+    instance: str = ann.COMPONENT,
+    on_change: Callable[[], None] | None = None,
+) -> Wired:
     """Wire a :class:`Controller` from ``settings``.
 
     Args:
         settings: the composer's settings (:mod:`composer.config`).
         instance: the replica identity written as the Events' ``reportingInstance``.
+        on_change: called by the watch cache when pods, nodes or pool namespaces changed.
     Raises:
         Whatever the Kubernetes client raises for an unreadable kubeconfig.
     """
     policy = settings.policy()
     metrics = Metrics()
     kube = KubeApi(api_client(settings.kubeconfig), instance=instance)
+    cache = None
+    if settings.watch_cache:
+        cache = ClusterCache(
+            kube.api,
+            node_selector=settings.node_selector,
+            on_change=on_change,
+            resync_seconds=settings.cache_resync_seconds,
+        )
     factory = director_factory(
         settings.director_url,
         username=settings.director_username,
@@ -60,5 +78,7 @@ def build_controller(settings: Settings, *, instance: str = ann.COMPONENT) -> Wi
         executor,
         node_selector=settings.node_selector,
         workers=settings.compose_workers,
+        source=cache,
+        fabric_max_age_seconds=settings.director_resync_seconds,
     )
-    return Wired(kube, metrics, controller)
+    return Wired(kube, metrics, controller, cache)

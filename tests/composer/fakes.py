@@ -226,7 +226,13 @@ class FakeKube:
         return bound + late
 
     # writes
-    def patch_node_annotations(self, node_name: str, changes: Mapping[str, str | None]) -> None:
+    def _written(self, node_name: str) -> dict[str, Any]:
+        """Bump the node's resourceVersion (as the API server does) and answer a copy."""
+        meta = self.nodes[node_name]["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        return copy.deepcopy(self.nodes[node_name])
+
+    def patch_node_annotations(self, node_name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
         self.writes.append(("annotations", node_name, dict(changes)))
         a = self.nodes[node_name]["metadata"].setdefault("annotations", {})
         for k, v in changes.items():
@@ -234,13 +240,15 @@ class FakeKube:
                 a.pop(k, None)
             else:
                 a[k] = v
+        return self._written(node_name)
 
-    def set_taint(self, node_name: str, taint: Taint, present: bool) -> None:
+    def set_taint(self, node_name: str, taint: Taint, present: bool) -> dict[str, Any]:
         self.writes.append(("taint", node_name, present))
         taints = [t for t in self.nodes[node_name]["spec"].get("taints") or [] if t["key"] != taint.key]
         if present:
             taints.append({"key": taint.key, "value": taint.value, "effect": taint.effect})
         self.nodes[node_name]["spec"]["taints"] = taints
+        return self._written(node_name)
 
     def delete_device_plugin_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
         self.plugin_restarts.append(node_name)

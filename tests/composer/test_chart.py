@@ -48,8 +48,8 @@ def test_rbac_is_least_privilege():
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"]) for r in cr["rules"]}
     assert rules == {
         (("",), ("pods",)): ["list", "watch"],
-        (("",), ("nodes",)): ["get", "list", "patch"],
-        (("",), ("namespaces",)): ["list"],
+        (("",), ("nodes",)): ["get", "list", "patch", "watch"],
+        (("",), ("namespaces",)): ["list", "watch"],
         (("",), ("events",)): ["create"],
     }
     text = yaml.safe_dump_all(docs)

@@ -2,8 +2,9 @@
 
 - The decision modules are pure: no Kubernetes or Director client, no HTTP, no I/O module of
   the composer.
-- Only ``composer.kube`` talks to the Kubernetes API; the Director client is reached only
-  through ``composer.fabric`` (lazily), ``act`` and ``controller`` (its error types).
+- Only ``composer.kube`` (calls) and ``composer.cache`` (watches) talk to the Kubernetes API;
+  the Director client is reached only through ``composer.fabric`` (lazily), ``act`` and
+  ``controller`` (its error types).
 - The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``.
 """
 
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE = ("models", "scheduling", "planner", "annotations", "podspec", "nodestate", "decide", "fabric")
 IO_MODULES = (
     "composer.kube",
+    "composer.cache",
     "composer.act",
     "composer.controller",
     "composer.leader",
@@ -63,7 +65,7 @@ def test_decision_modules_are_pure(module):
 
 def test_only_kube_module_uses_the_kubernetes_api():
     for path in (ROOT / "composer").glob("*.py"):
-        if path.stem in ("kube",):
+        if path.stem in ("kube", "cache"):
             continue
         assert _hits(imports(path), ("kubernetes.client", "kubernetes.config", "kubernetes.watch")) == [], (
             path

@@ -1,0 +1,257 @@
+"""Watch-fed caches of pods, nodes and pool namespaces: the informer pattern.
+
+A round used to list every pod and node (1,000 nodes: ~0.2 s of API time and JSON parsing per
+round, ~1 s on a loaded 2-core machine). Now each kind is kept by one
+``kubernetes.informer.SharedInformer`` (the official client's list-then-watch loop: relists on
+410 Gone, resumes from the last resourceVersion otherwise) and every change is parsed once, on
+arrival, into the composer's own view (:func:`composer.podspec.pod_view`,
+:func:`composer.nodestate.node_view`). A round reads those views from memory.
+
+Three things the client's informer does not do, added here:
+
+- **synced**: a round must never run on a half-filled cache (no pods seen = every node idle =
+  reclaim GPUs in use). :attr:`ViewInformer.synced` is set once the first list is in the
+  cache: the informer calls its list function a second time, with ``watch=True``, only after
+  it populated the cache from the first call.
+- **backoff**: the informer reconnects at once after a failed watch; an ERROR handler here
+  waits (1 s doubling to 30 s, reset by the next event) so an API-server outage is not a
+  busy loop.
+- **read-your-writes**: a node the composer just patched may still be older in the cache than
+  what the composer wrote (the watch event is in flight). :meth:`ClusterCache.assume` overlays
+  the object returned by the write until the informer delivers that resourceVersion or a
+  newer one, as client-go's ``MutationCache`` does. resourceVersions are compared as integers
+  (etcd revisions; comparable per KEP-5504 "Comparable resource versions", Kubernetes 1.34).
+
+Wake-ups: ``on_change`` is called only when a parsed view actually changed (a kubelet or kwok
+heartbeat that only moves timestamps does not wake the loop).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from kubernetes import client
+from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer
+
+from composer import annotations as ann
+from composer.nodestate import NodeView, node_view
+from composer.podspec import PodView, pod_view
+
+log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+
+#: Pods the composer never needs (the API server drops them from the watch as DELETED).
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+_BACKOFF_FIRST, _BACKOFF_MAX = 1.0, 30.0
+
+
+def resource_version(obj: Mapping[str, Any]) -> int:
+    """``metadata.resourceVersion`` as an integer (0 when missing or not a number)."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class ViewInformer(Generic[V]):
+    """One resource kind, watched, parsed into views keyed ``namespace/name`` (or ``name``).
+
+    Args:
+        api: the ApiClient (turns the informer's model objects back into API JSON).
+        list_func: a ``CoreV1Api`` list method (``list_node``, ``list_pod_for_all_namespaces``).
+        parse: API JSON object -> view.
+        name: for logs and the thread name.
+        label_selector / field_selector: forwarded to the API server.
+        resync_seconds: full relist period (0 = watch only).
+        on_change: called (on the informer thread) after a view was added, changed or removed.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        list_func: Callable[..., Any],
+        parse: Callable[[Mapping[str, Any]], V],
+        *,
+        name: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resync_seconds: float = 0.0,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.synced = threading.Event()
+        self._api = api
+        self._parse = parse
+        self._on_change = on_change or (lambda: None)
+        self._lock = threading.Lock()
+        self._views: dict[str, tuple[int, V]] = {}
+        self._stop = threading.Event()
+        self._backoff = _BACKOFF_FIRST
+
+        @functools.wraps(list_func)  # the Watch reads the return type from the docstring
+        def listing(*args: Any, **kw: Any) -> Any:
+            if kw.get("watch"):
+                self.synced.set()  # the first list is in the cache: the informer watches now
+            return list_func(*args, **kw)
+
+        self._informer = SharedInformer(
+            listing,
+            resync_period=resync_seconds,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        self._informer.add_event_handler(ADDED, self._put)
+        self._informer.add_event_handler(MODIFIED, self._put)
+        self._informer.add_event_handler(DELETED, self._delete)
+        self._informer.add_event_handler(ERROR, self._error)
+
+    # -- informer callbacks (informer thread) ---------------------------------------------------
+    def _put(self, obj: Any) -> None:
+        raw = self._api.sanitize_for_serialization(obj)
+        key = _key(raw)
+        view = self._parse(raw)
+        rv = resource_version(raw)
+        with self._lock:
+            old = self._views.get(key)
+            self._views[key] = (rv, view)
+        self._backoff = _BACKOFF_FIRST
+        if old is None or old[1] != view:
+            self._on_change()
+
+    def _delete(self, obj: Any) -> None:
+        key = _key(self._api.sanitize_for_serialization(obj))
+        with self._lock:
+            gone = self._views.pop(key, None)
+        if gone is not None:
+            self._on_change()
+
+    def _error(self, exc: Any) -> None:
+        log.warning("%s watch failed (%s); reconnecting in %.0f s", self.name, exc, self._backoff)
+        self._stop.wait(self._backoff)
+        self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
+
+    # -- reads ----------------------------------------------------------------------------------
+    def views(self) -> dict[str, tuple[int, V]]:
+        """A copy: key -> (resourceVersion, view)."""
+        with self._lock:
+            return dict(self._views)
+
+    def start(self) -> None:
+        """Start the list-then-watch thread."""
+        self._informer.start()
+
+    def stop(self) -> None:
+        """Stop watching (returns once the informer thread ended)."""
+        self._stop.set()
+        self._informer.stop()
+
+
+def _key(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    ns, name = meta.get("namespace") or "", meta.get("name") or ""
+    return f"{ns}/{name}" if ns else name
+
+
+def _pool(raw: Mapping[str, Any]) -> str:
+    return ((raw.get("metadata") or {}).get("labels") or {}).get(ann.POOL_LABEL, "")
+
+
+class ClusterCache:
+    """Pods (non-terminal, all namespaces), managed nodes and pool namespaces, kept by watches.
+
+    Implements the controller's cluster source (:class:`composer.controller.ClusterSource`).
+
+    Args:
+        api: the ApiClient of :class:`composer.kube.KubeApi`.
+        node_selector: label selector of managed nodes ("" = all).
+        on_change: called when anything the composer decides on changed (wakes the loop).
+        resync_seconds: full relist period of each informer (0 = never).
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        node_selector: str = "",
+        on_change: Callable[[], None] | None = None,
+        resync_seconds: float = 600.0,
+    ) -> None:
+        core = client.CoreV1Api(api)
+        self.pods: ViewInformer[PodView] = ViewInformer(
+            api,
+            core.list_pod_for_all_namespaces,
+            pod_view,
+            name="pods",
+            field_selector=LIVE_PODS,
+            resync_seconds=resync_seconds,
+            on_change=on_change,
+        )
+        self.nodes: ViewInformer[NodeView] = ViewInformer(
+            api,
+            core.list_node,
+            node_view,
+            name="nodes",
+            label_selector=node_selector or None,
+            resync_seconds=resync_seconds,
+            on_change=on_change,
+        )
+        self.namespaces: ViewInformer[str] = ViewInformer(
+            api,
+            core.list_namespace,
+            _pool,
+            name="namespaces",
+            label_selector=ann.POOL_LABEL,
+            resync_seconds=resync_seconds,
+            on_change=on_change,
+        )
+        self._all = (self.pods, self.nodes, self.namespaces)
+        self._lock = threading.Lock()
+        self._assumed: dict[str, tuple[int, NodeView]] = {}
+
+    def start(self) -> None:
+        """Start all watches."""
+        for inf in self._all:
+            inf.start()
+
+    def stop(self) -> None:
+        """Stop all watches."""
+        for inf in self._all:
+            inf.stop()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait until every kind has been listed once; True when synced."""
+        return all(inf.synced.wait(timeout) for inf in self._all)
+
+    @property
+    def synced(self) -> bool:
+        """Every kind has been listed once."""
+        return all(inf.synced.is_set() for inf in self._all)
+
+    def assume(self, node: Mapping[str, Any]) -> None:
+        """Overlay a Node object the composer just wrote (the API server's answer to the write)
+        until the watch delivers that resourceVersion or a newer one."""
+        view, rv = node_view(node), resource_version(node)
+        with self._lock:
+            have = self._assumed.get(view.name)
+            if have is None or have[0] < rv:
+                self._assumed[view.name] = (rv, view)
+
+    def read(self) -> tuple[tuple[PodView, ...], tuple[NodeView, ...], dict[str, str]]:
+        """(pods, nodes, namespace -> pool) as the watches last saw them, with the composer's
+        own newer node writes laid over."""
+        pods = tuple(v for _, v in self.pods.views().values())
+        nodes = self.nodes.views()
+        with self._lock:
+            for name, (rv, view) in list(self._assumed.items()):
+                seen = nodes.get(name)
+                if seen is None or seen[0] >= rv:
+                    del self._assumed[name]  # the watch caught up (or the node is gone)
+                else:
+                    nodes[name] = (rv, view)
+        pools = {k: v for k, (_, v) in self.namespaces.views().items() if v}
+        return pods, tuple(v for _, v in nodes.values()), pools

@@ -1,0 +1,203 @@
+"""The watch-fed cluster cache (composer.cache) and how the controller uses it.
+
+Offline: the informers are not started; their callbacks are fed by hand, which is what a
+lagging watch looks like (the events of the composer's own writes have not arrived yet).
+The real watch against the lab API server is exercised in ``test_cache_lab.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from kubernetes import client
+
+from composer import annotations as ann
+from composer.act import Executor
+from composer.cache import ClusterCache, resource_version
+from composer.controller import Controller, ListingSource
+from composer.decide import Policy
+from composer.metrics import Metrics
+from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+
+
+def frozen_cache(kube: FakeKube, wakes: list[int] | None = None) -> ClusterCache:
+    """A cache fed once with the fake's current objects, whose watch then never delivers."""
+    wake = (lambda: wakes.append(1)) if wakes is not None else None
+    cache = ClusterCache(client.ApiClient(), on_change=wake)
+    for n in kube.nodes.values():
+        cache.nodes._put(copy.deepcopy(n))
+    for p in kube.list_pods():
+        cache.pods._put(p)
+    for ns, pool in kube.pools.items():
+        cache.namespaces._put({"metadata": {"name": ns, "labels": {ann.POOL_LABEL: pool}}})
+    for inf in (cache.pods, cache.nodes, cache.namespaces):
+        inf.synced.set()
+    return cache
+
+
+def with_rv(obj: dict, rv: int, **annotations: str) -> dict:
+    out = copy.deepcopy(obj)
+    out["metadata"]["resourceVersion"] = str(rv)
+    out["metadata"].setdefault("annotations", {}).update(annotations)
+    return out
+
+
+def test_resource_version_parses_or_defaults_to_zero():
+    assert resource_version({"metadata": {"resourceVersion": "42"}}) == 42
+    assert resource_version({"metadata": {}}) == 0
+    assert resource_version({"metadata": {"resourceVersion": "abc"}}) == 0
+
+
+def test_an_assumed_write_wins_until_the_watch_delivers_it_or_newer():
+    base = node("h1")
+    cache = ClusterCache(client.ApiClient())
+    cache.nodes._put(with_rv(base, 5))
+    written = with_rv(base, 7, **{ann.DEVICES: "gpu0"})
+    cache.assume(written)
+
+    def devices() -> set[str]:
+        (n,) = cache.read()[1]
+        return set(n.record.devices)
+
+    assert devices() == {"gpu0"}  # the watch still holds rv 5
+    cache.nodes._put(with_rv(base, 6))  # an older event arrives late
+    assert devices() == {"gpu0"}
+    cache.nodes._put(written)  # the watch catches up: the overlay is dropped
+    assert devices() == {"gpu0"}
+    cache.nodes._put(with_rv(base, 8))  # someone removed the annotation afterwards: that wins
+    assert devices() == set()
+
+
+def test_an_assumed_node_that_was_deleted_stays_deleted():
+    base = with_rv(node("h1"), 3)
+    cache = ClusterCache(client.ApiClient())
+    cache.nodes._put(base)
+    cache.assume(with_rv(base, 4, **{ann.DEVICES: "gpu0"}))
+    cache.nodes._delete(base)
+    assert cache.read()[1] == ()
+
+
+def test_only_view_changes_wake_the_loop():
+    wakes: list[int] = []
+    kube = FakeKube()
+    kube.add_node(node("h1"))
+    cache = frozen_cache(kube, wakes)
+    n0 = len(wakes)
+    beat = with_rv(kube.nodes["h1"], 9)
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-29T20:00:00Z"
+    cache.nodes._put(beat)  # a heartbeat: timestamps only
+    assert len(wakes) == n0
+    cache.nodes._put(with_rv(kube.nodes["h1"], 10, **{ann.DEVICES: "gpu0"}))
+    assert len(wakes) == n0 + 1
+    cache.pods._put(pod("a", 1))
+    assert len(wakes) == n0 + 2
+    cache.pods._delete(pod("a", 1))
+    assert len(wakes) == n0 + 3
+
+
+def test_namespace_pools_come_from_the_label():
+    kube = FakeKube(pools={"team-a": "a"})
+    cache = frozen_cache(kube)
+    assert cache.read()[2] == {"team-a": "a"}
+
+
+def _controller(w: FakeWorld, source, **kw) -> Controller:
+    pol = Policy(idle_timeout_seconds=60, advertise_timeout_seconds=30, schedule_timeout_seconds=120)
+    metrics = Metrics()
+    ex = Executor(w.kube, lambda: w.fabric, pol, metrics)
+    return Controller(w.kube, lambda: w.fabric, pol, metrics, ex, workers=2, source=source, **kw)
+
+
+def _world() -> FakeWorld:
+    kube = FakeKube()
+    kube.add_node(node("h1"))
+    kube.add_pod(pod("a", 1, host="h1"))
+    return FakeWorld(kube, FakeFabric([FakeGpu("gpu0"), FakeGpu("gpu1"), FakeGpu("gpu2")], ["h1"]))
+
+
+def composes(w: FakeWorld) -> list[tuple]:
+    return [c for c in w.fabric.calls if c[0] == "compose"]
+
+
+@pytest.mark.parametrize("honour_writes", [True, False])
+def test_a_lagging_watch_never_makes_the_controller_compose_twice(honour_writes):
+    """The job's intent write is not in the watch yet; the next round must still see it.
+
+    With the overlay switched off (``honour_writes=False``) the same rounds compose a second
+    GPU for the same pod: the check below would catch a regression.
+    """
+    w = _world()
+    cache = frozen_cache(w.kube)
+    if not honour_writes:
+        cache.assume = lambda node_obj: None  # type: ignore[method-assign]
+    ctrl = _controller(w, cache)
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    assert composes(w) == [("compose", "h1", ("gpu0",))]
+    ctrl.round()  # the pod is still Pending (nothing advertised yet) and the watch lags
+    assert ctrl.wait_idle(10)
+    if honour_writes:
+        assert composes(w) == [("compose", "h1", ("gpu0",))]
+    else:
+        assert len(composes(w)) == 2
+    ctrl.close()
+
+
+def test_no_round_before_the_cache_listed_everything():
+    w = _world()
+    cache = ClusterCache(client.ApiClient())  # never synced: an empty cache would look idle
+    ctrl = _controller(w, cache)
+    assert ctrl.round() is None
+    assert w.fabric.calls == [] and w.kube.writes == []
+
+
+def test_the_director_is_reread_after_a_job_or_when_too_old():
+    w = _world()
+    reads: list[int] = []
+    real = w.fabric.gpus
+
+    def counted():
+        reads.append(1)
+        return real()
+
+    w.fabric.gpus = counted  # type: ignore[method-assign]
+    now = [100.0]
+    ctrl = _controller(w, ListingSource(w.kube), fabric_max_age_seconds=10)
+    import composer.controller as cmod
+
+    orig = cmod.time.monotonic
+    cmod.time.monotonic = lambda: now[0]  # type: ignore[assignment]
+    try:
+        ctrl.round()  # read 1, composes
+        assert ctrl.wait_idle(10)
+        ctrl.round()  # a job finished since: read 2
+        ctrl.round()  # nothing ran, 0 s later: reuse
+        assert len(reads) == 2
+        now[0] += 11
+        ctrl.round()  # older than 10 s: read 3
+        assert len(reads) == 3
+    finally:
+        cmod.time.monotonic = orig  # type: ignore[assignment]
+        ctrl.close()
+
+
+def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation():
+    """One PATCH before the Director is called (it was two): less time to the compose request."""
+    w = _world()
+    seen: list[int] = []
+    real = w.fabric.compose
+
+    def compose(machine, names):
+        seen.append(len([x for x in w.kube.writes if x[0] == "annotations"]))
+        return real(machine, names)
+
+    w.fabric.compose = compose  # type: ignore[method-assign]
+    ctrl = _controller(w, ListingSource(w.kube))
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    assert seen == [1]
+    intents = json.loads(w.kube.writes[0][2][ann.INTENTS])
+    assert list(intents) and all(v["phase"] == "Composing" for v in intents.values())
+    ctrl.close()
