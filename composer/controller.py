@@ -8,7 +8,8 @@ Where the cluster state comes from is a :class:`ClusterSource`: :class:`ListingS
 everything each round (tests, the periodic-scan baseline); ``python -m composer`` uses the
 watch-fed :class:`composer.cache.ClusterCache`, which also wakes the loop on every relevant
 change. The Director is read again when a node job finished since the last read (the only
-writes the composer makes) or when the last read is older than ``fabric_max_age_seconds``
+writes the composer makes: a clean compose is applied to the cached read instead, since the
+Director client verified it) or when the last read is older than ``fabric_max_age_seconds``
 (0 = every round); changes made behind the composer's back are seen within that age, and a
 compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
@@ -167,15 +168,30 @@ class Controller:
             if not run.future.done():
                 continue
             del self._running[node]
-            self._forget_fabric()  # the job may have changed the fabric
             try:
                 res = run.future.result()
-                if res.node_object is not None and self.source is not None:
-                    self.source.assume(res.node_object)
-                self._remember(res)
             except Exception as exc:
+                self._forget_fabric()
                 log.warning("job on %s failed: %s", node, exc)
                 self.metrics.round_failures.labels("job").inc()
+                continue
+            self._follow_fabric(run.job, res)
+            if res.node_object is not None and self.source is not None:
+                self.source.assume(res.node_object)
+            self._remember(res)
+
+    def _follow_fabric(self, job: NodeJob, res: JobResult) -> None:
+        """Keep the cached Director read true after a job: a clean compose is applied to it
+        (the client verified the attach on the Director); anything else (a failure, a reclaim,
+        a cancelled edit) makes the next round read the Director again."""
+        view = self._fabric_view
+        clean = not (res.failed or res.gave_up or res.reclaim_failed or res.reclaimed)
+        if view is None or not clean or job.reclaim is not None or job.cancel_edit:
+            self._forget_fabric()
+            return
+        devices = [d for ds in res.composed.values() for d in ds]
+        if devices:
+            self._fabric_view = view.with_attached(job.node, devices)
 
     def _remember(self, res: JobResult) -> None:
         m = self.memory

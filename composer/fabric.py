@@ -11,8 +11,8 @@ a retry may help).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from composer.models import FreeGpu
@@ -105,6 +105,17 @@ class FabricView:
     def attached(self, machine: str) -> Mapping[str, str]:
         """Device name -> model of every GPU attached to ``machine``."""
         return self._attached.get(machine, {})
+
+    def with_attached(self, machine: str, devices: Iterable[str]) -> FabricView:
+        """This view after the Director confirmed ``devices`` attached to ``machine`` (they are
+        in the machine's group pool now): what a compose changed, without reading it again."""
+        names = set(devices)
+        group = self.machine_groups.get(machine)
+        gpus = tuple(
+            replace(g, machine=machine, group=g.group if group is None else group) if g.name in names else g
+            for g in self.gpus
+        )
+        return FabricView(gpus, self.machines, self.machine_groups)
 
     def free(self, *, excluded: frozenset[str], device_pools: Mapping[str, str]) -> list[FreeGpu]:
         """The planner's free pool.

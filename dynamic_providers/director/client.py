@@ -188,6 +188,10 @@ class DirectorClient:
 
     def gpus(self) -> list[Gpu]:
         """Every GPU with model, vendor, switch, state and where it is (3 GETs), in name order."""
+        return self._read_gpus()[0]
+
+    def _read_gpus(self) -> tuple[list[Gpu], dict[str, DeviceStatus]]:
+        """:meth:`gpus`, plus the ``status/gpu`` records it joined (name -> record)."""
         statuses = self.gpu_statuses()
         infos = {i.name: i for i in self.gpu_infos()}
         placed = {p.name: p for p in self.predevices()}
@@ -216,7 +220,7 @@ class DirectorClient:
                     owner_tag=(info.udesc or None) if info else None,
                 )
             )
-        return sorted(out, key=lambda g: natural_key(g.name))
+        return sorted(out, key=lambda g: natural_key(g.name)), {s.name: s for s in statuses}
 
     def free_gpus(self, group: GroupRef | None = None) -> list[Gpu]:
         """Healthy GPUs attached to no machine.
@@ -340,7 +344,9 @@ class DirectorClient:
             m,
             names,
             missing,
-            lambda todo, gpus: self._transaction(m, grp, attach=todo, gpus=gpus, moved=moved),
+            lambda todo, gpus, statuses: self._transaction(
+                m, grp, attach=todo, gpus=gpus, statuses=statuses, moved=moved
+            ),
             give_up,
         )
         return [gpus[n] for n in names]
@@ -365,19 +371,27 @@ class DirectorClient:
             m,
             names,
             lambda gpus: [n for n in names if gpus[n].machine_id == m.mach_id],
-            lambda todo, gpus: self._transaction(m, grp, detach=todo, gpus=gpus),
+            lambda todo, gpus, statuses: self._transaction(
+                m, grp, detach=todo, gpus=gpus, statuses=statuses
+            ),
         )
 
     # ================================================================ internals
     def _by_name(self, names: Iterable[str], *, missing_ok: bool = False) -> dict[str, Gpu]:
+        return self._read_named(names, missing_ok=missing_ok)[0]
+
+    def _read_named(
+        self, names: Iterable[str], *, missing_ok: bool = False
+    ) -> tuple[dict[str, Gpu], dict[str, DeviceStatus]]:
         wanted = list(dict.fromkeys(names))
-        by_name = {g.name: g for g in self.gpus()}
+        gpus, statuses = self._read_gpus()
+        by_name = {g.name: g for g in gpus}
         unknown = [n for n in wanted if n not in by_name]
         if unknown and not missing_ok:
             raise DirectorNotFoundError(
                 f"no such GPU on the fabric: {', '.join(unknown)}", device=",".join(unknown)
             )
-        return {n: by_name[n] for n in wanted if n in by_name}
+        return {n: by_name[n] for n in wanted if n in by_name}, statuses
 
     def _retry_transaction(
         self,
@@ -385,23 +399,24 @@ class DirectorClient:
         m: Machine,
         names: Sequence[str],
         pending: Callable[[dict[str, Gpu]], list[str]],
-        run: Callable[[list[str], dict[str, Gpu]], None],
+        run: Callable[[list[str], dict[str, Gpu], dict[str, DeviceStatus]], dict[str, Gpu]],
         give_up: Callable[[DirectorError], None] | None = None,
     ) -> dict[str, Gpu]:
         """Read state, run the transaction for what is still pending, repeat after transient failures.
 
         Never re-sends a step blindly: each attempt starts from a fresh read of the fabric.
-        Returns the final read once nothing is pending; calls ``give_up`` before re-raising a
-        final failure.
+        Returns the GPUs as they are once nothing is pending (after a transaction: the read
+        with the change the transaction verified applied); calls ``give_up`` before re-raising
+        a final failure.
         """
         attempt = 0
         while True:
-            gpus = self._by_name(names)
+            gpus, statuses = self._read_named(names)
             todo = pending(gpus)
             if not todo:
                 return gpus
             try:
-                run(todo, gpus)
+                return run(todo, gpus, statuses)
             except DirectorError as exc:
                 attempt += 1
                 if not (exc.transient and attempt <= self.retries):
@@ -424,14 +439,18 @@ class DirectorClient:
         grp: Group,
         *,
         gpus: dict[str, Gpu],
+        statuses: dict[str, DeviceStatus],
         attach: Sequence[str] = (),
         detach: Sequence[str] = (),
         moved: list[str] | None = None,
-    ) -> None:
-        """edit -> (pool moves) -> relate/unrelate each -> reprogram; cancel on any failure."""
+    ) -> dict[str, Gpu]:
+        """edit -> (pool moves) -> relate/unrelate each -> reprogram; cancel on any failure.
+
+        ``statuses``: the ``status/gpu`` records read with ``gpus`` (the relate bodies carry
+        them). Returns ``gpus`` with the verified change applied (no further read).
+        """
         self._open_edit(m)
         try:
-            statuses = {s.name: s for s in self.gpu_statuses()}
             for n in attach:
                 if gpus[n].group_id is None:
                     self._move_into_group(statuses[n], grp)
@@ -445,6 +464,18 @@ class DirectorClient:
         except BaseException:
             self._cancel_quietly(m)
             raise
+        here = {
+            "machine_id": m.mach_id,
+            "machine": m.mach_name,
+            "group_id": grp.grp_id,
+            "group": grp.group_name,
+        }
+        gone = {"machine_id": None, "machine": None}
+        return {
+            **gpus,
+            **{n: gpus[n].model_copy(update=here) for n in attach},
+            **{n: gpus[n].model_copy(update=gone) for n in detach},
+        }
 
     def _open_edit(self, m: Machine) -> None:
         deadline = time.monotonic() + self.edit_wait
@@ -501,10 +532,10 @@ class DirectorClient:
             )
 
     def _settled(self, m: Machine, attach: Sequence[str], detach: Sequence[str]) -> bool:
-        gpus = self._by_name([*attach, *detach], missing_ok=True)
-        return all(gpus[n].machine_id == m.mach_id for n in attach if n in gpus) and all(
-            gpus[n].machine_id != m.mach_id for n in detach if n in gpus
-        )
+        """The machine holds every GPU of ``attach`` and none of ``detach`` (one small read:
+        ``GET predevice?mach_id=``, the devices attached to that machine)."""
+        held = {p.name for p in self.predevices(machine_id=m.mach_id) if p.mach_id == m.mach_id}
+        return set(attach) <= held and not held & set(detach)
 
     def _cancel_quietly(self, m: Machine) -> None:
         try:

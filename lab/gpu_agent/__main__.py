@@ -20,7 +20,7 @@ import threading
 
 from kubernetes import client, config
 
-from lab.gpu_agent.agent import DirectorReader, GpuAgent
+from lab.gpu_agent.agent import DirectorReader, GpuAgent, NodeAdverts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    core = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
+    api = config.new_client_from_config(config_file=args.kubeconfig)
+    core = client.CoreV1Api(api)
+    adverts = NodeAdverts(api, args.node_selector)
+    adverts.start()
     director = DirectorReader(args.director_url, username=args.director_username, password=password)
     agent = GpuAgent(
         core,
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         plugin_restart_quirk=args.plugin_restart_quirk,
         shared_replicas=args.shared_replicas,
         plugin_namespace=args.plugin_namespace,
+        adverts=adverts,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep polling: the Director or the API server may be restarting
             logging.getLogger("lab.gpu_agent").warning("poll failed: %s", exc)
         stop.wait(args.interval)
+    adverts.stop()
     director.close()
     return 0
 

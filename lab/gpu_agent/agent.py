@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import requests
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer
 
 log = logging.getLogger("lab.gpu_agent")
 
@@ -55,6 +57,7 @@ class DirectorReader:
         self.session = requests.Session()
         self.session.auth = (username, password)
         self.timeout = timeout_seconds
+        self._models: dict[str, str] = {}
 
     def _get(self, path: str, **params: str) -> list[dict[str, Any]]:
         try:
@@ -69,12 +72,19 @@ class DirectorReader:
         return list(body.get("data") or [])
 
     def attached(self) -> dict[str, list[str]]:
-        """Machine name -> GFD product names of the GPUs attached to it (one per GPU)."""
-        models = {i["name"]: gfd_product(i.get("model") or "") for i in self._get("device/info/gpu")}
+        """Machine name -> GFD product names of the GPUs attached to it (one per GPU).
+
+        One ``GET predevice`` per call; ``GET device/info/gpu`` (the models) only when a GPU
+        name not seen before shows up (a GPU's model does not change while it is installed).
+        """
         out: dict[str, list[str]] = {}
-        for p in self._get("predevice", dev_type="gpu"):
-            if p.get("mname"):
-                out.setdefault(p["mname"], []).append(models.get(p["name"], "unknown"))
+        held = [p for p in self._get("predevice", dev_type="gpu") if p.get("mname")]
+        if any(p["name"] not in self._models for p in held):
+            self._models = {
+                i["name"]: gfd_product(i.get("model") or "") for i in self._get("device/info/gpu")
+            }
+        for p in held:
+            out.setdefault(p["mname"], []).append(self._models.get(p["name"], "unknown"))
         return out
 
     def close(self) -> None:
@@ -109,6 +119,50 @@ def current_advert(node: Mapping[str, Any]) -> Advert:
     return Advert(count, labels.get(PRODUCT) if count else None)
 
 
+class NodeAdverts:
+    """What each Node advertises now, kept by a watch (the client's ``SharedInformer``), so a
+    poll does not list every Node (1,000 nodes: ~0.2 s of API time per poll otherwise).
+
+    Args:
+        api: ApiClient of the lab cluster.
+        label_selector: the Nodes to follow ("" = all).
+    """
+
+    def __init__(self, api: client.ApiClient, label_selector: str = "") -> None:
+        self._api = api
+        self._lock = threading.Lock()
+        self._adverts: dict[str, Advert] = {}
+        self._informer = SharedInformer(
+            client.CoreV1Api(api).list_node, label_selector=label_selector or None
+        )
+        self._informer.add_event_handler(ADDED, self._put)
+        self._informer.add_event_handler(MODIFIED, self._put)
+        self._informer.add_event_handler(DELETED, self._delete)
+
+    def _put(self, obj: Any) -> None:
+        raw = self._api.sanitize_for_serialization(obj)
+        with self._lock:
+            self._adverts[raw["metadata"]["name"]] = current_advert(raw)
+
+    def _delete(self, obj: Any) -> None:
+        raw = self._api.sanitize_for_serialization(obj)
+        with self._lock:
+            self._adverts.pop(raw["metadata"]["name"], None)
+
+    def __call__(self) -> dict[str, Advert]:
+        """Node name -> its current advert (a copy)."""
+        with self._lock:
+            return dict(self._adverts)
+
+    def start(self) -> None:
+        """Start watching."""
+        self._informer.start()
+
+    def stop(self) -> None:
+        """Stop watching."""
+        self._informer.stop()
+
+
 @dataclass
 class GpuAgent:
     """Reflects the Director's attachments into Nodes (lab stand-in for the GPU Operator).
@@ -124,6 +178,8 @@ class GpuAgent:
         shared_replicas: also advertise ``nvidia.com/gpu.shared`` = GPUs x this (0 = off).
         plugin_namespace: namespace of the fake device-plugin pods (quirk mode).
         clock: monotonic seconds.
+        adverts: node name -> current advert (e.g. a :class:`NodeAdverts`); None = list the
+            Nodes every poll.
     """
 
     core: client.CoreV1Api
@@ -134,6 +190,7 @@ class GpuAgent:
     shared_replicas: int = 0
     plugin_namespace: str = PLUGIN_NAMESPACE
     clock: Callable[[], float] = time.monotonic
+    adverts: Callable[[], Mapping[str, Advert]] | None = None
     _seen: dict[str, tuple[Advert, float]] = field(default_factory=dict)
     _plugin_started: dict[str, float] = field(default_factory=dict)
 
@@ -141,15 +198,12 @@ class GpuAgent:
         """One poll: read the Director and the Nodes, patch what is due. Returns node -> advert
         applied in this step."""
         attached = self.director.attached()
-        nodes = self.core.list_node(label_selector=self.node_selector or None, _preload_content=False)
         applied: dict[str, Advert] = {}
         now = self.clock()
-        for node in json.loads(nodes.data)["items"]:
-            name = node["metadata"]["name"]
+        for name, have in self._current().items():
             if self.plugin_restart_quirk:
                 self._ensure_plugin_pod(name, now)
             want = advert_for(attached.get(name, []))
-            have = current_advert(node)
             if want == have:
                 self._seen.pop(name, None)
                 continue
@@ -168,6 +222,12 @@ class GpuAgent:
             self._seen.pop(name, None)
             applied[name] = want
         return applied
+
+    def _current(self) -> Mapping[str, Advert]:
+        if self.adverts is not None:
+            return self.adverts()
+        nodes = self.core.list_node(label_selector=self.node_selector or None, _preload_content=False)
+        return {n["metadata"]["name"]: current_advert(n) for n in json.loads(nodes.data)["items"]}
 
     def _apply(self, node: str, a: Advert) -> None:
         value: str | None = str(a.count) if a.count else None

@@ -18,7 +18,9 @@ from composer.act import Executor
 from composer.cache import ClusterCache, resource_version
 from composer.controller import Controller, ListingSource
 from composer.decide import Policy
+from composer.fabric import FabricGpu, FabricView
 from composer.metrics import Metrics
+from dynamic_providers.director.errors import DirectorServerError
 from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 
@@ -153,7 +155,7 @@ def test_no_round_before_the_cache_listed_everything():
     assert w.fabric.calls == [] and w.kube.writes == []
 
 
-def test_the_director_is_reread_after_a_job_or_when_too_old():
+def test_the_director_is_read_again_only_after_a_failure_or_when_too_old():
     w = _world()
     reads: list[int] = []
     real = w.fabric.gpus
@@ -170,17 +172,40 @@ def test_the_director_is_reread_after_a_job_or_when_too_old():
     orig = cmod.time.monotonic
     cmod.time.monotonic = lambda: now[0]  # type: ignore[assignment]
     try:
-        ctrl.round()  # read 1, composes
+        ctrl.round()  # read 1; composes gpu0 onto h1
         assert ctrl.wait_idle(10)
-        ctrl.round()  # a job finished since: read 2
-        ctrl.round()  # nothing ran, 0 s later: reuse
+        d = ctrl.round()  # the clean compose was applied to the cached read: no read
+        assert len(reads) == 1
+        assert d is not None and sum(d.free_by_model.values()) == 2  # gpu0 is not free any more
+        w.kube.add_pod(pod("b", 1, host="h1"))
+        w.fabric.fail["compose"] = [DirectorServerError("boom", method="POST", path="fabric/reprogram")]
+        ctrl.round()  # plans b on the cached read; the compose fails
+        assert ctrl.wait_idle(10)
+        assert len(reads) == 1
+        ctrl.round()  # after a failure the Director is read again
         assert len(reads) == 2
+        assert ctrl.wait_idle(10)
+        ctrl.round()
+        n = len(reads)
         now[0] += 11
-        ctrl.round()  # older than 10 s: read 3
-        assert len(reads) == 3
+        ctrl.round()  # older than 10 s: read again
+        assert len(reads) == n + 1
     finally:
         cmod.time.monotonic = orig  # type: ignore[assignment]
         ctrl.close()
+
+
+def test_a_view_with_attached_gpus_moves_them_to_the_machine_and_its_group():
+    view = FabricView(
+        (FabricGpu("gpu0", "Tesla-T4"), FabricGpu("gpu1", "Tesla-T4", group="7")),
+        frozenset({"h1"}),
+        {"h1": "3"},
+    )
+    after = view.with_attached("h1", ["gpu0"])
+    assert dict(after.attached("h1")) == {"gpu0": "Tesla-T4"}
+    assert [g.group for g in after.gpus] == ["3", "7"]
+    assert [f.name for f in after.free(excluded=frozenset(), device_pools={})] == ["gpu1"]
+    assert dict(view.attached("h1")) == {}  # the original is unchanged
 
 
 def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation():

@@ -158,3 +158,39 @@ def test_director_reader_parses_the_envelope(monkeypatch):
     monkeypatch.setattr(requests.Session, "get", failing)
     with pytest.raises(DirectorReadError):
         r.attached()
+
+
+def test_director_reader_reads_models_only_for_gpus_it_has_not_seen(monkeypatch):
+    calls: list[str] = []
+    state = {
+        "device/info/gpu": [{"name": "gpu0", "model": "Tesla T4"}],
+        "predevice": [{"name": "gpu0", "mname": "n1"}],
+    }
+
+    def fake_get(self, url, params=None, timeout=None):
+        key = "device/info/gpu" if url.endswith("device/info/gpu") else "predevice"
+        calls.append(key)
+        return SimpleNamespace(
+            status_code=200, json=lambda: {"response": {"code": 0, "errors": [], "data": state[key]}}
+        )
+
+    monkeypatch.setattr(requests.Session, "get", fake_get)
+    r = DirectorReader("http://d:8080", username="u", password="p")
+    assert r.attached() == {"n1": ["Tesla-T4"]}
+    assert r.attached() == {"n1": ["Tesla-T4"]}
+    assert calls.count("device/info/gpu") == 1 and calls.count("predevice") == 2
+    state["device/info/gpu"].append({"name": "gpu9", "model": "NVIDIA A100-PCIE-40GB"})
+    state["predevice"].append({"name": "gpu9", "mname": "n2"})  # a GPU installed since
+    assert r.attached() == {"n1": ["Tesla-T4"], "n2": ["NVIDIA-A100-PCIE-40GB"]}
+    assert calls.count("device/info/gpu") == 2
+
+
+def test_agent_takes_current_adverts_from_a_watch_instead_of_listing():
+    core, director, clock = FakeCore(["n1"]), FakeDirector(), Clock()
+    core.list_node = None  # type: ignore[assignment]  # listing would fail: the watch is used
+    watched = {"n1": Advert()}
+    agent = GpuAgent(core, director, advertise_delay_seconds=0.0, clock=clock, adverts=lambda: watched)
+    director.machines["n1"] = ["Tesla-T4"]
+    assert agent.step() == {"n1": Advert(1, "Tesla-T4")}
+    watched["n1"] = Advert(1, "Tesla-T4")  # the watch delivered the change
+    assert agent.step() == {}
