@@ -8,8 +8,8 @@ and the client fixtures cannot drift apart.
 
 from __future__ import annotations
 
-import copy
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,13 +20,14 @@ FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "directo
 
 
 @cache
-def _fixture_record(file: str, at: int = 0) -> dict[str, Any]:
+def _fixture_record(file: str, at: int = 0) -> str:
+    """The fixture record as JSON text (decoding it is a fast deep copy)."""
     body = json.loads((FIXTURES / file).read_text(encoding="utf-8"))["body"]
-    return body["response"]["data"][at]
+    return json.dumps(body["response"]["data"][at])
 
 
 def _fill(file: str, at: int = 0, /, **values: Any) -> dict[str, Any]:
-    rec = copy.deepcopy(_fixture_record(file, at))
+    rec: dict[str, Any] = json.loads(_fixture_record(file, at))
     extra = set(values) - set(rec)
     if extra:
         raise KeyError(f"{file} has no field(s) {sorted(extra)}: update the fixture first")
@@ -34,9 +35,26 @@ def _fill(file: str, at: int = 0, /, **values: Any) -> dict[str, Any]:
     return rec
 
 
-def gpu_status(state: FabricState, g: GpuRecord) -> dict[str, Any]:
-    """``status/gpu`` record (LIQID GPUDeviceStatus)."""
-    m = next((m for m in state.machines if m.mach_id == g.mach_id), None)
+def machines_by_id(state: FabricState) -> dict[int, MachineRecord]:
+    """``mach_id`` -> machine, for rendering many records (one scan instead of one per GPU)."""
+    return {m.mach_id: m for m in state.machines}
+
+
+def _machine_of(
+    state: FabricState, g: GpuRecord, machines: Mapping[int, MachineRecord] | None
+) -> MachineRecord | None:
+    if g.mach_id is None:
+        return None
+    if machines is not None:
+        return machines.get(g.mach_id)
+    return next((m for m in state.machines if m.mach_id == g.mach_id), None)
+
+
+def gpu_status(
+    state: FabricState, g: GpuRecord, machines: Mapping[int, MachineRecord] | None = None
+) -> dict[str, Any]:
+    """``status/gpu`` record (LIQID GPUDeviceStatus); ``machines``: :func:`machines_by_id`."""
+    m = _machine_of(state, g, machines)
     owner = {"rack": 0, "shelf": 0, "node": m.index if m else 0}
     return _fill(
         "status_gpu.json",
@@ -102,7 +120,7 @@ def group(state: FabricState, grp: GroupRecord) -> dict[str, Any]:
 
 def machine(state: FabricState, m: MachineRecord) -> dict[str, Any]:
     """``machine`` record with ``connection_history``."""
-    tmpl = _fixture_record("machine.json")["connection_history"][0]
+    tmpl = json.loads(_fixture_record("machine.json"))["connection_history"][0]
     history = []
     for h in m.history:
         extra = set(h) - set(tmpl)
@@ -138,10 +156,12 @@ def machine_details(state: FabricState, m: MachineRecord) -> dict[str, Any]:
     )
 
 
-def predevice(state: FabricState, g: GpuRecord) -> dict[str, Any]:
-    """``predevice`` record of a group-assigned GPU."""
+def predevice(
+    state: FabricState, g: GpuRecord, machines: Mapping[int, MachineRecord] | None = None
+) -> dict[str, Any]:
+    """``predevice`` record of a group-assigned GPU; ``machines``: :func:`machines_by_id`."""
     grp = next(x for x in state.groups if x.grp_id == g.grp_id)
-    m = next((x for x in state.machines if x.mach_id == g.mach_id), None)
+    m = _machine_of(state, g, machines)
     return _fill(
         "predevice.json",
         fabr_gid=g.fabr_gid,

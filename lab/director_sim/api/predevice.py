@@ -18,11 +18,12 @@ def list_predevices() -> Response:
     grp_id = request.args.get("grp_id", type=int)
     mach_id = request.args.get("mach_id", type=int)
     with f.lock:
+        by_id = templates.machines_by_id(f.state)
         data = (
             []
             if dev_type not in ("gpu", "")
             else [
-                templates.predevice(f.state, g)
+                templates.predevice(f.state, g, by_id)
                 for g in f.state.gpus
                 if g.grp_id is not None
                 and (grp_id is None or g.grp_id == grp_id)

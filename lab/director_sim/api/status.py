@@ -16,7 +16,8 @@ def all_devices() -> Response:
     f = ctx().fabric
     with f.lock:
         data = [templates.cpu_status(f.state, m) for m in f.state.machines]
-        data += [templates.gpu_status(f.state, g) for g in f.state.gpus]
+        by_id = templates.machines_by_id(f.state)
+        data += [templates.gpu_status(f.state, g, by_id) for g in f.state.gpus]
     return ok(data)
 
 
@@ -26,8 +27,9 @@ def gpus() -> Response:
     free_only = request.args.get("filter", "true").lower() != "false"
     f = ctx().fabric
     with f.lock:
+        by_id = templates.machines_by_id(f.state)
         data = [
-            templates.gpu_status(f.state, g)
+            templates.gpu_status(f.state, g, by_id)
             for g in f.state.gpus
             if not free_only or (g.grp_id is None and g.mach_id is None)
         ]
