@@ -265,6 +265,8 @@ def reconcile_record(
         The :class:`Reconciled` record and its consequences.
     """
     rec = node.record
+    if not rec.intents and rec.devices <= attached.keys():
+        return Reconciled(rec)  # nothing to reconcile (most nodes, most rounds)
     managed = set(rec.devices & attached.keys())
     intents: dict[str, Intent] = {}
     events: list[EventSpec] = []
@@ -473,10 +475,10 @@ def decide(
             continue
         requests[p.uid] = req
 
-    # 3. hosts, pool usage, free pool -> plan
+    # 3. hosts, pool usage, free pool -> plan (only when something asks for GPUs)
     hosts = []
     pool_usage: dict[str, int] = {}
-    for node in composable:
+    for node in composable if requests else ():
         rec = records[node.name]
         attached = fabric.attached(node.name)
         pool = node.labels.get(ann.POOL_LABEL, policy.default_pool)
@@ -502,9 +504,11 @@ def decide(
     for g in free:
         k = (g.model, g.pool or "")
         free_by_model[k] = free_by_model.get(k, 0) + 1
-    plan = make_plan(
-        requests.values(), hosts, free, quotas=policy.quotas, usage=pool_usage, excluded=policy.excluded
-    )
+    plan = Plan()
+    if requests:
+        plan = make_plan(
+            requests.values(), hosts, free, quotas=policy.quotas, usage=pool_usage, excluded=policy.excluded
+        )
 
     for r in plan.refusals:
         if memory.reported.get(r.uid) != r.reason:
