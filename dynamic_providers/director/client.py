@@ -100,6 +100,7 @@ class DirectorClient:
             verify_tls=verify_tls,
         )
         self.retries = retries
+        self._machine_ids: dict[str, int] = {}  # name -> mach_id, from the last full machine list
         self.backoff_factor = backoff_factor
         self.reprogram_timeout = reprogram_timeout
         self.edit_wait = edit_wait
@@ -154,7 +155,13 @@ class DirectorClient:
         """
         if isinstance(ref, Machine):
             return ref
+        known_id = ref if isinstance(ref, int) else self._machine_ids.get(ref)
+        if known_id is not None:  # one small read, checked: ids and names can be reassigned
+            for m in machine_api.list_machines(self._t, mach_id=known_id):
+                if m.mach_id == known_id and (m.mach_name == ref or m.mach_id == ref):
+                    return m
         machines = self.machines()
+        self._machine_ids = {m.mach_name: m.mach_id for m in machines}
         for m in machines:
             if m.mach_name == ref or m.mach_id == ref:
                 return m

@@ -266,3 +266,19 @@ def test_a_compose_reads_the_whole_fabric_once(sim: Sim, client: DirectorClient)
     assert after == {"GET status/gpu": 1, "GET device/info/gpu": 1, "GET predevice": 2}
     assert all(g.machine == "blade-slot-1" and g.group == "gpu-pool" for g in got)
     assert {g.name: g.machine for g in client.gpus()}["gpu2"] == "blade-slot-1"  # what it returned is true
+
+
+def test_a_known_machine_is_looked_up_by_id_not_by_listing_every_machine(client: DirectorClient) -> None:
+    """After one full ``GET machine``, a name is resolved with ``GET machine?mach_id=`` (one
+    record instead of the whole fleet, read on every compose)."""
+    first = client.machine("blade-slot-2")
+
+    def no_full_list() -> list:
+        raise AssertionError("listed every machine again")
+
+    client.machines = no_full_list  # type: ignore[method-assign]
+    again = client.machine("blade-slot-2")
+    assert (again.mach_id, again.mach_name) == (first.mach_id, first.mach_name)
+    assert client.machine(first.mach_id).mach_name == "blade-slot-2"
+    with pytest.raises(AssertionError, match="listed every machine"):
+        client.machine("blade-slot-9")  # unknown names still take the full list (and its error)

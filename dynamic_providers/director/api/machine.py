@@ -7,10 +7,17 @@ from ..models import Machine, MachineDetails
 from . import parse_one, parse_records
 
 
-def list_machines(t: Transport, *, grp_id: int | None = None) -> list[Machine]:
-    """``GET machine[?grp_id=]``: every machine, or those of one group."""
-    params = {"grp_id": grp_id} if grp_id is not None else None
-    return parse_records(Machine, t.request("GET", "machine", params=params), method="GET", path="machine")
+def list_machines(t: Transport, *, grp_id: int | None = None, mach_id: int | None = None) -> list[Machine]:
+    """``GET machine[?grp_id=&mach_id=]``: every machine, those of one group, or one machine
+    (BRIEF.md "Domain facts": ``GET machine?grp_id=&mach_id=``)."""
+    params: dict[str, int] = {}
+    if grp_id is not None:
+        params["grp_id"] = grp_id
+    if mach_id is not None:
+        params["mach_id"] = mach_id
+    return parse_records(
+        Machine, t.request("GET", "machine", params=params or None), method="GET", path="machine"
+    )
 
 
 def machine_details(t: Transport, *, mach_id: int) -> MachineDetails:
