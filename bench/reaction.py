@@ -8,8 +8,10 @@ scan grid):
 1. the Director simulator with a tap (:mod:`bench.director_tap`) on a free port, loaded with a
    generated inventory (:func:`inventory`: N machines, ``max(N, pods + 8)`` Tesla T4 in the
    system free pool, 16 per PCIe switch) and a fixed hot-plug latency ``L`` per reprogram;
-2. the GPU-Operator stand-in (``python -m lab.gpu_agent``) polling every ``agent_interval`` and
-   advertising a change ``D`` = ``advertise_delay`` after it first sees it on the Director;
+2. the GPU-Operator stand-in (``python -m lab.gpu_agent``) polling every ``agent_interval``
+   (0.1 s: the stand-in's polling jitter is not the composer's overhead, so it is kept small; a
+   poll is one ``GET predevice``, Nodes come from a watch) and advertising a change
+   ``D`` = ``advertise_delay`` after it first sees it on the Director;
 3. the controller (admin kubeconfig, no leader election, ``--max-gpus-per-node 8``);
 4. ``pods`` pods of one ``nvidia.com/gpu`` each, created with seeded exponential gaps (mean
    ``mean_interarrival``), then waits until all run (bounded by ``settle_timeout``).
@@ -77,7 +79,7 @@ class ReactionConfig:
     mean_interarrival: float = 1.5
     hotplug_latency: float = 2.0
     advertise_delay: float = 1.0
-    agent_interval: float = 0.5
+    agent_interval: float = 0.1
     max_gpus_per_node: int = 8
     scan_interval: float = 10.0
     settle_timeout: float = 60.0

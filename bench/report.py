@@ -428,9 +428,9 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             )
         lines += [
             "",
-            "Seen on this lab: the GPU composed for such a pod is taken by another pending pod (the "
-            "scheduler binds whichever pending pod fits the node that starts advertising), and the "
-            "composer keeps the first pod's intent until the schedule timeout instead of composing again.",
+            "A pod's last intent says where the composer last composed for it; `none` means no intent "
+            "was open when the run ended (the pod was waiting to be planned, or its intent had been "
+            "dropped because another pod took the GPUs).",
             "",
         ]
     at = sorted(
@@ -460,6 +460,12 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "- The breakdown columns (means): director = fabric/edit received → reprogram answered (≈ L); "
         "advertise = attached → node allocatable changed (≈ D + agent polling). The rest of the overhead is "
         "the composer's detection and planning (→issue), the scheduler's requeue of the pod and kwok.",
+        "- How the composer gets there: pods, nodes and pool namespaces come from watch-fed caches "
+        "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; a "
+        "round runs 50 ms after a change that alters what the composer decides on; the Director is read "
+        "once per compose (plus one `predevice?mach_id=` check after the reprogram) and a clean compose is "
+        "applied to the composer's cached read instead of reading 1,000 GPUs again. Before these changes "
+        "(same machine, `--nodes 1000`, pinned) the p99 overhead was 15.4 s with ~1 s rounds.",
         "",
         "![reaction](reaction.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",
         "",

@@ -46,7 +46,7 @@ class FabricClient(Protocol):
 
     def machines(self) -> Sequence[MachineLike]: ...
 
-    def compose(self, machine: str, device_names: Sequence[str]) -> Sequence[GpuLike]: ...
+    def compose(self, machine: str, device_names: Sequence[str]) -> None: ...
 
     def decompose(self, machine: str, device_names: Sequence[str]) -> None: ...
 
@@ -96,6 +96,9 @@ class FabricView:
     machines: frozenset[str] = frozenset()
     machine_groups: Mapping[str, str] = field(default_factory=dict)
     _attached: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
+    _free: dict[tuple[object, ...], tuple[FreeGpu, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         for g in self.gpus:
@@ -126,12 +129,15 @@ class FabricView:
         pool keeps that group, so the planner only puts it on machines of the group (the
         Director refuses anything else).
         """
-        out = []
-        for g in self.gpus:
-            if g.machine is not None or not g.healthy or g.name in excluded or g.owner_tag:
-                continue
-            out.append(FreeGpu(g.name, g.model, g.switch, device_pools.get(g.name), g.group))
-        return out
+        key = (excluded, tuple(sorted(device_pools.items())))
+        cached = self._free.get(key)
+        if cached is None:  # a view is read once and planned on many rounds: compute once
+            cached = self._free[key] = tuple(
+                FreeGpu(g.name, g.model, g.switch, device_pools.get(g.name), g.group)
+                for g in self.gpus
+                if g.machine is None and g.healthy and g.name not in excluded and not g.owner_tag
+            )
+        return list(cached)
 
 
 def read_fabric(client: FabricClient) -> FabricView:

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ._transport import Transport
 from .api import device as device_api
@@ -48,6 +49,32 @@ __all__ = ["DirectorClient"]
 log = logging.getLogger(__name__)
 
 MachineRef = str | int | Machine
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where one GPU is, as a transaction reads it (``status/gpu`` joined with ``predevice``).
+
+    Attributes:
+        name: device name; status: its ``status/gpu`` record (relate bodies carry it);
+        group_id / group: the group pool holding it (None: system free pool);
+        machine_id / machine: the machine it is attached to (None: not attached).
+    """
+
+    name: str
+    status: DeviceStatus
+    group_id: int | None = None
+    group: str | None = None
+    machine_id: int | None = None
+    machine: str | None = None
+
+
+def _check_known(wanted: Sequence[str], known: Mapping[str, object], missing_ok: bool) -> None:
+    unknown = [n for n in wanted if n not in known]
+    if unknown and not missing_ok:
+        raise DirectorNotFoundError(
+            f"no such GPU on the fabric: {', '.join(unknown)}", device=",".join(unknown)
+        )
 GroupRef = str | int | Group
 
 
@@ -195,10 +222,6 @@ class DirectorClient:
 
     def gpus(self) -> list[Gpu]:
         """Every GPU with model, vendor, switch, state and where it is (3 GETs), in name order."""
-        return self._read_gpus()[0]
-
-    def _read_gpus(self) -> tuple[list[Gpu], dict[str, DeviceStatus]]:
-        """:meth:`gpus`, plus the ``status/gpu`` records it joined (name -> record)."""
         statuses = self.gpu_statuses()
         infos = {i.name: i for i in self.gpu_infos()}
         placed = {p.name: p for p in self.predevices()}
@@ -227,7 +250,7 @@ class DirectorClient:
                     owner_tag=(info.udesc or None) if info else None,
                 )
             )
-        return sorted(out, key=lambda g: natural_key(g.name)), {s.name: s for s in statuses}
+        return sorted(out, key=lambda g: natural_key(g.name))
 
     def free_gpus(self, group: GroupRef | None = None) -> list[Gpu]:
         """Healthy GPUs attached to no machine.
@@ -294,7 +317,7 @@ class DirectorClient:
         fabric_api.cancel_edit(self._t, machine=self.machine(machine))
 
     # ================================================================ transactions
-    def compose(self, machine: MachineRef, device_names: Sequence[str]) -> list[Gpu]:
+    def compose(self, machine: MachineRef, device_names: Sequence[str]) -> None:
         """Attach GPUs to a machine in one transaction; idempotent.
 
         GPUs already on the machine are left alone. GPUs in the system free pool are moved into
@@ -306,8 +329,9 @@ class DirectorClient:
             machine: machine name, ``mach_id`` or :class:`Machine` record.
             device_names: GPUs to attach (``gpu0``...).
 
-        Returns:
-            The requested GPUs as now attached.
+        Returns nothing: read the result back with :meth:`attached_gpus` when needed (the
+        transaction reads only ``status/gpu`` and ``predevice``, not the GPU models, so the
+        edit is opened as soon as possible).
 
         Raises:
             DirectorNotFoundError: unknown machine or GPU.
@@ -322,7 +346,7 @@ class DirectorClient:
         already: set[str] | None = None  # on the machine before this call
         moved: list[str] = []  # moved from the system pool by this call
 
-        def missing(gpus: dict[str, Gpu]) -> list[str]:
+        def missing(gpus: dict[str, Placed]) -> list[str]:
             nonlocal already
             if already is None:
                 already = {n for n, g in gpus.items() if g.machine_id == m.mach_id}
@@ -346,17 +370,14 @@ class DirectorClient:
         def give_up(exc: DirectorError) -> None:
             self._undo_compose(m, names, already or set(), moved, exc)
 
-        gpus = self._retry_transaction(
+        self._retry_transaction(
             "compose",
             m,
             names,
             missing,
-            lambda todo, gpus, statuses: self._transaction(
-                m, grp, attach=todo, gpus=gpus, statuses=statuses, moved=moved
-            ),
+            lambda todo, gpus: self._transaction(m, grp, attach=todo, gpus=gpus, moved=moved),
             give_up,
         )
-        return [gpus[n] for n in names]
 
     def decompose(self, machine: MachineRef, device_names: Sequence[str]) -> None:
         """Detach GPUs from a machine in one transaction; they stay in the group's free pool.
@@ -378,52 +399,64 @@ class DirectorClient:
             m,
             names,
             lambda gpus: [n for n in names if gpus[n].machine_id == m.mach_id],
-            lambda todo, gpus, statuses: self._transaction(
-                m, grp, detach=todo, gpus=gpus, statuses=statuses
-            ),
+            lambda todo, gpus: self._transaction(m, grp, detach=todo, gpus=gpus),
         )
 
     # ================================================================ internals
     def _by_name(self, names: Iterable[str], *, missing_ok: bool = False) -> dict[str, Gpu]:
-        return self._read_named(names, missing_ok=missing_ok)[0]
-
-    def _read_named(
-        self, names: Iterable[str], *, missing_ok: bool = False
-    ) -> tuple[dict[str, Gpu], dict[str, DeviceStatus]]:
         wanted = list(dict.fromkeys(names))
-        gpus, statuses = self._read_gpus()
-        by_name = {g.name: g for g in gpus}
-        unknown = [n for n in wanted if n not in by_name]
-        if unknown and not missing_ok:
-            raise DirectorNotFoundError(
-                f"no such GPU on the fabric: {', '.join(unknown)}", device=",".join(unknown)
+        by_name = {g.name: g for g in self.gpus()}
+        _check_known(wanted, by_name, missing_ok)
+        return {n: by_name[n] for n in wanted if n in by_name}
+
+    def _read_placed(self, names: Iterable[str]) -> dict[str, Placed]:
+        """Where the named GPUs are: ``GET status/gpu`` and ``GET predevice`` (2 GETs; the
+        models are not needed to change the fabric).
+
+        Raises:
+            DirectorNotFoundError: a name is not on the fabric.
+        """
+        wanted = list(dict.fromkeys(names))
+        statuses = {s.name: s for s in self.gpu_statuses()}
+        _check_known(wanted, statuses, False)
+        pre = {p.name: p for p in self.predevices()}
+        out = {}
+        for n in wanted:
+            p = pre.get(n)
+            out[n] = Placed(
+                n,
+                statuses[n],
+                group_id=p.grp_id if p else None,
+                group=p.gname if p else None,
+                machine_id=p.mach_id if p else None,
+                machine=p.mname if p else None,
             )
-        return {n: by_name[n] for n in wanted if n in by_name}, statuses
+        return out
 
     def _retry_transaction(
         self,
         what: str,
         m: Machine,
         names: Sequence[str],
-        pending: Callable[[dict[str, Gpu]], list[str]],
-        run: Callable[[list[str], dict[str, Gpu], dict[str, DeviceStatus]], dict[str, Gpu]],
+        pending: Callable[[dict[str, Placed]], list[str]],
+        run: Callable[[list[str], dict[str, Placed]], None],
         give_up: Callable[[DirectorError], None] | None = None,
-    ) -> dict[str, Gpu]:
+    ) -> None:
         """Read state, run the transaction for what is still pending, repeat after transient failures.
 
         Never re-sends a step blindly: each attempt starts from a fresh read of the fabric.
-        Returns the GPUs as they are once nothing is pending (after a transaction: the read
-        with the change the transaction verified applied); calls ``give_up`` before re-raising
-        a final failure.
+        Returns once nothing is pending or a transaction succeeded (its reprogram is verified
+        on the Director); calls ``give_up`` before re-raising a final failure.
         """
         attempt = 0
         while True:
-            gpus, statuses = self._read_named(names)
+            gpus = self._read_placed(names)
             todo = pending(gpus)
             if not todo:
-                return gpus
+                return
             try:
-                return run(todo, gpus, statuses)
+                run(todo, gpus)
+                return
             except DirectorError as exc:
                 attempt += 1
                 if not (exc.transient and attempt <= self.retries):
@@ -445,44 +478,27 @@ class DirectorClient:
         m: Machine,
         grp: Group,
         *,
-        gpus: dict[str, Gpu],
-        statuses: dict[str, DeviceStatus],
+        gpus: dict[str, Placed],
         attach: Sequence[str] = (),
         detach: Sequence[str] = (),
         moved: list[str] | None = None,
-    ) -> dict[str, Gpu]:
-        """edit -> (pool moves) -> relate/unrelate each -> reprogram; cancel on any failure.
-
-        ``statuses``: the ``status/gpu`` records read with ``gpus`` (the relate bodies carry
-        them). Returns ``gpus`` with the verified change applied (no further read).
-        """
+    ) -> None:
+        """edit -> (pool moves) -> relate/unrelate each -> reprogram; cancel on any failure."""
         self._open_edit(m)
         try:
             for n in attach:
                 if gpus[n].group_id is None:
-                    self._move_into_group(statuses[n], grp)
+                    self._move_into_group(gpus[n].status, grp)
                     if moved is not None:
                         moved.append(n)
             for n in attach:
-                relate_api.attach_gpu(self._t, status=statuses[n], group=grp, machine=m)
+                relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
             for n in detach:
-                relate_api.detach_gpu(self._t, status=statuses[n], group=grp, machine=m)
+                relate_api.detach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
             self._reprogram(m, attach=attach, detach=detach)
         except BaseException:
             self._cancel_quietly(m)
             raise
-        here = {
-            "machine_id": m.mach_id,
-            "machine": m.mach_name,
-            "group_id": grp.grp_id,
-            "group": grp.group_name,
-        }
-        gone = {"machine_id": None, "machine": None}
-        return {
-            **gpus,
-            **{n: gpus[n].model_copy(update=here) for n in attach},
-            **{n: gpus[n].model_copy(update=gone) for n in detach},
-        }
 
     def _open_edit(self, m: Machine) -> None:
         deadline = time.monotonic() + self.edit_wait

@@ -148,7 +148,7 @@ class FakeFabric:
     def by(self, name: str) -> FakeGpu:
         return next(g for g in self.gpu_list if g.name == name)
 
-    def compose(self, machine: str, device_names: list[str]) -> list[FakeGpu]:
+    def compose(self, machine: str, device_names: list[str]) -> None:
         self.calls.append(("compose", machine, tuple(device_names)))
         self._maybe_fail("compose")
         for d in device_names:
@@ -159,7 +159,6 @@ class FakeFabric:
                 )
         for d in device_names:
             self.by(d).machine = machine
-        return [self.by(d) for d in device_names]
 
     def decompose(self, machine: str, device_names: list[str]) -> None:
         self.calls.append(("decompose", machine, tuple(device_names)))
