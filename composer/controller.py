@@ -99,6 +99,7 @@ class Controller:
         source: pods/nodes/pools; None = :class:`ListingSource` over ``kube``.
         fabric_max_age_seconds: longest a round reuses the previous Director read when no
             node job finished since (0 = read every round).
+        on_job_done: called (on the worker thread) when a node job ends, to wake the loop.
     """
 
     kube: KubeApi
@@ -111,6 +112,7 @@ class Controller:
     clock: Callable[[], float] = time.time
     source: ClusterSource | None = None
     fabric_max_age_seconds: float = 0.0
+    on_job_done: Callable[[], None] | None = None
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
     _fabric: FabricClient | None = None
@@ -235,7 +237,10 @@ class Controller:
         created = {p.uid: p.created for p in snap.pods}
         pool = self._ensure_pool()
         for job in decision.jobs:
-            self._running[job.node] = _Running(pool.submit(self.executor.run, job, created), job)
+            fut = pool.submit(self.executor.run, job, created)
+            if self.on_job_done is not None:  # its results feed the next round: start it
+                fut.add_done_callback(lambda _f, wake=self.on_job_done: wake())
+            self._running[job.node] = _Running(fut, job)
         for seconds in decision.advertised_after:
             self.metrics.pending_to_advertised.observe(seconds)
         self.metrics.pending_pods.set(decision.pending)

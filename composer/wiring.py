@@ -39,7 +39,8 @@ def build_controller(
     Args:
         settings: the composer's settings (:mod:`composer.config`).
         instance: the replica identity written as the Events' ``reportingInstance``.
-        on_change: called by the watch cache when pods, nodes or pool namespaces changed.
+        on_change: called by the watch cache when pods, nodes or pool namespaces changed, and
+            when a node job ends (wakes the loop).
     Raises:
         Whatever the Kubernetes client raises for an unreadable kubeconfig.
     """
@@ -80,5 +81,6 @@ def build_controller(
         workers=settings.compose_workers,
         source=cache,
         fabric_max_age_seconds=settings.director_resync_seconds,
+        on_job_done=on_change,
     )
     return Wired(kube, metrics, controller, cache)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 
 import pytest
 from kubernetes import client
@@ -225,4 +226,13 @@ def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation()
     assert seen == [1]
     intents = json.loads(w.kube.writes[0][2][ann.INTENTS])
     assert list(intents) and all(v["phase"] == "Composing" for v in intents.values())
+    ctrl.close()
+
+
+def test_a_finished_job_wakes_the_loop():
+    w = _world()
+    woke = threading.Event()
+    ctrl = _controller(w, ListingSource(w.kube), on_job_done=woke.set)
+    ctrl.round()
+    assert woke.wait(10)
     ctrl.close()
