@@ -104,7 +104,9 @@ class Settings(BaseSettings):
     compose_max_attempts: int = Field(default=5, ge=1, le=100, description="compose attempts per pod")
     retry_base_seconds: float = Field(default=5.0, ge=0, le=600, description="first retry backoff")
     retry_max_seconds: float = Field(default=300.0, ge=0, le=3600, description="longest retry backoff")
-    resync_seconds: float = Field(default=5.0, gt=0, le=600, description="pause between rounds")
+    resync_seconds: float = Field(
+        default=5.0, gt=0, le=600, description="longest pause between rounds (changes wake the loop sooner)"
+    )
     compose_workers: int = Field(default=8, ge=1, le=64, description="nodes worked on in parallel")
     watch_cache: bool = Field(
         default=True,
