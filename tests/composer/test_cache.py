@@ -10,17 +10,22 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kubernetes import client
 
 from composer import annotations as ann
 from composer.act import Executor
+from composer.annotations import NodeRecord, Reclaim
 from composer.cache import ClusterCache, resource_version
 from composer.controller import Controller, ListingSource
-from composer.decide import Policy
+from composer.decide import Policy, reconcile_record
 from composer.fabric import FabricGpu, FabricView
 from composer.metrics import Metrics
+from composer.nodestate import NodeUsage, node_view
 from dynamic_providers.director.errors import DirectorServerError
 from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
@@ -236,3 +241,25 @@ def test_a_finished_job_wakes_the_loop():
     ctrl.round()
     assert woke.wait(10)
     ctrl.close()
+
+
+@given(
+    devices=st.frozensets(st.sampled_from([f"gpu{i}" for i in range(6)])),
+    attached=st.frozensets(st.sampled_from([f"gpu{i}" for i in range(6)])),
+    reclaiming=st.booleans(),
+)
+def test_a_node_without_intents_keeps_exactly_its_attached_managed_devices(devices, attached, reclaiming):
+    """The shortcut for nodes with nothing to reconcile gives what the full path gives: the
+    managed devices still attached, no intents, the reclaim untouched, nothing to do."""
+    reclaim = Reclaim(tuple(sorted(devices)), "Tainted", 5.0) if reclaiming else None
+    view = replace(node_view(node("h1")), record=NodeRecord(devices, {}, reclaim))
+    rc = reconcile_record(
+        view,
+        attached={d: "Tesla-T4" for d in attached},
+        usage=NodeUsage(),
+        pods_by_uid={},
+        now=10.0,
+        policy=Policy(),
+    )
+    assert rc.record == NodeRecord(frozenset(devices & attached), {}, reclaim)
+    assert (rc.restart_plugin, rc.cancel_edit, rc.events, rc.given_up) == (False, False, (), ())
