@@ -15,7 +15,9 @@ compose planned on a GPU someone else took in the meantime fails cleanly and is 
 
 Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
 is left out of the next rounds' decisions (its GPUs and pods are reserved) until it finishes,
-so a slow hot-plug never blocks other nodes and no GPU is planned twice.
+so a slow hot-plug never blocks other nodes and no GPU is planned twice. A node whose job
+raised (a Kubernetes write failed) sits out for the retry backoff (``retryBaseSeconds``
+doubling), so an unreachable API server does not turn into a loop of failing jobs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from composer.act import Executor, JobResult
+from composer.annotations import NodeRecord
 from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, decide
 from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
 from composer.kube import KubeApi, KubeError
@@ -120,6 +123,8 @@ class Controller:
     _fabric_read_at: float = 0.0
     _pool: ThreadPoolExecutor | None = None
     _running: dict[str, _Running] = field(default_factory=dict)
+    _job_failures: dict[str, int] = field(default_factory=dict)
+    _cooldown: dict[str, float] = field(default_factory=dict)
 
     # -- observe ---------------------------------------------------------------------------
     def observe(self) -> Snapshot:
@@ -174,9 +179,17 @@ class Controller:
                 res = run.future.result()
             except Exception as exc:
                 self._forget_fabric()
-                log.warning("job on %s failed: %s", node, exc)
+                n = self._job_failures.get(node, 0) + 1
+                self._job_failures[node] = n
+                wait = self.policy.backoff_seconds(n)
+                self._cooldown[node] = self.clock() + wait
+                log.warning(
+                    "job on %s failed (%d in a row), node left alone for %.0f s: %s", node, n, wait, exc
+                )
                 self.metrics.round_failures.labels("job").inc()
                 continue
+            self._job_failures.pop(node, None)
+            self._cooldown.pop(node, None)
             self._follow_fabric(run.job, res)
             if res.node_object is not None and self.source is not None:
                 self.source.assume(res.node_object)
@@ -220,6 +233,12 @@ class Controller:
             log.info("round skipped: the watch cache has not listed everything yet")
             return None
         busy = {n: r.job for n, r in self._running.items()}  # fixed before observing (see module doc)
+        now = self.clock()
+        for n, until in list(self._cooldown.items()):  # a node whose job just failed sits out
+            if now < until:
+                busy.setdefault(n, NodeJob(n, NodeRecord(), NodeRecord()))
+            else:
+                del self._cooldown[n]
         try:
             snap = self.observe()
         except KubeError as exc:

@@ -358,3 +358,37 @@ def test_director_group_pools_and_owner_tagged_gpus_are_respected(clock):
     run(make(w, clock))
     assert fabric.attached() == {"h1": ["gpu2"]}
     assert kube.reasons("b") == ["NotComposed"]
+
+
+def test_a_node_whose_job_failed_on_kubernetes_sits_out_the_backoff(clock):
+    """An API server that refuses writes must not turn into a loop of failing jobs (each round
+    would otherwise plan the same job again at once)."""
+    from composer.kube import KubeError
+
+    w = article_world()
+    w.kube.add_pod(pod("a", 1, host="blade-slot-1"))
+    real = w.kube.patch_node_annotations
+    attempts: list[str] = []
+
+    def refused(name, changes):
+        attempts.append(name)
+        raise KubeError("PATCH", f"nodes/{name}", None, "connection refused")
+
+    w.kube.patch_node_annotations = refused  # type: ignore[method-assign]
+    ctrl = make(w, clock)  # retry_base_seconds=5
+    run(ctrl)
+    assert attempts == ["blade-slot-1"]
+    for _ in range(3):
+        run(ctrl)  # within the backoff: the node sits out
+    assert attempts == ["blade-slot-1"] and w.fabric.calls == []
+    clock.tick(5.1)
+    run(ctrl)
+    assert attempts == ["blade-slot-1"] * 2
+    clock.tick(5.1)
+    run(ctrl)  # the second failure doubled the pause
+    assert len(attempts) == 2
+    w.kube.patch_node_annotations = real  # type: ignore[method-assign]
+    clock.tick(5.1)
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+    ctrl.close()
