@@ -145,6 +145,14 @@ def host_state(
     mem = node.memory_bytes - usage.memory_bytes
     models = list(attached_models.values())
     spare: dict[str, int] = {r: max(0, n - usage.gpu.get(r, 0)) for r, n in node.gpu_allocatable.items()}
+    # Whole GPUs attached but not advertised yet (hot-plugged moments ago) arrive as
+    # nvidia.com/gpu units: count them once, here, so a GPU composed for a pod that went away
+    # before the node advertised it serves the next pod instead of a second compose. Not on
+    # nodes that advertise shared or MIG resources (there nvidia.com/gpu may be renamed).
+    plain = set(node.gpu_allocatable) <= {GPU_RESOURCE}
+    coming = max(0, len(attached_models) - node.gpu_allocatable.get(GPU_RESOURCE, 0)) if plain else 0
+    if coming:
+        spare[GPU_RESOURCE] = spare.get(GPU_RESOURCE, 0) + coming
     in_flight = 0
     for uid, it in record.intents.items():
         p = pending.get(uid)
@@ -158,7 +166,8 @@ def host_state(
             spare[it.resource] = spare.get(it.resource, 0) - it.units
         else:  # attached or composing, not advertised yet: its units arrive with its devices
             per = 1 if it.resource == GPU_RESOURCE else units_per_gpu.get(it.resource, 1)
-            spare[it.resource] = spare.get(it.resource, 0) + len(it.devices) * per - it.units
+            arriving = len(fresh) if it.resource == GPU_RESOURCE and plain else len(it.devices)
+            spare[it.resource] = spare.get(it.resource, 0) + arriving * per - it.units
     return HostState(
         name=node.name,
         pool=pool,

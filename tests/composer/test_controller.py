@@ -392,3 +392,23 @@ def test_a_node_whose_job_failed_on_kubernetes_sits_out_the_backoff(clock):
     run(ctrl)
     assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
     ctrl.close()
+
+
+def test_a_pod_recreated_before_its_gpu_was_advertised_gets_that_gpu_not_another(clock):
+    """A GPU composed for a pod that went away before the node advertised it is on its way:
+    the next pod for that host uses it (a StatefulSet pod or Job retry recreated at once)."""
+    w = article_world()
+    w.kube.add_pod(pod("a", 1, host="blade-slot-1"))
+    ctrl = make(w, clock)
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+    del w.kube.pods["ml/a"]  # gone before the agent advertised gpu0
+    w.kube.add_pod(pod("a2", 1, host="blade-slot-1"))
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}  # no second compose
+    assert w.kube.reasons("a2") == ["UsingSpareGpus"]
+    w.agent_step()
+    w.schedule()
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+    ctrl.close()
