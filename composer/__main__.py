@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
     )
+    # composer.cache logs each failed list/watch in one line with its backoff; the client's
+    # informer would add a full traceback per attempt, urllib3 a line per retry.
+    logging.getLogger("kubernetes.informer.informer").setLevel(logging.CRITICAL)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     stop = threading.Event()
     wake = threading.Event()
     wired = build_controller(settings, instance=settings.identity, on_change=wake.set)

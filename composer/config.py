@@ -146,6 +146,11 @@ class Settings(BaseSettings):
             raise ValueError("pool names must be unique")
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("retry_max_seconds must be >= retry_base_seconds")
+        if 0 < self.cache_resync_seconds < 30:
+            raise ValueError(
+                "cache_resync_seconds must be 0 (never relist) or at least 30: each relist reads "
+                "every pod and node of the cluster"
+            )
         return self
 
     def password(self) -> str:

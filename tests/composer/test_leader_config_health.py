@@ -167,6 +167,10 @@ def test_settings_validation(monkeypatch):
         Settings(idle_timeout_seconds=-1)
     with pytest.raises(ValidationError):
         Settings(pools=[{"name": "a"}, {"name": "a"}])
+    with pytest.raises(ValidationError, match="cache_resync_seconds must be 0"):
+        Settings(cache_resync_seconds=0.5)  # a relist of the whole cluster every second
+    assert Settings(cache_resync_seconds=0).cache_resync_seconds == 0
+    assert Settings(cache_resync_seconds=30).cache_resync_seconds == 30
 
 
 def test_probes_and_metrics_endpoints():
