@@ -468,8 +468,14 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             "for a later one (advertised → bound p99 "
             + ", ".join(f"{_fmt((r['stats'].get('schedule') or {}).get('p99'))} s" for r in unpinned)
             + "; their →issue is then matched to the later compose on the node they ran on). The "
-            "periodic-scan baseline has the same tail and a longer one at 100 and 1,000 nodes. The target is "
-            "judged on the pinned workload, where each GPU can only serve its own pod."
+            "periodic-scan baseline on the same workload: overhead p99 "
+            + ", ".join(
+                f"{_fmt(((b.get('stats') or {}).get('overhead') or {}).get('p99'))} s at {b['nodes']}"
+                for b in runs
+                if b.get("controller") == "baseline" and b.get("workload") == "unpinned"
+            )
+            + " nodes. The target is judged on the pinned workload, where each GPU can only serve its "
+            "own pod."
         )
     slo = d["ca_slo"]
     lines += [
