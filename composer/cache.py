@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from kubernetes import client
-from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer
+from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer, _meta_namespace_key
 
 from composer import annotations as ann
 from composer.nodestate import NodeView, node_view
@@ -113,7 +113,7 @@ class ViewInformer(Generic[V]):
     # -- informer callbacks (informer thread) ---------------------------------------------------
     def _put(self, obj: Any) -> None:
         raw = self._api.sanitize_for_serialization(obj)
-        key = _key(raw)
+        key = _meta_namespace_key(raw)  # the informer's own key: namespace/name, or name
         view = self._parse(raw)
         rv = resource_version(raw)
         with self._lock:
@@ -124,7 +124,7 @@ class ViewInformer(Generic[V]):
             self._on_change()
 
     def _delete(self, obj: Any) -> None:
-        key = _key(self._api.sanitize_for_serialization(obj))
+        key = _meta_namespace_key(obj)  # works on the model object: no conversion needed
         with self._lock:
             gone = self._views.pop(key, None)
         if gone is not None:
@@ -149,12 +149,6 @@ class ViewInformer(Generic[V]):
         """Stop watching (returns once the informer thread ended)."""
         self._stop.set()
         self._informer.stop()
-
-
-def _key(raw: Mapping[str, Any]) -> str:
-    meta = raw.get("metadata") or {}
-    ns, name = meta.get("namespace") or "", meta.get("name") or ""
-    return f"{ns}/{name}" if ns else name
 
 
 def _pool(raw: Mapping[str, Any]) -> str:

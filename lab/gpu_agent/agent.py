@@ -20,7 +20,7 @@ from typing import Any
 import requests
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer
+from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_namespace_key
 
 log = logging.getLogger("lab.gpu_agent")
 
@@ -145,9 +145,8 @@ class NodeAdverts:
             self._adverts[raw["metadata"]["name"]] = current_advert(raw)
 
     def _delete(self, obj: Any) -> None:
-        raw = self._api.sanitize_for_serialization(obj)
         with self._lock:
-            self._adverts.pop(raw["metadata"]["name"], None)
+            self._adverts.pop(_meta_namespace_key(obj), None)  # a Node's key is its name
 
     def __call__(self) -> dict[str, Advert]:
         """Node name -> its current advert (a copy)."""
