@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from lab import readiness
+
 
 class LabProcessError(RuntimeError):
     """A lab process failed to start or to become ready; the message names it and its log."""
@@ -159,27 +161,23 @@ def wait_until(
     name: str | None = None,
     interval_seconds: float = 0.2,
 ) -> None:
-    """Poll ``check`` until it returns True.
+    """``readiness.wait_until`` for a lab process: stops early if process ``name`` died.
 
     Raises:
         LabProcessError: on timeout, or when process ``name`` died meanwhile; the message
             quotes the end of its log.
     """
-    deadline = time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception:  # noqa: BLE001 - readiness probes fail in many ways while starting
-            pass
-        if lab_dir is not None and name is not None and running(lab_dir, name) is None:
-            break
-        time.sleep(interval_seconds)
-    tail = ""
+    alive: Callable[[], bool] | None = None
+    log: Path | None = None
     if lab_dir is not None and name is not None:
-        lines = log_path(lab_dir, name).read_text(errors="replace").splitlines()[-15:]
-        tail = "\n  " + "\n  ".join(lines) + f"\n(full log: {log_path(lab_dir, name)})"
-    raise LabProcessError(f"{what} not ready after {timeout_seconds:.0f} s{tail}")
+        watched_dir, watched_name = lab_dir, name
+        alive = lambda: running(watched_dir, watched_name) is not None  # noqa: E731
+        log = log_path(lab_dir, name)
+    try:
+        readiness.wait_until(check, what=what, timeout_seconds=timeout_seconds,
+                             interval_seconds=interval_seconds, alive=alive, log=log)
+    except readiness.NotReadyError as exc:
+        raise LabProcessError(str(exc)) from exc
 
 
 def free_port() -> int:

@@ -61,7 +61,7 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
     ], env={"DIRECTOR_SIM_USERNAME": DIRECTOR_USER, "DIRECTOR_SIM_PASSWORD": DIRECTOR_PASSWORD},
         cwd=ROOT, ports=[DIRECTOR_PORT])
     processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
-                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="director-sim")
+                         timeout_seconds=120, lab_dir=cfg.lab_dir, name="director-sim")
     processes.start(cfg.lab_dir, "gpu-agent", [
         sys.executable, "-m", "lab.gpu_agent", "--kubeconfig", str(cfg.kubeconfig),
         "--director-url", director_url(), "--interval", "0.5",
@@ -78,7 +78,7 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
                     cwd=ROOT, ports=[*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()])
     ports = [*DPU_BMC_PORTS.values(), *HOST_BMC_PORTS.values()]
     processes.wait_until(lambda: all(processes.port_open(p) for p in ports), what="redfish-sim",
-                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="redfish-sim")
+                         timeout_seconds=120, lab_dir=cfg.lab_dir, name="redfish-sim")
 
 
 SSHD_PORT = 18022

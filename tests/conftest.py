@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+#: Skips fail under CI=true and every run ends with a one-line skip summary (tests/ci_skips.py).
+pytest_plugins = ["tests.ci_skips"]
+
 ROOT = Path(__file__).resolve().parent.parent
 _paths = [str(ROOT / ".toolchain" / "bin"), str(ROOT / ".venv" / "bin"), os.environ["PATH"]]
 os.environ["PATH"] = os.pathsep.join(_paths)
@@ -38,3 +41,4 @@ def lab() -> Iterator[object]:
     yield cfg
     if not was_running:
         controlplane.stop(cfg)
+

@@ -14,6 +14,7 @@ import yaml
 
 from bench.reaction import inventory
 from dynamic_providers.director.client import DirectorClient
+from lab import readiness
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,11 +44,9 @@ def test_tap_records_compose_requests_with_their_machine(tmp_path):
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (url_file.exists() and url_file.read_text()) and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            time.sleep(0.05)
-        url = url_file.read_text()
+        url = readiness.wait_until(lambda: url_file.exists() and url_file.read_text(), what="director tap",
+                                   timeout_seconds=120, interval_seconds=0.05,
+                                   alive=lambda: proc.poll() is None)
         before = time.time()
         with DirectorClient(url, username="admin", password="pw", retries=0) as c:
             c.compose("blade-slot-2", ["gpu0", "gpu1"])

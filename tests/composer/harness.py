@@ -34,6 +34,8 @@ import yaml
 from kubernetes import client, config, utils
 from kubernetes.client.exceptions import ApiException
 
+from lab import readiness
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "composer"
 INVENTORIES = ROOT / "lab" / "inventories"
@@ -400,7 +402,7 @@ class Scenario:
         """The composer's /metrics text ("" while it is not listening yet)."""
         try:
             return requests.get(f"http://127.0.0.1:{port or self.probe_port}/metrics", timeout=5).text
-        except requests.ConnectionError:
+        except requests.RequestException:  # refused or slow: "not yet", the caller polls again
             return ""
 
     def diagnostics(self) -> str:
@@ -461,7 +463,9 @@ def scenario(
     )
     core = sc.core
     try:
-        wait_for(lambda: _answers(f"{sc.director_url}/_sim/health"), timeout=30, what="director-sim")
+        sim = sc.procs["director-sim"]
+        readiness.wait_until(readiness.http_probe(f"{sc.director_url}/_sim/health"), what="director-sim",
+                             timeout_seconds=120, alive=lambda: sim.popen.poll() is None, log=sim.log)
         for name in hosts.values():
             core.create_node(node_body(name, sid))
         wait_for(
@@ -484,13 +488,6 @@ def scenario(
                 core.delete_node(name)
             except ApiException:
                 pass
-
-
-def _answers(url: str) -> bool:
-    try:
-        return requests.get(url, timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 def _ready(node: client.V1Node) -> bool:

@@ -14,15 +14,14 @@ import signal
 import socket
 import subprocess
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import requests
 
+from lab import readiness
 from ops.s3_backend import S3Backend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,22 +52,28 @@ class MotoServer:
 
 
 def _start_moto(log: Path) -> MotoServer:
+    """Start ``python -m moto.server`` on a free port and wait until it answers HTTP.
+
+    A slow first answer (cold imports on a busy machine) is "not yet", never a failure; only
+    the deadline or the process exiting is (then the message quotes moto's log). A port taken
+    between ``free_port`` and the bind makes the process exit: that is retried on a new port.
+    """
+    failure: readiness.NotReadyError | None = None
     for _ in range(3):
         port = free_port()
         proc = subprocess.Popen(
             [str(VENV / "bin" / "python"), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=log.open("ab"), stderr=subprocess.STDOUT, env={**os.environ, **AWS_ENV},
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/", timeout=1).ok:
-                    return MotoServer(port, proc)
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        proc.kill()
-        proc.wait()
-    pytest.fail(f"moto server did not start; log: {log.read_text()[-2000:]}")
+        try:
+            readiness.wait_until(readiness.http_probe(f"http://127.0.0.1:{port}/"), what="moto server",
+                                 timeout_seconds=120, alive=lambda p=proc: p.poll() is None, log=log)
+            return MotoServer(port, proc)
+        except readiness.NotReadyError as exc:
+            failure = exc
+            proc.kill()
+            proc.wait()
+    pytest.fail(str(failure))
 
 
 @pytest.fixture(scope="session")

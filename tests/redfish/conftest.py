@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 
 import pytest
 import requests
+
+from lab import readiness
 
 ROOT = Path(__file__).resolve().parents[2]
 USERNAME = "root"
@@ -49,11 +50,11 @@ class SimProcess:
 
 
 def start_sim(state_dir: Path, bmcs: list[str], *, tls: bool = False,
-              timeout_seconds: float = 30.0) -> SimProcess:
+              timeout_seconds: float = 120.0) -> SimProcess:
     """Start ``python -m lab.redfish_sim`` and wait for ``endpoints.json``.
 
     Raises:
-        RuntimeError: the simulator exited or did not come up in time (its stderr quoted).
+        readiness.NotReadyError: the simulator exited or did not come up in time (its log quoted).
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "endpoints.json").unlink(missing_ok=True)
@@ -65,14 +66,17 @@ def start_sim(state_dir: Path, bmcs: list[str], *, tls: bool = False,
     env = {**os.environ, "REDFISH_SIM_USERNAME": USERNAME, "REDFISH_SIM_PASSWORD": PASSWORD}
     log = (state_dir / "sim.log").open("wb")
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + timeout_seconds
     path = state_dir / "endpoints.json"
-    while not path.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"redfish sim did not start: {(state_dir / 'sim.log').read_text()[-2000:]}")
-        time.sleep(0.05)
-    return SimProcess(proc, state_dir, json.loads(path.read_text()))
+    try:
+        endpoints = readiness.wait_until(lambda: path.exists() and json.loads(path.read_text()),
+                                         what="redfish sim", timeout_seconds=timeout_seconds,
+                                         interval_seconds=0.05, alive=lambda: proc.poll() is None,
+                                         log=state_dir / "sim.log")
+    except readiness.NotReadyError:
+        proc.kill()
+        proc.wait()
+        raise
+    return SimProcess(proc, state_dir, endpoints)
 
 
 class Sim:

@@ -14,16 +14,15 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
 import pytest
-import requests
 
 from dynamic_providers.redfish import errors
 from dynamic_providers.redfish.client import RedfishClient
+from lab import readiness
 
 USER, PASSWORD = "admin", "emulator-pass-31"
 UUID = "27946b59-9e44-4fa7-8e91-f3527a1ef094"
@@ -59,16 +58,12 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                             env={**os.environ, "SUSHY_EMULATOR_CONFIG": str(config)})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(url + "/redfish/v1/", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"sushy-emulator did not start: {(d / 'emulator.log').read_text()[-2000:]}")
-            time.sleep(0.1)
+        log_path = d / "emulator.log"
+        try:
+            readiness.wait_until(readiness.http_probe(url + "/redfish/v1/"), what="sushy-emulator",
+                                 timeout_seconds=120, alive=lambda: proc.poll() is None, log=log_path)
+        except readiness.NotReadyError as exc:
+            pytest.fail(str(exc))
         yield url
     finally:
         proc.terminate()
