@@ -7,14 +7,18 @@ see :mod:`composer.config`). Minimal lab example::
         --director-url http://127.0.0.1:18080 --kubeconfig .lab/composer.kubeconfig \\
         --namespace gpu-composer --idle-timeout-seconds 30 --probe-port 0
 
+With ``--webhook-port`` (and ``--webhook-cert-file``/``--webhook-key-file``) every replica also
+serves the pod-gating admission webhook over HTTPS (:mod:`composer.webhook`).
+
 Exit codes: 0 after SIGTERM/SIGINT, 1 when the Lease was lost (the pod restarts and
-campaigns again), 2 for bad configuration.
+campaigns again), 2 for bad configuration (or a webhook that cannot be served).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -24,6 +28,8 @@ from pydantic import ValidationError
 from composer import config
 from composer.health import Probes, serve
 from composer.leader import LeaseElector
+from composer.webhook import PATH as WEBHOOK_PATH
+from composer.webhook import serve_webhook
 from composer.wiring import build_controller
 
 log = logging.getLogger("composer")
@@ -55,6 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     probes = Probes(stall_seconds=stall, clock=time.monotonic)
     server = serve(settings.probe_address, settings.probe_port, probes, metrics.render)
     log.info("probes and metrics on %s:%d", *server.server_address[:2])
+    hook = None
+    if settings.webhook_port:
+        assert settings.webhook_cert_file is not None and settings.webhook_key_file is not None
+        try:
+            hook = serve_webhook(
+                settings.webhook_address,
+                settings.webhook_port,
+                cert_file=settings.webhook_cert_file,
+                key_file=settings.webhook_key_file,
+                namespaces=frozenset(settings.namespaces),
+                on_gated=metrics.pods_gated.inc,
+            )
+        except (OSError, ssl.SSLError) as exc:
+            print(f"composer: cannot serve the admission webhook: {exc}", file=sys.stderr)
+            server.shutdown()
+            return 2
+        log.info("admission webhook (HTTPS) on %s:%d%s", *hook.server_address[:2], WEBHOOK_PATH)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: (stop.set(), wake.set()))
@@ -98,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 probes.beat(ready=fresh, detail="leader" if fresh else "leader, no successful round lately")
             else:
                 probes.beat(ready=True, detail="standby (not the leader)")
-            if wake.wait(settings.resync_seconds):
+            if wake.wait(ctrl.wait_seconds(settings.resync_seconds) if leading else settings.resync_seconds):
                 wake.clear()
                 stop.wait(DEBOUNCE_SECONDS)
     finally:
@@ -109,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         if elector is not None:
             elector.release()
         server.shutdown()
+        if hook is not None:
+            hook.shutdown()
     return code
 
 

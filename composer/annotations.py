@@ -18,6 +18,22 @@ Node annotations:
 ``composer.liqid.io/reclaim``
     JSON :class:`Reclaim`: an idle-reclaim in progress (the node is tainted meanwhile).
 
+An intent is also the *reservation* of its GPUs for its pod: the planner counts its devices
+and units as taken until the pod is bound, so two pods never get the same GPUs. For a pod held
+by the scheduling gate below, ``until`` bounds the reservation (it is re-planned after that).
+
+Pod fields written (see :mod:`composer.gating`):
+
+``spec.schedulingGates`` entry ``composer.liqid.io/compose``
+    Added by the composer's admission webhook to new GPU pods; removed by the composer when
+    the pod's reserved GPUs are advertised on its node (together with a
+    ``kubernetes.io/hostname`` node selector), or unchanged when nothing can serve the pod.
+Pod annotation ``composer.liqid.io/reservation``
+    JSON ``{"node", "devices", "resource", "units"}`` written with the release: where the
+    pod's GPUs were reserved (for people; the node's ``intents`` stay the record).
+Label or annotation ``composer.liqid.io/gating: disabled`` (pod), label (namespace)
+    Opt-out: the webhook does not gate the pod (or any pod of the namespace).
+
 Node label read (optional): ``composer.liqid.io/pool`` (the host's pool) and
 ``composer.liqid.io/max-gpus`` (PCIe slots the host has for fabric GPUs).
 Namespace label read (optional): ``composer.liqid.io/pool`` (the pool of the namespace's pods).
@@ -40,6 +56,13 @@ MAX_GPUS_LABEL = PREFIX + "max-gpus"
 RECLAIM_TAINT_KEY = PREFIX + "reclaiming"
 RECLAIM_TAINT_VALUE = "true"
 RECLAIM_TAINT_EFFECT = "NoSchedule"
+#: Scheduling gate the webhook adds to new GPU pods (KEP-3521 Pod Scheduling Readiness).
+GATE = PREFIX + "compose"
+#: Pod annotation recording where the pod's GPUs were reserved (written at release).
+RESERVATION = PREFIX + "reservation"
+#: Opt-out label/annotation (pod) or label (namespace); value :data:`GATING_DISABLED`.
+GATING_OPT_OUT = PREFIX + "gating"
+GATING_DISABLED = "disabled"
 #: Event source (``reportingComponent`` / ``source.component``).
 COMPONENT = "gpu-composer"
 
@@ -70,6 +93,8 @@ class Intent:
         retry_at: for ``Composing`` after a failed compose: not before this time is the
             intent dropped and the pod planned again (0 = no failure recorded).
         plugin_restarts: device-plugin restarts done while waiting for the advertisement.
+        until: for a pod held by the scheduling gate, when its reservation expires (seconds
+            since the epoch; 0 = no deadline, e.g. a pod that was never gated).
     """
 
     pod: str
@@ -81,6 +106,7 @@ class Intent:
     since: float = 0.0
     retry_at: float = 0.0
     plugin_restarts: int = 0
+    until: float = 0.0
 
     def moved(self, phase: IntentPhase, now: float, **changes: Any) -> Intent:
         """A copy in ``phase`` entered at ``now``."""
@@ -130,6 +156,7 @@ def decode(annotations: dict[str, str] | None) -> NodeRecord:
                 since=float(v.get("since", 0.0)),
                 retry_at=float(v.get("retry_at", 0.0)),
                 plugin_restarts=int(v.get("plugin_restarts", 0)),
+                until=float(v.get("until", 0.0)),
             )
     except (ValueError, TypeError, KeyError, AttributeError):
         intents = {}
@@ -157,6 +184,8 @@ def encode_intents(intents: dict[str, Intent]) -> str | None:
         d = asdict(intents[uid])
         d["devices"] = list(d["devices"])
         d["phase"] = str(d["phase"])
+        if not d["until"]:
+            del d["until"]  # only gated pods' reservations have a deadline
         out[uid] = d
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
 

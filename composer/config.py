@@ -133,6 +133,39 @@ class Settings(BaseSettings):
         default=True, description="after reclaim, move GPUs back to the system free pool"
     )
 
+    batch_idle_seconds: float = Field(
+        default=0.1,
+        ge=0,
+        le=60,
+        description="gated pods: plan a batch once no new gated pod arrived for this long "
+        "(Karpenter batches with 1 s idle / 10 s max)",
+    )
+    batch_max_seconds: float = Field(
+        default=1.0, ge=0, le=600, description="gated pods: plan a batch at the latest after this long"
+    )
+    reservation_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description="a gated pod's GPU reservation not released (advertised) by then expires and the "
+        "pod is planned again",
+    )
+    unserved_wait_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="a gated pod nothing in the pool can serve is ungated unchanged this long after "
+        "its creation (so a node autoscaler can act)",
+    )
+    webhook_port: int = Field(
+        default=0, ge=0, le=65535, description="HTTPS port of the pod-gating admission webhook (0 = off)"
+    )
+    webhook_address: str = Field(default="0.0.0.0", description="bind address of the admission webhook")
+    webhook_cert_file: Path | None = Field(
+        default=None, description="PEM serving certificate of the webhook (reloaded when it changes)"
+    )
+    webhook_key_file: Path | None = Field(default=None, description="PEM private key of the webhook")
+
     probe_address: str = Field(default="0.0.0.0", description="bind address of /healthz /readyz /metrics")
     probe_port: int = Field(default=8080, ge=0, le=65535, description="port of /healthz /readyz /metrics")
     log_level: str = Field(default="INFO", description="logging level")
@@ -146,6 +179,10 @@ class Settings(BaseSettings):
             raise ValueError("pool names must be unique")
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("retry_max_seconds must be >= retry_base_seconds")
+        if self.webhook_port and (self.webhook_cert_file is None or self.webhook_key_file is None):
+            raise ValueError("webhook_port needs webhook_cert_file and webhook_key_file (HTTPS only)")
+        if self.batch_max_seconds < self.batch_idle_seconds:
+            raise ValueError("batch_max_seconds must be >= batch_idle_seconds")
         if 0 < self.cache_resync_seconds < 30:
             raise ValueError(
                 "cache_resync_seconds must be 0 (never relist) or at least 30: each relist reads "
@@ -178,6 +215,10 @@ class Settings(BaseSettings):
             retry_max_seconds=self.retry_max_seconds,
             restart_device_plugin=self.restart_device_plugin,
             namespaces=frozenset(self.namespaces),
+            batch_idle_seconds=self.batch_idle_seconds,
+            batch_max_seconds=self.batch_max_seconds,
+            reservation_timeout_seconds=self.reservation_timeout_seconds,
+            unserved_wait_seconds=self.unserved_wait_seconds,
         )
 
 

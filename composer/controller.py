@@ -13,6 +13,10 @@ Director client verified it) or when the last read is older than ``fabric_max_ag
 (0 = every round); changes made behind the composer's back are seen within that age, and a
 compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
+Gate decisions (release a gated pod onto its reserved GPUs, or ungate it unchanged) are pod
+patches applied on the loop thread right after the decision (:mod:`composer.gates`); a
+decision with a timer (a batch of gated pods closing) makes the loop wake that much sooner.
+
 Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
 is left out of the next rounds' decisions (its GPUs and pods are reserved) until it finishes,
 so a slow hot-plug never blocks other nodes and no GPU is planned twice. A node whose job
@@ -34,6 +38,7 @@ from composer.act import Executor, JobResult
 from composer.annotations import NodeRecord
 from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, decide
 from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
+from composer.gates import GateExecutor
 from composer.kube import KubeApi, KubeError
 from composer.metrics import Metrics
 from composer.nodestate import NodeView, node_view
@@ -125,6 +130,8 @@ class Controller:
     _running: dict[str, _Running] = field(default_factory=dict)
     _job_failures: dict[str, int] = field(default_factory=dict)
     _cooldown: dict[str, float] = field(default_factory=dict)
+    _gate_executor: GateExecutor | None = None
+    next_round_in: float | None = None
 
     # -- observe ---------------------------------------------------------------------------
     def observe(self) -> Snapshot:
@@ -253,6 +260,10 @@ class Controller:
         decision = decide(snap, self.memory, self.policy)
         for ev in decision.events:
             self.executor.emit(ev)
+        gates = self._gates()
+        for action in decision.pod_actions:
+            gates.apply(action)
+        self.next_round_in = decision.wake_after
         created = {p.uid: p.created for p in snap.pods}
         pool = self._ensure_pool()
         for job in decision.jobs:
@@ -263,6 +274,10 @@ class Controller:
         for seconds in decision.advertised_after:
             self.metrics.pending_to_advertised.observe(seconds)
         self.metrics.pending_pods.set(decision.pending)
+        self.metrics.gated_pods.set(decision.gated)
+        self.metrics.reservations_active.set(decision.reservations)
+        self.metrics.reservations_expired.inc(decision.expired)
+        self.metrics.gpus_taken.inc(decision.taken)
         self.metrics.set_free(decision.free_by_model)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.observe(time.monotonic() - t0)
@@ -275,6 +290,18 @@ class Controller:
                 len(decision.jobs),
             )
         return decision
+
+    def _gates(self) -> GateExecutor:
+        if self._gate_executor is None:
+            self._gate_executor = GateExecutor(self.kube, self.metrics, self.executor.emit, self.clock)
+        return self._gate_executor
+
+    def wait_seconds(self, resync_seconds: float) -> float:
+        """How long the loop may sleep before the next round: ``resync_seconds``, or less when
+        the last decision has a timer running (a batch closing, a wait ending)."""
+        if self.next_round_in is None:
+            return resync_seconds
+        return max(0.01, min(resync_seconds, self.next_round_in))
 
     def _ensure_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -316,7 +343,7 @@ class Controller:
                 except Exception:  # a bug must not kill the loop; the next round starts afresh
                     log.exception("round failed")
                     self.metrics.round_failures.labels("bug").inc()
-            wake.wait(resync_seconds)
+            wake.wait(self.wait_seconds(resync_seconds))
             wake.clear()
 
 
@@ -334,7 +361,7 @@ def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
         p
         for p in snap.pods
         if p.uid not in uids
-        and not (p.unschedulable and p.constraints.hosts and p.constraints.hosts <= busy.keys())
+        and not ((p.unschedulable or p.gated) and p.constraints.hosts and p.constraints.hosts <= busy.keys())
     )
     nodes = tuple(n for n in snap.nodes if n.name not in busy)
     gpus = tuple(g for g in snap.fabric.gpus if g.name not in devices and g.machine not in busy)

@@ -20,6 +20,20 @@ Convergence rules (issue 7 §3-§5):
 - a request nothing can satisfy gets one Warning Event per reason change, and nothing is
   attached for it, so there is no attach/detach loop; a pod composed for but never scheduled
   is given up after ``schedule_timeout_seconds`` and not planned again.
+
+Pods held by the composer's scheduling gate (:mod:`composer.gating`) are demand like
+unschedulable pods, with these rules:
+
+- newly gated pods are collected for a short batch (``batch_idle_seconds`` without a new one,
+  at most ``batch_max_seconds``) and planned together;
+- a placement reserves its GPUs until ``reservation_timeout_seconds`` (the intent's ``until``);
+  a reservation not released by then expires (``ReservationExpired``) and the pod is planned
+  again; its GPUs stay on the node as spare units;
+- once the node advertises the reserved units the pod is released: pinned to the node and
+  ungated in one patch (``Released``);
+- a pod nothing can serve is ungated unchanged ``unserved_wait_seconds`` after its creation;
+  one that can never be served here (more GPUs than any host takes, an invalid request, an
+  unknown pinned host, given up) at once (``Ungated`` with the reason).
 """
 
 from __future__ import annotations
@@ -30,7 +44,8 @@ from dataclasses import dataclass, field, replace
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.fabric import FabricView
-from composer.models import GPU_RESOURCE, EventSpec, GpuRequest, Placement, Plan
+from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
+from composer.models import GPU_RESOURCE, HOSTNAME_LABEL, EventSpec, GpuRequest, Placement, Plan, Reason
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
 from composer.planner import plan as make_plan
 from composer.podspec import PodView, gpu_request
@@ -55,6 +70,10 @@ class Policy:
     retry_max_seconds: float = 300.0
     restart_device_plugin: bool = True
     namespaces: frozenset[str] = frozenset()
+    batch_idle_seconds: float = 0.1
+    batch_max_seconds: float = 1.0
+    reservation_timeout_seconds: float = 300.0
+    unserved_wait_seconds: float = 60.0
 
     def backoff_seconds(self, attempt: int) -> float:
         """Pause before retry number ``attempt`` (1-based): base * 2^(attempt-1), capped."""
@@ -92,6 +111,7 @@ class Memory:
         reported: pod UID -> last refusal reason sent as an Event.
         reclaim_retry_at: node -> earliest time to try a failed reclaim again.
         reclaim_failures: node -> failed reclaim attempts in a row.
+        gated_seen: pod UID -> when a gated pod was first seen (batching; ``Gated`` Event once).
     """
 
     idle_since: dict[str, float] = field(default_factory=dict)
@@ -100,10 +120,11 @@ class Memory:
     reported: dict[str, str] = field(default_factory=dict)
     reclaim_retry_at: dict[str, float] = field(default_factory=dict)
     reclaim_failures: dict[str, int] = field(default_factory=dict)
+    gated_seen: dict[str, float] = field(default_factory=dict)
 
     def forget_missing(self, live_uids: set[str], live_nodes: set[str]) -> None:
         """Drop entries of pods and nodes that no longer exist (bounded memory)."""
-        for d in (self.attempts, self.abandoned, self.reported):
+        for d in (self.attempts, self.abandoned, self.reported, self.gated_seen):
             for uid in [u for u in d if u not in live_uids]:
                 del d[uid]
         for d2 in (self.idle_since, self.reclaim_retry_at, self.reclaim_failures):
@@ -137,11 +158,13 @@ class ReclaimStep:
 
 @dataclass(frozen=True, slots=True)
 class ComposeItem:
-    """A placement with the request it serves and its earlier failed attempts."""
+    """A placement with the request it serves, its earlier failed attempts, and for a gated
+    pod the end of its reservation (seconds since the epoch; 0 = none)."""
 
     placement: Placement
     request: GpuRequest
     attempts: int = 0
+    reserve_until: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -181,7 +204,12 @@ class NodeJob:
 @dataclass(frozen=True)
 class Decision:
     """The round's output: node jobs (non-idle only), Events, the plan, and for metrics the
-    pending GPU pods, the free pool by (model, pool) and pod-creation-to-advertised latencies."""
+    pending GPU pods, the free pool by (model, pool) and pod-creation-to-advertised latencies.
+
+    Gating: ``pod_actions`` (releases and ungates to patch), ``wake_after`` (seconds until a
+    batch closes or a wait ends; None = nothing timed), ``gated`` (pods held by the gate),
+    ``reservations`` (intents open), ``expired`` (reservations that expired this round),
+    ``taken`` (intents whose GPUs another pod got this round)."""
 
     jobs: tuple[NodeJob, ...]
     events: tuple[EventSpec, ...]
@@ -189,6 +217,12 @@ class Decision:
     pending: int
     free_by_model: Mapping[tuple[str, str], int]
     advertised_after: tuple[float, ...] = ()
+    pod_actions: tuple[PodAction, ...] = ()
+    wake_after: float | None = None
+    gated: int = 0
+    reservations: int = 0
+    expired: int = 0
+    taken: int = 0
 
 
 @dataclass(frozen=True)
@@ -202,6 +236,9 @@ class Reconciled:
         events: Events to emit.
         given_up: ``(pod uid, reason)`` the controller must not plan again.
         advertised_after: seconds from pod creation to advertisement, per intent advertised now.
+        release: ``(pod uid, intent)`` of gated pods whose reserved units are advertised.
+        expired: gated pods' reservations dropped because their ``until`` passed.
+        taken: intents dropped because another pod was bound to their GPUs.
     """
 
     record: NodeRecord
@@ -210,6 +247,9 @@ class Reconciled:
     events: tuple[EventSpec, ...] = ()
     given_up: tuple[tuple[str, str], ...] = ()
     advertised_after: tuple[float, ...] = ()
+    release: tuple[tuple[str, Intent], ...] = ()
+    expired: int = 0
+    taken: int = 0
 
 
 def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
@@ -275,11 +315,27 @@ def reconcile_record(
     cancel = False
     latencies: list[float] = []
     budget: dict[str, int] = {}
+    release: list[tuple[str, Intent]] = []
+    expired = taken = 0
     for uid, it in sorted(rec.intents.items(), key=lambda kv: (kv[1].since, kv[0])):
         pod = pods_by_uid.get(uid)
         if pod is None or pod.terminal or pod.deleting or pod.node_name:
             # served, or nothing left to serve; what was composed for it stays managed (reclaimable)
             managed |= {d for d in it.devices if d in attached}
+            continue
+        if pod.gated and it.until and now >= it.until and uid not in in_flight:
+            managed |= {d for d in it.devices if d in attached}  # spare units now, reusable
+            expired += 1
+            events.append(
+                pod_event(
+                    it.pod,
+                    uid,
+                    "Normal",
+                    "ReservationExpired",
+                    f"the GPUs reserved on {node.name} ({', '.join(it.devices) or 'spare units'}) were "
+                    f"not advertised in time ({it.phase}); planning the pod again",
+                )
+            )
             continue
         if it.phase == IntentPhase.COMPOSING:
             got = {d for d in it.devices if d in attached}
@@ -308,10 +364,13 @@ def reconcile_record(
             if left < it.units and _taken_by_others(node, attached, it):
                 managed |= {d for d in it.devices if d in attached}
                 events.append(_taken_event(node, it, uid))
+                taken += 1
                 continue  # intent dropped: the pod is planned again next round
             if left >= it.units:
                 budget[it.resource] = left - it.units
                 intents[uid] = it.moved(IntentPhase.ADVERTISED, now)
+                if pod.gated:
+                    release.append((uid, intents[uid]))
                 if pod.created > 0:
                     latencies.append(max(0.0, now - pod.created))
                 continue
@@ -344,13 +403,16 @@ def reconcile_record(
             else:
                 intents[uid] = it
             continue
-        # ADVERTISED: the scheduler should bind it soon
+        # ADVERTISED: the scheduler should bind it soon (a gated pod: once released)
         left = budget.setdefault(it.resource, _advertised_units(node, usage, it.resource))
         if left < it.units and _taken_by_others(node, attached, it):
             managed |= {d for d in it.devices if d in attached}
             events.append(_taken_event(node, it, uid))
+            taken += 1
             continue  # intent dropped: the pod is planned again next round
         budget[it.resource] = left - it.units
+        if pod.gated:
+            release.append((uid, it))  # an earlier release did not go through: again
         if now - it.since >= policy.schedule_timeout_seconds:
             reason = (
                 f"GPUs on {node.name} advertised for {policy.schedule_timeout_seconds:.0f} s but the pod "
@@ -361,7 +423,17 @@ def reconcile_record(
         else:
             intents[uid] = it
     record = NodeRecord(frozenset(managed), intents, rec.reclaim)
-    return Reconciled(record, restart, cancel, tuple(events), tuple(given_up), tuple(latencies))
+    return Reconciled(
+        record,
+        restart,
+        cancel,
+        tuple(events),
+        tuple(given_up),
+        tuple(latencies),
+        tuple(release),
+        expired,
+        taken,
+    )
 
 
 def reclaim_step(
@@ -430,6 +502,8 @@ def decide(
     records: dict[str, NodeRecord] = {}
     flags: dict[str, tuple[bool, bool]] = {}
     latencies: list[float] = []
+    actions: list[PodAction] = []
+    expired = taken = 0
     for node in composable:
         rc = reconcile_record(
             node,
@@ -446,21 +520,42 @@ def decide(
         latencies.extend(rc.advertised_after)
         for uid, why in rc.given_up:
             memory.abandoned[uid] = why
+        expired += rc.expired
+        taken += rc.taken
+        for uid, it in rc.release:
+            actions.append(_release(pods_by_uid[uid], node.name, it))
 
-    # 2. requests: unschedulable GPU pods nobody is serving yet
+    # 2. requests: unschedulable or gated GPU pods nobody is serving yet
     served = {uid for rec in records.values() for uid in rec.intents}
+    limit = _host_limit(composable, policy)
     requests: dict[str, GpuRequest] = {}
+    gated: dict[str, PodView] = {}
     for p in snapshot.pods:
+        if p.gated and p.uid not in memory.gated_seen and _serves(policy, p):
+            memory.gated_seen[p.uid] = now
+            events.append(
+                pod_event(
+                    p.key,
+                    p.uid,
+                    "Normal",
+                    "Gated",
+                    f"held by the scheduling gate {ann.GATE} until the GPUs composed for it are "
+                    "advertised on its node",
+                )
+            )
         if (
-            not p.unschedulable
+            not (p.unschedulable or p.gated)
             or not p.wants_gpu
             or p.deleting
             or p.terminal
             or p.nominated_node
             or p.uid in served
-            or p.uid in memory.abandoned
-            or (policy.namespaces and p.namespace not in policy.namespaces)
+            or not _serves(policy, p)
         ):
+            continue
+        if p.uid in memory.abandoned:
+            if p.gated:
+                actions.append(_ungate(p, "Warning", f"the composer gave up: {memory.abandoned[p.uid]}"))
             continue
         req = gpu_request(
             p,
@@ -469,11 +564,40 @@ def decide(
             resource_models=policy.resource_models,
         )
         if isinstance(req, str):
-            if memory.reported.get(p.uid) != "InvalidRequest":
+            if p.gated:
+                actions.append(_ungate(p, "Warning", f"{Reason.INVALID}: {req}"))
+            elif memory.reported.get(p.uid) != "InvalidRequest":
                 memory.reported[p.uid] = "InvalidRequest"
                 events.append(pod_event(p.key, p.uid, "Warning", "NotComposed", req))
             continue
+        if p.gated and limit is not None and req.gpus > limit:
+            actions.append(
+                _ungate(
+                    p,
+                    "Warning",
+                    f"TooManyGpus: asks for {req.gpus} GPU(s) ({req.units} {req.resource}); no host takes "
+                    f"more than {limit} (maxGpusPerNode / node label {ann.MAX_GPUS_LABEL})",
+                )
+            )
+            continue
         requests[p.uid] = req
+        if p.gated:
+            gated[p.uid] = p
+
+    # 2b. newly gated pods wait for their batch to close (pods refused or retried before do not)
+    fresh = {
+        uid: memory.gated_seen[uid]
+        for uid in gated
+        if uid not in memory.reported and uid not in memory.attempts and uid in memory.gated_seen
+    }
+    wake: list[float] = []
+    hold = batch_wait(
+        fresh, now=now, idle_seconds=policy.batch_idle_seconds, max_seconds=policy.batch_max_seconds
+    )
+    if hold > 0:
+        wake.append(hold)
+        for uid in fresh:
+            del requests[uid]
 
     # 3. hosts, pool usage, free pool -> plan (only when something asks for GPUs)
     hosts = []
@@ -514,12 +638,43 @@ def decide(
         if memory.reported.get(r.uid) != r.reason:
             memory.reported[r.uid] = r.reason
             events.append(pod_event(r.key, r.uid, "Warning", "NotComposed", f"{r.reason}: {r.message}"))
+        p = gated.get(r.uid)
+        if p is None:
+            continue
+        waited = now - p.created if p.created > 0 else now - memory.gated_seen.get(r.uid, now)
+        if r.reason in (Reason.INVALID, Reason.UNKNOWN_HOST):
+            actions.append(_ungate(p, "Warning", f"{r.reason}: {r.message}"))
+        elif waited >= policy.unserved_wait_seconds:
+            actions.append(
+                _ungate(
+                    p,
+                    "Warning",
+                    f"nothing in the pool can serve it after {policy.unserved_wait_seconds:.0f} s "
+                    f"({r.reason}: {r.message}); handing it to the scheduler unchanged",
+                )
+            )
+        else:
+            wake.append(policy.unserved_wait_seconds - waited)
     by_node: dict[str, list[ComposeItem]] = {}
     for pl in plan.placements:
         memory.reported.pop(pl.uid, None)
+        until = now + policy.reservation_timeout_seconds if pl.uid in gated else 0.0
         by_node.setdefault(pl.host, []).append(
-            ComposeItem(pl, requests[pl.uid], memory.attempts.get(pl.uid, 0))
+            ComposeItem(pl, requests[pl.uid], memory.attempts.get(pl.uid, 0), until)
         )
+        if until:
+            r = requests[pl.uid]
+            what = f"composing {', '.join(pl.devices)}" if pl.devices else "spare units"
+            events.append(
+                pod_event(
+                    pl.key,
+                    pl.uid,
+                    "Normal",
+                    "Reserved",
+                    f"{r.units} {r.resource} on {pl.host} ({what}, {pl.model}) reserved for this pod for "
+                    f"up to {policy.reservation_timeout_seconds:.0f} s",
+                )
+            )
 
     # 4. idle detection and reclaim, then the jobs
     jobs = []
@@ -537,12 +692,76 @@ def decide(
     pending = sum(
         1
         for p in snapshot.pods
-        if p.unschedulable
-        and p.wants_gpu
-        and not p.deleting
-        and (not policy.namespaces or p.namespace in policy.namespaces)
+        if (p.unschedulable or p.gated) and p.wants_gpu and not p.deleting and _serves(policy, p)
     )
-    return Decision(tuple(jobs), tuple(events), plan, pending, free_by_model, tuple(latencies))
+    n_gated = sum(1 for p in snapshot.pods if p.gated and not p.deleting and _serves(policy, p))
+    return Decision(
+        tuple(jobs),
+        tuple(events),
+        plan,
+        pending,
+        free_by_model,
+        tuple(latencies),
+        pod_actions=tuple(actions),
+        wake_after=min(wake) if wake else None,
+        gated=n_gated,
+        reservations=sum(len(r.intents) for r in records.values()),
+        expired=expired,
+        taken=taken,
+    )
+
+
+def _serves(policy: Policy, pod: PodView) -> bool:
+    return not policy.namespaces or pod.namespace in policy.namespaces
+
+
+def _host_limit(nodes: list[NodeView], policy: Policy) -> int | None:
+    """The most GPUs any composable host takes (None = no limit known, or no host)."""
+    limits = [max_gpus_of(n, policy.max_gpus_per_node) for n in nodes]
+    if not limits or any(x is None for x in limits):
+        return None
+    return max(x for x in limits if x is not None)
+
+
+def _ungate(pod: PodView, type_: str, why: str) -> PodAction:
+    return PodAction(
+        "ungate",
+        pod.uid,
+        pod.key,
+        "",
+        tuple(ungate_patch(pod)),
+        pod_event(pod.key, pod.uid, type_, "Ungated", f"scheduling gate removed, pod unchanged: {why}"),
+        pod.created,
+    )
+
+
+def _release(pod: PodView, node: str, it: Intent) -> PodAction:
+    reservation = {"node": node, "devices": list(it.devices), "resource": it.resource, "units": it.units}
+    try:
+        patch = release_patch(pod, node=node, reservation=reservation)
+    except ValueError as exc:
+        return _ungate(pod, "Warning", f"cannot pin it to {node}: {exc}")
+    own = pod.node_selector.get(HOSTNAME_LABEL) == node
+    return PodAction(
+        "release",
+        pod.uid,
+        pod.key,
+        node,
+        tuple(patch),
+        pod_event(
+            pod.key,
+            pod.uid,
+            "Normal",
+            "Released",
+            f"{it.units} {it.resource} reserved on {node} ({', '.join(it.devices) or 'spare units'}) are "
+            + (
+                "advertised; scheduling gate removed (the pod already selects this node)"
+                if own
+                else f"advertised; pinned (nodeSelector {HOSTNAME_LABEL}={node}), scheduling gate removed"
+            ),
+        ),
+        pod.created,
+    )
 
 
 def intents_for(items: tuple[ComposeItem, ...], now: float) -> dict[str, Intent]:
@@ -560,6 +779,7 @@ def intents_for(items: tuple[ComposeItem, ...], now: float) -> dict[str, Intent]
             devices=pl.devices,
             phase=phase,
             since=now,
+            until=it.reserve_until,
         )
     return out
 

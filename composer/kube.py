@@ -7,7 +7,8 @@ magnitude faster than through the generated models) and handed to the parsers in
 API failures raise :class:`KubeError` (method, resource, HTTP status, clipped message).
 
 Verbs used here and by :mod:`composer.cache` (the chart's RBAC grants exactly these): pods
-list/watch (cluster), pods delete (device-plugin namespace), nodes list/watch/get/patch,
+list/watch/patch (cluster; patch only removes the composer's scheduling gate and pins the pod),
+pods delete (device-plugin namespace), nodes list/watch/get/patch,
 namespaces list/watch, events create, leases get/create/update (own namespace).
 """
 
@@ -29,6 +30,7 @@ from composer.models import EventSpec, Taint
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 #: Seconds for each API call (connect, read).
 REQUEST_TIMEOUT = (5.0, 30.0)
 _MAX_MESSAGE = 300
@@ -158,6 +160,28 @@ class KubeApi:
             return dict(json.loads(resp.data))
         except Exception as exc:
             raise _wrap("PATCH", f"nodes/{node}", exc) from exc
+
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> dict[str, Any]:
+        """Apply an RFC 6902 JSON patch to a pod (``test`` operations make it fail as a whole).
+
+        Returns the Pod JSON as the API server answered.
+
+        Raises:
+            KubeError: refused (422 when a ``test`` failed or the change is not allowed, 404 when
+                the pod is gone).
+        """
+        try:
+            resp = self.core.patch_namespaced_pod(
+                name,
+                namespace,
+                patch,
+                _content_type=JSON_PATCH,
+                _request_timeout=REQUEST_TIMEOUT,
+                _preload_content=False,
+            )
+            return dict(json.loads(resp.data))
+        except Exception as exc:
+            raise _wrap("PATCH", f"{namespace}/pods/{name}", exc) from exc
 
     def set_taint(self, node: str, taint: Taint, present: bool, *, attempts: int = 5) -> dict[str, Any]:
         """Add or remove ``taint`` (matched by key and effect) on ``node``.

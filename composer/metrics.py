@@ -12,6 +12,16 @@ Names (all prefixed ``composer_``):
 - ``device_plugin_restarts_total`` (counter).
 - ``rounds_total`` / ``round_failures_total{stage}`` (counters), ``round_seconds`` (histogram).
 - ``leader`` (gauge, 1 while this replica holds the Lease).
+
+Scheduling gates (:mod:`composer.gating`):
+
+- ``pods_gated_total`` (counter): pods the admission webhook gated.
+- ``gated_pods`` (gauge): pods held by the gate now (served namespaces).
+- ``time_gated_seconds{outcome}`` (histogram): pod creation -> gate removed; ``outcome`` is
+  ``release`` (pinned to its reserved GPUs) or ``ungate`` (handed over unchanged).
+- ``reservations_active`` (gauge) / ``reservations_expired_total`` (counter).
+- ``gpus_taken_by_another_pod_total`` (counter): GPUs composed for one pod bound to another.
+- ``gate_patch_failures_total{kind}`` (counter): release/ungate patches the API server refused.
 """
 
 from __future__ import annotations
@@ -72,6 +82,31 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("composer_leader", "1 while this replica holds the Lease", registry=r)
+        self.pods_gated = Counter("composer_pods_gated_total", "Pods the admission webhook gated", registry=r)
+        self.gated_pods = Gauge(
+            "composer_gated_pods", "Pods held by the composer's scheduling gate", registry=r
+        )
+        self.time_gated = Histogram(
+            "composer_time_gated_seconds",
+            "Pod creation to scheduling gate removed, seconds",
+            ["outcome"],
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+            registry=r,
+        )
+        self.reservations_active = Gauge(
+            "composer_reservations_active", "GPU reservations (intents) open", registry=r
+        )
+        self.reservations_expired = Counter(
+            "composer_reservations_expired_total", "Reservations of gated pods that expired", registry=r
+        )
+        self.gpus_taken = Counter(
+            "composer_gpus_taken_by_another_pod_total",
+            "Intents whose composed GPUs were bound to another pod",
+            registry=r,
+        )
+        self.gate_patch_failures = Counter(
+            "composer_gate_patch_failures_total", "Release/ungate patches refused", ["kind"], registry=r
+        )
         self._free_keys: set[tuple[str, str]] = set()
 
     def set_free(self, free_by_model: Mapping[tuple[str, str], int]) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from composer.annotations import GATE
 from composer.models import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
@@ -175,6 +176,9 @@ class PodView:
         cpu_millis / memory_bytes: effective CPU (millicores) and memory (bytes) requests.
         labels: pod labels.
         constraints: node constraints; tolerations; priority (``spec.priority``, default 0).
+        gates: names of ``spec.schedulingGates`` (the scheduler ignores the pod while any is set).
+        node_selector: ``spec.nodeSelector`` as written.
+        annotations: pod annotations.
     """
 
     namespace: str
@@ -193,6 +197,14 @@ class PodView:
     constraints: Constraints = field(default_factory=Constraints)
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0
+    gates: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def gated(self) -> bool:
+        """Held by the composer's scheduling gate (``composer.liqid.io/compose``)."""
+        return GATE in self.gates
 
     @property
     def key(self) -> str:
@@ -245,6 +257,9 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         constraints=constraints(spec),
         tolerations=tolerations(spec),
         priority=int(spec.get("priority") or 0),
+        gates=tuple(str(g.get("name") or "") for g in spec.get("schedulingGates") or ()),
+        node_selector=spec.get("nodeSelector") or {},
+        annotations=meta.get("annotations") or {},
     )
 
 

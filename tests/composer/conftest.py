@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.composer import harness
+from tests.composer.fakes import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm")
@@ -62,3 +63,9 @@ def make_scenario(
         return harness.scenario(lab_api, chart_identity, tmp_path, composer_lab.kubeconfig, **kw)
 
     return make
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A settable clock starting at 1,800,000,000 s."""
+    return Clock()

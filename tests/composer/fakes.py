@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonpatch
+import jsonpointer
+
 from composer import annotations as ann
 from composer.decide import EventSpec
 from composer.models import Taint
@@ -70,6 +73,7 @@ def pod(
     phase: str = "Pending",
     unschedulable: bool | None = None,
     created: str = "2026-01-01T00:00:00Z",
+    gated: bool = False,
 ) -> dict[str, Any]:
     sel = {}
     if product:
@@ -79,7 +83,7 @@ def pod(
     limits = {"cpu": cpu, "memory": memory}
     if gpus:
         limits[resource] = str(gpus)
-    unsched = (not node_name) if unschedulable is None else unschedulable
+    unsched = (not node_name and not gated) if unschedulable is None else unschedulable
     return {
         "metadata": {
             "name": name,
@@ -91,6 +95,7 @@ def pod(
             "nodeName": node_name or None,
             "nodeSelector": sel,
             "containers": [{"name": "c", "resources": {"limits": limits}}],
+            **({"schedulingGates": [{"name": ann.GATE}]} if gated else {}),
         },
         "status": {
             "phase": phase,
@@ -249,6 +254,20 @@ class FakeKube:
         self.nodes[node_name]["spec"]["taints"] = taints
         return self._written(node_name)
 
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> dict[str, Any]:
+        """RFC 6902 patch, all-or-nothing like the API server (a failed ``test`` -> 422)."""
+        from composer.kube import KubeError
+
+        key = f"{namespace}/{name}"
+        self.writes.append(("pod", key, patch))
+        if key not in self.pods:
+            raise KubeError("PATCH", f"{key}", 404, "not found")
+        try:
+            self.pods[key] = jsonpatch.apply_patch(self.pods[key], patch)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise KubeError("PATCH", f"{key}", 422, str(exc)) from exc
+        return copy.deepcopy(self.pods[key])
+
     def delete_device_plugin_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
         self.plugin_restarts.append(node_name)
         return [f"nvidia-device-plugin-{node_name}"]
@@ -293,10 +312,11 @@ class FakeWorld:
                 labels.pop("nvidia.com/gpu.count", None)
 
     def schedule(self) -> None:
-        """Bind each unschedulable GPU pod to a node that advertises enough free GPUs."""
-        for p in self.kube.pods.values():
+        """Bind each pending GPU pod (not gated, in name order) to the first node by name that
+        advertises enough free GPUs and matches its selector."""
+        for _, p in sorted(self.kube.pods.items()):
             v = pod_view(p)
-            if v.node_name or not v.wants_gpu:
+            if v.node_name or not v.wants_gpu or v.gates or v.phase != "Pending":
                 continue
             want = v.gpu.get("nvidia.com/gpu", 0)
             for name, n in sorted(self.kube.nodes.items()):
@@ -321,3 +341,16 @@ class FakeWorld:
     def finish(self, key: str) -> None:
         """The pod completes (phase Succeeded)."""
         self.kube.pods[key]["status"]["phase"] = "Succeeded"
+
+
+class Clock:
+    """A settable clock (seconds since the epoch) for the controller and its executor."""
+
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def tick(self, s: float) -> None:
+        self.t += s

@@ -12,25 +12,9 @@ from composer.controller import Controller
 from composer.decide import Policy
 from composer.metrics import Metrics
 from dynamic_providers.director.errors import DirectorServerError, DirectorUnavailableError
-from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
-
-
-class Clock:
-    def __init__(self, t: float = 1_800_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def tick(self, s: float) -> None:
-        self.t += s
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 def make(world: FakeWorld, clock: Clock, **policy) -> Controller:

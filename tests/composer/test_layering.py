@@ -16,7 +16,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ("models", "scheduling", "planner", "annotations", "podspec", "nodestate", "decide", "fabric")
+PURE = (
+    "models",
+    "scheduling",
+    "planner",
+    "annotations",
+    "podspec",
+    "nodestate",
+    "decide",
+    "fabric",
+    "gating",
+)
 IO_MODULES = (
     "composer.kube",
     "composer.cache",
@@ -24,6 +34,8 @@ IO_MODULES = (
     "composer.controller",
     "composer.leader",
     "composer.health",
+    "composer.webhook",
+    "composer.gates",
     "composer.__main__",
 )
 FORBIDDEN_IN_PURE = (

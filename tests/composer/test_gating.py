@@ -1,0 +1,353 @@
+"""Scheduling gates: the webhook's verdict, the release/ungate patches, and the controller's
+gated-pod rules (batch, reserve, pin then release, expiry, never strand a pod) over fakes."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+
+import jsonpatch
+import pytest
+
+from composer import annotations as ann
+from composer.act import Executor
+from composer.controller import Controller
+from composer.decide import Policy
+from composer.gating import admission_response, batch_wait, gate_decision, release_patch, ungate_patch
+from composer.metrics import Metrics
+from composer.podspec import pod_view
+from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+
+T4 = "Tesla-T4"
+T0 = 1_800_000_000.0
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def raw_pod(**spec_extra) -> dict:
+    return {
+        "metadata": {"name": "p", "namespace": "ml", "labels": {}, "annotations": {}},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            **spec_extra,
+        },
+    }
+
+
+# -- the webhook's verdict ----------------------------------------------------------------------
+def test_gpu_pod_in_served_namespace_is_gated():
+    d = gate_decision(raw_pod(), namespace="ml", namespaces=frozenset({"ml"}))
+    out = jsonpatch.apply_patch(raw_pod(), list(d.patch))
+    assert out["spec"]["schedulingGates"] == [{"name": ann.GATE}]
+
+
+@pytest.mark.parametrize(
+    ("change", "namespace", "why"),
+    [
+        (lambda p: p["metadata"]["labels"].update({ann.GATING_OPT_OUT: "disabled"}), "ml", "label"),
+        (lambda p: p["metadata"]["annotations"].update({ann.GATING_OPT_OUT: "disabled"}), "ml", "annotation"),
+        (lambda p: p["spec"].update({"nodeName": "n1"}), "ml", "nodeName"),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"].update({"limits": {"cpu": "1"}}),
+            "ml",
+            "no NVIDIA",
+        ),
+        (lambda p: None, "other", "not served"),
+    ],
+)
+def test_pods_left_alone(change, namespace, why):
+    p = raw_pod()
+    change(p)
+    d = gate_decision(p, namespace=namespace, namespaces=frozenset({"ml"}))
+    assert not d.gated and why in d.why
+
+
+def test_mig_resource_and_existing_gates():
+    p = raw_pod(schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])
+    p["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.5gb": "1"}
+    out = jsonpatch.apply_patch(p, list(gate_decision(p, namespace="ml").patch))
+    assert out["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}, {"name": ann.GATE}]
+    assert not gate_decision(out, namespace="ml").gated  # idempotent
+
+
+def test_admission_review_answer():
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "r1",
+            "kind": {"kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "ml",
+            "object": raw_pod(),
+        },
+    }
+    answer, verdict = admission_response(review)
+    assert verdict.gated
+    resp = answer["response"]
+    assert resp["uid"] == "r1" and resp["allowed"] is True and resp["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(resp["patch"])) == list(verdict.patch)
+    review["request"]["operation"] = "UPDATE"
+    answer, verdict = admission_response(review)
+    assert "patch" not in answer["response"] and answer["response"]["allowed"] is True
+    with pytest.raises(ValueError, match="request.uid"):
+        admission_response({"request": {}})
+
+
+# -- the patches ---------------------------------------------------------------------------------
+def gated_json(**kw) -> dict:
+    return pod("a", 2, gated=True, **kw)
+
+
+def test_release_pins_and_ungates_in_one_patch():
+    raw = gated_json()
+    raw["spec"]["nodeSelector"] = {}
+    v = pod_view(raw)
+    out = jsonpatch.apply_patch(
+        raw, release_patch(v, node="n1", reservation={"node": "n1", "devices": ["gpu0"]})
+    )
+    assert "schedulingGates" not in out["spec"]
+    assert out["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n1"}
+    assert json.loads(out["metadata"]["annotations"][ann.RESERVATION]) == {"devices": ["gpu0"], "node": "n1"}
+
+
+def test_release_keeps_the_users_own_node_and_other_gates():
+    raw = gated_json(host="n1", product=T4)
+    raw["spec"]["schedulingGates"].insert(0, {"name": "other/gate"})
+    out = jsonpatch.apply_patch(raw, release_patch(pod_view(raw), node="n1", reservation={}))
+    assert out["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n1", "nvidia.com/gpu.product": T4}
+    assert out["spec"]["schedulingGates"] == [{"name": "other/gate"}]
+    with pytest.raises(ValueError, match="selects kubernetes.io/hostname=n1"):
+        release_patch(pod_view(raw), node="n2", reservation={})
+
+
+def test_patches_refuse_a_recreated_pod():
+    old = pod_view(gated_json())
+    recreated = gated_json(uid="uid-new")
+    for patch in (ungate_patch(old), release_patch(old, node="n1", reservation={})):
+        with pytest.raises(jsonpatch.JsonPatchTestFailed):
+            jsonpatch.apply_patch(recreated, patch)
+
+
+def test_ungate_changes_nothing_else():
+    raw = gated_json(host="n1")
+    out = jsonpatch.apply_patch(raw, ungate_patch(pod_view(raw)))
+    raw["spec"].pop("schedulingGates")
+    assert out == raw
+
+
+def test_batch_window():
+    assert batch_wait({}, now=10, idle_seconds=1, max_seconds=10) == 0
+    assert batch_wait({"a": 9.5}, now=10, idle_seconds=1, max_seconds=10) == pytest.approx(0.5)
+    assert batch_wait({"a": 8.0}, now=10, idle_seconds=1, max_seconds=10) == 0  # idle window passed
+    # a steady trickle keeps the window open only until the oldest waited max_seconds
+    assert batch_wait({"a": 0.5, "b": 9.9}, now=10, idle_seconds=1, max_seconds=10) == pytest.approx(0.5)
+    assert batch_wait({"a": 0.0, "b": 9.9}, now=10, idle_seconds=1, max_seconds=10) == 0
+
+
+# -- the controller over fakes -------------------------------------------------------------------
+def world(hosts: int = 2, gpus: int = 4, max_gpus: str | None = "2") -> FakeWorld:
+    kube = FakeKube()
+    names = [f"host-{i}" for i in range(1, hosts + 1)]
+    for n in names:
+        kube.add_node(node(n, labels={ann.MAX_GPUS_LABEL: max_gpus} if max_gpus else None))
+    fabric = FakeFabric([FakeGpu(f"gpu{i}") for i in range(gpus)], names)
+    return FakeWorld(kube, fabric)
+
+
+def make(w: FakeWorld, clock: Clock, **policy) -> tuple[Controller, Metrics]:
+    pol = Policy(
+        **{
+            "idle_timeout_seconds": 60,
+            "advertise_timeout_seconds": 30,
+            "schedule_timeout_seconds": 120,
+            "batch_idle_seconds": 0.0,
+            "batch_max_seconds": 0.0,
+            "reservation_timeout_seconds": 100,
+            "unserved_wait_seconds": 20,
+            **policy,
+        }
+    )
+    metrics = Metrics()
+    ex = Executor(w.kube, lambda: w.fabric, pol, metrics, clock=clock)
+    return Controller(w.kube, lambda: w.fabric, pol, metrics, ex, clock=clock, workers=2), metrics
+
+
+def run(ctrl: Controller):
+    d = ctrl.round()
+    assert ctrl.wait_idle(10)
+    return d
+
+
+def gpods(w: FakeWorld, clock: Clock, *specs: tuple[str, int], **kw) -> None:
+    for name, n in specs:
+        w.kube.add_pod(pod(name, n, gated=True, created=iso(clock.t), **kw))
+
+
+def metric(m: Metrics, name: str, **labels) -> float:
+    return m.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_two_pods_of_different_sizes_each_get_their_own_gpus(clock):
+    """The scheduler (fake: name order, first fitting node by name) would give host-1's GPUs to
+    the small pod first; pinned releases make each pod land on its own reservation."""
+    w = world()
+    ctrl, m = make(w, clock)
+    gpods(w, clock, ("a-small", 1), ("b-big", 2))
+    run(ctrl)
+    w.schedule()
+    assert not any(p["spec"].get("nodeName") for p in w.kube.pods.values())  # held by the gate
+    big_host = next(n for n in w.kube.nodes if "uid-b-big" in w.kube.intents_json(n))
+    small_host = next(n for n in w.kube.nodes if "uid-a-small" in w.kube.intents_json(n))
+    assert big_host != small_host
+    w.agent_step()
+    run(ctrl)  # advertised -> released
+    w.schedule()
+    assert w.kube.pods["ml/b-big"]["spec"]["nodeName"] == big_host
+    assert w.kube.pods["ml/a-small"]["spec"]["nodeName"] == small_host
+    assert w.kube.pods["ml/a-small"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] == small_host
+    run(ctrl)
+    assert "GpusTakenByAnotherPod" not in w.kube.reasons("a-small") + w.kube.reasons("b-big")
+    assert metric(m, "composer_gpus_taken_by_another_pod_total") == 0
+    assert w.kube.reasons("b-big")[:3] == ["Gated", "Reserved", "Composed"]
+    assert "Released" in w.kube.reasons("b-big")
+    assert metric(m, "composer_time_gated_seconds_count", outcome="release") == 2
+    assert len(w.fabric.attached()[big_host]) == 2 and len(w.fabric.attached()[small_host]) == 1
+
+
+def test_without_gates_the_same_race_loses_a_gpu(clock):
+    """The counter-case (what the gate prevents): ungated pods, same scheduler."""
+    w = world()
+    ctrl, m = make(w, clock)
+    w.kube.add_pod(pod("a-small", 1))
+    w.kube.add_pod(pod("b-big", 2))
+    run(ctrl)
+    w.agent_step()
+    w.schedule()
+    run(ctrl)
+    assert metric(m, "composer_gpus_taken_by_another_pod_total") >= 1
+
+
+def test_gated_pod_deleted_mid_compose_leaves_no_reservation_and_no_leak(clock):
+    w = world()
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("a", 2))
+    run(ctrl)
+    host = next(iter(w.fabric.attached()))
+    assert "uid-a" in w.kube.intents_json(host)
+    del w.kube.pods["ml/a"]
+    w.agent_step()
+    run(ctrl)
+    assert w.kube.intents_json(host) == {}
+    clock.tick(61)
+    run(ctrl)  # idle timeout: reclaim starts
+    run(ctrl)
+    w.agent_step()
+    run(ctrl)
+    assert w.fabric.attached() == {}
+    assert ann.INTENTS not in w.kube.nodes[host]["metadata"]["annotations"]
+
+
+def test_pool_empty_pod_is_ungated_unchanged_after_the_wait(clock):
+    w = world(gpus=0)
+    ctrl, m = make(w, clock)
+    gpods(w, clock, ("a", 1))
+    before = json.loads(json.dumps(w.kube.pods["ml/a"]["spec"]))
+    d = run(ctrl)
+    assert w.kube.pods["ml/a"]["spec"].get("schedulingGates")
+    assert d.wake_after == pytest.approx(20, abs=1)
+    clock.tick(21)
+    run(ctrl)
+    spec = w.kube.pods["ml/a"]["spec"]
+    assert "schedulingGates" not in spec
+    before.pop("schedulingGates")
+    assert spec == before
+    ev = next(e for e in w.kube.events if e.reason == "Ungated")
+    assert ev.type == "Warning" and "NoFreeGpus" in ev.message
+    assert metric(m, "composer_time_gated_seconds_count", outcome="ungate") == 1
+
+
+def test_more_gpus_than_any_host_takes_is_ungated_at_once_naming_the_limit(clock):
+    w = world(max_gpus="8")
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("huge", 9))
+    run(ctrl)
+    assert "schedulingGates" not in w.kube.pods["ml/huge"]["spec"]
+    ev = next(e for e in w.kube.events if e.reason == "Ungated")
+    assert ev.type == "Warning" and "asks for 9 GPU(s)" in ev.message and "more than 8" in ev.message
+    assert w.fabric.attached() == {}
+
+
+def test_unknown_pinned_host_is_ungated_at_once_and_user_pin_is_kept(clock):
+    w = world()
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("lost", 1), host="nowhere")
+    gpods(w, clock, ("mine", 1), host="host-2")
+    run(ctrl)
+    assert "schedulingGates" not in w.kube.pods["ml/lost"]["spec"]
+    assert "UnknownHost" in next(e.message for e in w.kube.events if e.reason == "Ungated")
+    w.agent_step()
+    run(ctrl)
+    w.schedule()
+    assert w.kube.pods["ml/mine"]["spec"]["nodeName"] == "host-2"
+    released = next(e for e in w.kube.events if e.reason == "Released" and e.name == "mine")
+    assert "already selects this node" in released.message
+
+
+def test_reservation_expires_and_the_pod_is_planned_again_without_a_second_compose(clock):
+    w = world()
+    ctrl, m = make(w, clock, advertise_timeout_seconds=1000)
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    attached = w.fabric.attached()
+    clock.tick(101)  # never advertised: the reservation runs out
+    run(ctrl)
+    assert "ReservationExpired" in w.kube.reasons("a")
+    assert metric(m, "composer_reservations_expired_total") == 1
+    run(ctrl)  # planned again: the GPU attached for it is a spare unit on its node
+    assert w.fabric.attached() == attached
+    assert any("uid-a" in w.kube.intents_json(n) for n in w.kube.nodes)
+    w.agent_step()
+    run(ctrl)
+    w.schedule()
+    assert w.kube.pods["ml/a"]["spec"]["nodeName"] == next(iter(attached))
+
+
+def test_new_leader_finishes_gated_pods_without_composing_twice(clock):
+    w = world()
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("a", 2), ("b", 1))
+    run(ctrl)
+    attached = w.fabric.attached()
+    ctrl.close()  # the old leader is gone; its memory with it
+    calls = []
+    real = w.fabric.compose
+    w.fabric.compose = lambda machine, names: (calls.append(names), real(machine, names))[1]
+    fresh, _ = make(w, clock)
+    w.agent_step()
+    run(fresh)
+    w.schedule()
+    run(fresh)
+    assert calls == []
+    assert w.fabric.attached() == attached
+    assert all(p["status"]["phase"] == "Running" for p in w.kube.pods.values())
+
+
+def test_batch_holds_new_gated_pods_until_the_window_closes(clock):
+    w = world()
+    ctrl, _ = make(w, clock, batch_idle_seconds=1.0, batch_max_seconds=5.0)
+    gpods(w, clock, ("a", 1))
+    d = run(ctrl)
+    assert w.fabric.attached() == {} and d.wake_after == pytest.approx(1.0)
+    assert ctrl.wait_seconds(5.0) == pytest.approx(1.0)
+    clock.tick(0.5)
+    gpods(w, clock, ("b", 2))
+    d = run(ctrl)
+    assert w.fabric.attached() == {} and d.wake_after == pytest.approx(1.0)
+    clock.tick(1.0)
+    d = run(ctrl)
+    assert len(d.plan.placements) == 2  # planned together, bigger first
+    assert d.plan.placements[0].key == "ml/b"
