@@ -51,6 +51,7 @@ from pulumi.dynamic import (
 )
 from pulumi.runtime import rpc
 
+from dynamic_providers import preflight
 from dynamic_providers.redfish import errors, posture
 from dynamic_providers.redfish.client import BLUEFIELD_SYSTEM_ID, RedfishClient
 from dynamic_providers.redfish.models import AttrValue
@@ -119,6 +120,42 @@ def _check_common(news: Mapping[str, Any], failures: list[CheckFailure]) -> None
     if not _unknown(timeout) and (not isinstance(timeout, int | float) or isinstance(timeout, bool)
                                   or not 0 < timeout <= MAX_RESET_TIMEOUT_SECONDS):
         failures.append(CheckFailure("reset_timeout_seconds", f"must be in (0, {MAX_RESET_TIMEOUT_SECONDS}]"))
+
+
+def _explain_refusal(exc: Exception) -> str | None:
+    """One line for a preview probe's failure: what was refused and what to do."""
+    if isinstance(exc, errors.AuthError):
+        return (f"credentials refused ({exc.detail}): set the BMC account with "
+                "`pulumi config set --secret` and preview again")
+    if isinstance(exc, errors.TlsError):
+        return f"TLS verification failed ({exc.detail}): check ca_bundle / verify_tls"
+    if isinstance(exc, errors.UnreachableError):
+        return (f"no answer ({exc.detail}): check bmc_endpoint and that the BMC is reachable from here "
+                f"(air-gapped preview: {preflight.PREFLIGHT_ENV}=off)")
+    if isinstance(exc, errors.RedfishError):
+        return f"probe failed: {exc}"
+    return None
+
+
+def _check_endpoint(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
+    """Probe the BMC read-only (log in, list the systems), once per endpoint and account per run.
+
+    Skipped when the inputs already failed, or are unknown at preview."""
+    keys = ("bmc_endpoint", "username", "password", "verify_tls", "ca_bundle")
+    if failures or any(_unknown(news.get(k)) for k in keys):
+        return
+
+    def probe() -> None:
+        with RedfishClient(news["bmc_endpoint"], username=news["username"], password=news["password"],
+                           verify_tls=bool(news.get("verify_tls", True)), ca_bundle=news.get("ca_bundle"),
+                           retries=1, timeout_seconds=10.0) as bmc:
+            bmc.system_ids()
+
+    reason = preflight.endpoint_failure(
+        "BMC", news["bmc_endpoint"], identity=f"{news['username']}|{news.get('ca_bundle')}",
+        secret=news["password"], probe=probe, explain=_explain_refusal)
+    if reason:
+        failures.append(CheckFailure("bmc_endpoint", reason))
 
 
 def _client(props: Mapping[str, Any]) -> RedfishClient:
@@ -244,9 +281,10 @@ class DpuPostureProvider(ResourceProvider):
     """CRUD for :class:`DpuPosture`. Stateless: everything comes from the properties."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate inputs locally (no BMC call); unknown values pass."""
+        """Validate inputs locally, then probe the BMC read-only (``preflight``); unknowns pass."""
         failures: list[CheckFailure] = []
         _check_common(news, failures)
+        _check_endpoint(news, failures)
         for key, allowed in (("mode", posture.DPU_MODES), ("host_privilege", posture.PRIVILEGE_LEVELS),
                              ("host_rshim", posture.RSHIM_STATES)):
             value = news.get(key)
@@ -425,6 +463,7 @@ class BiosAttributesProvider(ResourceProvider):
         """Validate inputs locally; integral numbers in ``attributes`` become ints."""
         failures: list[CheckFailure] = []
         _check_common(news, failures)
+        _check_endpoint(news, failures)
         attrs = news.get("attributes")
         if not _unknown(attrs):
             if not isinstance(attrs, Mapping) or not attrs:

@@ -46,7 +46,10 @@ from pulumi.dynamic import (
 )
 from pydantic import ValidationError
 
+from dynamic_providers import preflight
 from dynamic_providers.ssh import mlxconfig_rules, operations
+from dynamic_providers.ssh.client import SshRunner
+from dynamic_providers.ssh.errors import SshAuthError, SshError, SshHostKeyError, SshUnavailableError
 from dynamic_providers.ssh.models import (
     DEFAULT_BLACKLISTED_MODULES,
     DEFAULT_KERNEL_ARGS,
@@ -121,6 +124,40 @@ def _check_connection(news: Mapping[str, Any]) -> list[CheckFailure]:
     return []
 
 
+def _explain_refusal(exc: Exception) -> str | None:
+    """One line for a preview login's failure: what was refused and what to do."""
+    if isinstance(exc, SshAuthError):
+        return ("the private key was refused for the login user: set the right key with "
+                "`pulumi config set --secret` and preview again")
+    if isinstance(exc, SshHostKeyError):
+        return "the host key is not the pinned one: check host_key (ssh-keyscan) before trusting this host"
+    if isinstance(exc, SshUnavailableError):
+        return (f"no SSH connection ({exc.summary}): check host and port and that the host is reachable "
+                f"from here (air-gapped preview: {preflight.PREFLIGHT_ENV}=off)")
+    if isinstance(exc, SshError):
+        return f"login failed: {exc.summary}"
+    return None
+
+
+def _check_login(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
+    """Log in once per host, user and key per run (no command runs); skipped when the
+    connection failed its local checks or is unknown at preview."""
+    conn = news.get("connection")
+    if failures or conn is None or _unknown(conn):
+        return
+    target = SshTarget.model_validate(conn)
+
+    def probe() -> None:
+        with SshRunner(target, connect_retries=0):
+            pass
+
+    reason = preflight.endpoint_failure(
+        "SSH host", f"{target.user}@{target.host}:{target.port}", identity=target.host_key,
+        secret=target.private_key.get_secret_value(), probe=probe, explain=_explain_refusal)
+    if reason:
+        failures.append(CheckFailure("connection", reason))
+
+
 def _target(props: Mapping[str, Any]) -> SshTarget:
     return SshTarget.model_validate(props["connection"])
 
@@ -148,8 +185,9 @@ class HostKernelPrepProvider(ResourceProvider):
     """Dynamic provider of :class:`HostKernelPrep` (stateless; safe on several threads)."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate connection and spec without connecting; unknown values are skipped."""
+        """Validate connection and spec, then log in once (``preflight``); unknowns are skipped."""
         failures = _check_connection(news)
+        _check_login(news, failures)
         fields = _spec_fields(news, _HOST_SPEC_FIELDS)
         if not _unknown(fields):
             try:
@@ -284,6 +322,7 @@ class DpuMlxconfigProvider(ResourceProvider):
         0..31 ...``).
         """
         failures = _check_connection(news)
+        _check_login(news, failures)
         params = news.get("parameters")
         if not isinstance(params, Mapping) and not _unknown(params):
             failures.append(CheckFailure("parameters", "parameters: required map of mlxconfig name to value"))

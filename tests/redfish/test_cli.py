@@ -149,3 +149,38 @@ def test_up_drift_refresh_destroy(project, sim):
         (before["attributes"], before["pending"], before["host_rshim"], before["reset_count"])
     _, state = _export(run)
     assert _resource(state, "redfish:DpuPosture") is None
+
+
+def _one_line_failure(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    """The single output line that carries every fragment; the run printed no traceback."""
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text
+    assert "Traceback" not in text and 'File "' not in text, text
+    lines = [line for line in text.splitlines() if all(f in line for f in fragments)]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("case", ["wrong password", "unreachable"])
+def test_preview_stops_on_a_refused_bmc_in_one_line_and_changes_nothing(project, sim, free_port, case):
+    run = project["run"]
+    if case == "wrong password":
+        run("config", "set", "--secret", "password", "definitely-wrong")
+        endpoint, refused = sim.url("dpu-tls"), "credentials refused"
+    else:
+        run("config", "set", "--secret", "password", sim.password)
+        endpoint, refused = f"http://127.0.0.1:{free_port}", "no answer"
+        run("config", "set", "dpuEndpoint", endpoint)
+    before = sim.state("dpu-tls")
+    preview = run("preview", ok=False)
+    line = _one_line_failure(preview, "dpu-a", endpoint, refused)
+    assert "definitely-wrong" not in preview.stdout + preview.stderr
+    after = sim.state("dpu-tls")
+    assert (after["attributes"], after["pending"], after["host_rshim"], after["reset_count"]) == \
+        (before["attributes"], before["pending"], before["host_rshim"], before["reset_count"]), line
+    writes = [r for r in after["requests"][len(before["requests"]):] if r["method"] not in ("GET", "HEAD")
+              and "Sessions" not in r["path"]]
+    assert writes == []
+    _, state = _export(run)
+    assert _resource(state, "redfish:DpuPosture") is None

@@ -7,6 +7,7 @@ import pickle
 import pytest
 from pulumi.runtime import rpc
 
+from dynamic_providers import preflight
 from dynamic_providers.redfish import errors
 from dynamic_providers.redfish.provider import BiosAttributesProvider, DpuPostureProvider
 
@@ -151,6 +152,45 @@ def test_check_validates_locally_and_passes_unknowns(sim):
     assert sorted(f.property for f in bad.failures) == ["bmc_endpoint", "host_rshim", "mode", "password",
                                                         "reset_timeout_seconds"]
     assert P.check({}, dpu_props(sim, bmc_endpoint=UNKNOWN, mode=UNKNOWN, password=UNKNOWN)).failures == []
+
+
+@pytest.fixture
+def fresh_preflight(monkeypatch):
+    """Preflight on, with no verdict cached from an earlier test."""
+    monkeypatch.delenv(preflight.PREFLIGHT_ENV, raising=False)
+    preflight.forget()
+    yield
+    preflight.forget()
+
+
+def test_check_refuses_a_wrong_password_in_one_line_naming_the_endpoint(sim, fresh_preflight):
+    res = P.check({}, dpu_props(sim, password="definitely-wrong"))
+    assert [f.property for f in res.failures] == ["bmc_endpoint"]
+    reason = res.failures[0].reason
+    assert reason.startswith(f"BMC {sim.url('dpu')}: credentials refused")
+    assert "pulumi config set --secret" in reason and "\n" not in reason
+    assert "definitely-wrong" not in reason
+    assert sim.state("dpu")["sessions_active"] == 0  # nothing left open, nothing changed
+
+
+def test_check_reports_an_unreachable_bmc_and_can_be_switched_off(sim, free_port, fresh_preflight,
+                                                                  monkeypatch):
+    dead = f"http://127.0.0.1:{free_port}"
+    res = B.check({}, bios_props(sim, bmc_endpoint=dead))
+    assert [f.property for f in res.failures] == ["bmc_endpoint"]
+    assert res.failures[0].reason.startswith(f"BMC {dead}: no answer")
+    assert f"{preflight.PREFLIGHT_ENV}=off" in res.failures[0].reason
+    monkeypatch.setenv(preflight.PREFLIGHT_ENV, "off")
+    assert B.check({}, bios_props(sim, bmc_endpoint=dead)).failures == []
+
+
+def test_check_probes_each_bmc_once_per_run(sim, fresh_preflight):
+    before = len(sim.requests_to("host", "GET", "/redfish/v1/Systems"))
+    for _ in range(3):
+        assert B.check({}, bios_props(sim)).failures == []
+    assert len(sim.requests_to("host", "GET", "/redfish/v1/Systems")) == before + 1
+    # A different password is a different verdict: probed again, and refused.
+    assert B.check({}, bios_props(sim, password="other")).failures
 
 
 def test_diff_is_pure_and_handles_unknowns(sim, free_port):

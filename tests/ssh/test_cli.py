@@ -210,3 +210,23 @@ def test_errors_are_clear_and_leave_state_consistent(ssh_lab, tmp_path: Path) ->
     result = outputs(stack.up(on_output=None))
     assert result["dpu_changed"] == ["VIRTIO_NET_EMULATION_NUM_PF"]
     assert set_calls(ssh_lab)[-1] == ["-d", ssh_lab.device, "-y", "set", "VIRTIO_NET_EMULATION_NUM_PF=4"]
+
+
+def test_preview_stops_on_a_refused_key_in_one_line_and_runs_nothing(ssh_lab, tmp_path: Path) -> None:
+    stack = make_stack(tmp_path, ssh_lab)
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    stack.set_config("sshPrivateKey", auto.ConfigValue(stranger.read_text(), secret=True))
+    env = {**os.environ, **stack.workspace.env_vars}
+    preview = subprocess.run(["pulumi", "preview", "--non-interactive", "--stack", stack.name],
+                             cwd=stack.workspace.work_dir, env=env, capture_output=True, text=True,
+                             timeout=300)
+    text = preview.stdout + preview.stderr
+    assert preview.returncode != 0, text
+    assert "Traceback" not in text and 'File "' not in text, text
+    where = f"{ssh_lab.user}@127.0.0.1:{ssh_lab.port}"
+    for resource in ("dpu-blade-slot-1-mlxconfig", "blade-slot-1-kernel"):
+        lines = [line for line in text.splitlines() if resource in line and where in line]
+        assert len(lines) == 1 and "private key was refused" in lines[0], text
+    assert "PRIVATE KEY" not in text
+    assert ssh_lab.invocations() == []

@@ -7,6 +7,7 @@ import base64
 
 import pytest
 
+from dynamic_providers import preflight
 from dynamic_providers.ssh.models import SshTarget
 from dynamic_providers.ssh.provider import DpuMlxconfigProvider, HostKernelPrepProvider
 
@@ -20,6 +21,12 @@ CONN = {"host": "10.0.0.5", "port": 22, "user": "gpuprep", "private_key": KEY_TE
 PARAMS = {"VIRTIO_NET_EMULATION_ENABLE": 1, "VIRTIO_NET_EMULATION_NUM_PF": 10,
           "VIRTIO_NET_EMULATION_NUM_VF": 10, "PCI_SWITCH_EMULATION_ENABLE": 1,
           "PCI_SWITCH_EMULATION_NUM_PORT": 10}
+
+
+@pytest.fixture(autouse=True)
+def _no_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These checks are local: the login probe (tested against the lab sshd) is switched off."""
+    monkeypatch.setenv(preflight.PREFLIGHT_ENV, "off")
 
 
 def dpu_inputs(**over: object) -> dict:

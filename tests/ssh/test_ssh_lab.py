@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from dynamic_providers import preflight
 from dynamic_providers.ssh import operations
 from dynamic_providers.ssh.client import SshRunner
 from dynamic_providers.ssh.errors import SshAuthError, SshCommandError, SshHostKeyError, SshUnavailableError
 from dynamic_providers.ssh.models import DpuMlxconfigSpec, HostKernelPrepSpec, SshTarget
+from dynamic_providers.ssh.provider import DpuMlxconfigProvider, HostKernelPrepProvider
 from lab import processes
 
 SEED_002 = {"VIRTIO_NET_EMULATION_ENABLE": 1, "VIRTIO_NET_EMULATION_NUM_PF": 10,
@@ -111,3 +113,41 @@ def test_host_kernel_prep_changes_files_once_and_reboots_only_when_allowed(ssh_l
     settled = operations.prepare_host(target, spec.model_copy(update={"allow_reboot": True}))
     assert settled["rebooted"] is False and settled["changed"] == []
     assert [r["tool"] for r in ssh_lab.invocations()] == ["update-grub", "update-initramfs", "reboot"]
+
+
+# --- preview-time login probe (dynamic_providers.preflight) ----------------------------------
+
+
+def _connection(target: SshTarget, **over: object) -> dict:
+    conn = {"host": target.host, "port": target.port, "user": target.user,
+            "private_key": target.private_key.get_secret_value(), "host_key": target.host_key,
+            "connect_timeout_seconds": 5.0}
+    return {**conn, **over}
+
+
+@pytest.fixture
+def fresh_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(preflight.PREFLIGHT_ENV, raising=False)
+    preflight.forget()
+
+
+def test_check_refuses_a_wrong_key_in_one_line_without_running_anything(
+        ssh_lab, target: SshTarget, tmp_path: Path, fresh_preflight) -> None:
+    stranger = new_key(tmp_path, "stranger").read_text()
+    inputs = {"connection": _connection(target, private_key=stranger), "parameters": SEED_002,
+              "device": "/dev/mst/mt41692_pciconf0"}
+    (failure,) = DpuMlxconfigProvider().check({}, inputs).failures
+    assert failure.property == "connection"
+    where = f"{target.user}@127.0.0.1:{target.port}"
+    assert failure.reason.startswith(f"SSH host {where}: the private key was refused")
+    assert "\n" not in failure.reason and "PRIVATE KEY" not in failure.reason
+    assert ssh_lab.invocations() == []
+
+
+def test_check_logs_in_once_per_host_and_key_and_reports_a_closed_port(ssh_lab, target: SshTarget,
+                                                                      fresh_preflight) -> None:
+    assert HostKernelPrepProvider().check({}, {"connection": _connection(target)}).failures == []
+    closed = _connection(target, port=processes.free_port())
+    (failure,) = HostKernelPrepProvider().check({}, {"connection": closed}).failures
+    assert "no SSH connection" in failure.reason and f"{preflight.PREFLIGHT_ENV}=off" in failure.reason
+    assert ssh_lab.invocations() == []  # a login runs no command
