@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 
 from composer.config import Settings
 
@@ -47,7 +48,7 @@ def test_rbac_is_least_privilege():
     (cr,) = by_kind(docs, "ClusterRole")
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"]) for r in cr["rules"]}
     assert rules == {
-        (("",), ("pods",)): ["list", "watch"],
+        (("",), ("pods",)): ["list", "patch", "watch"],
         (("",), ("nodes",)): ["get", "list", "patch", "watch"],
         (("",), ("namespaces",)): ["list", "watch"],
         (("",), ("events",)): ["create"],
@@ -80,14 +81,14 @@ def test_rbac_is_least_privilege():
 
 def test_password_never_rendered_in_plaintext():
     docs = render("director.existingSecret=composer-director")
-    assert by_kind(docs, "Secret") == []
+    assert [d["metadata"]["name"] for d in by_kind(docs, "Secret")] == ["gpu-composer-webhook-tls"]
     (dep,) = by_kind(docs, "Deployment")
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["COMPOSER_DIRECTOR_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
         "name": "composer-director",
         "key": "password",
     }
-    docs = render("director.password=Sup3r-S3cret")
+    docs = render("director.password=Sup3r-S3cret", "webhook.enabled=false")
     (secret,) = by_kind(docs, "Secret")
     assert base64.b64decode(secret["data"]["password"]).decode() == "Sup3r-S3cret"
     assert "Sup3r-S3cret" not in yaml.safe_dump_all(docs)
@@ -104,8 +105,9 @@ def test_pod_is_hardened_and_probed():
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert spec["serviceAccountName"] == "gpu-composer"
-    (svc,) = by_kind(render("director.existingSecret=s"), "Service")
-    assert svc["spec"]["ports"][0]["targetPort"] == "metrics"
+    services = {d["metadata"]["name"]: d for d in by_kind(render("director.existingSecret=s"), "Service")}
+    assert services["gpu-composer"]["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert services["gpu-composer-webhook"]["spec"]["ports"][0]["targetPort"] == "webhook"
 
 
 def test_schema_rejects_bad_values():
@@ -115,6 +117,8 @@ def test_schema_rejects_bad_values():
         "securityContext.runAsNonRoot=false",
         "composer.unknownKey=1",
         "metrics.port=80",
+        "webhook.url=http://127.0.0.1:9443",
+        "webhook.timeoutSeconds=60",
     ):
         out = helm(
             "template", "gpu", str(CHART), "--set", "director.existingSecret=s", "--set", bad, check=False
@@ -144,6 +148,8 @@ def test_rendered_environment_is_accepted_by_the_controller(monkeypatch):
         "composer.idleTimeoutSeconds=90",
         "composer.unitsPerGpu.nvidia\\.com/gpu\\.shared=4",
         "composer.maxGpusPerNode=8",
+        "composer.batchIdleSeconds=0.5",
+        "composer.reservationTimeoutSeconds=120",
     )
     (dep,) = by_kind(docs, "Deployment")
     for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]:
@@ -155,3 +161,59 @@ def test_rendered_environment_is_accepted_by_the_controller(monkeypatch):
     assert s.policy().quotas == {"team-a": 4} and s.policy().excluded == {"gpu7"}
     assert s.units_per_gpu == {"nvidia.com/gpu.shared": 4}
     assert s.director_url == "http://liqid-director:8080" and s.probe_port == 8080
+    assert s.batch_idle_seconds == 0.5 and s.policy().reservation_timeout_seconds == 120
+    assert s.webhook_port == 9443 and str(s.webhook_cert_file) == "/etc/composer/webhook/tls.crt"
+
+
+def test_webhook_configuration_tls_and_opt_outs():
+    docs = render("director.existingSecret=s", "composer.namespaces[0]=ml")
+    (hook_cfg,) = by_kind(docs, "MutatingWebhookConfiguration")
+    (hook,) = hook_cfg["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["clientConfig"]["service"] == {
+        "name": "gpu-composer-webhook",
+        "namespace": "gpu-composer",
+        "path": "/mutate-pods",
+        "port": 443,
+    }
+    opt_out = {"key": "composer.liqid.io/gating", "operator": "NotIn", "values": ["disabled"]}
+    assert opt_out in hook["namespaceSelector"]["matchExpressions"]
+    assert {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml"]} in (
+        hook["namespaceSelector"]["matchExpressions"]
+    )
+    assert hook["objectSelector"]["matchExpressions"] == [opt_out]
+    assert "nvidia.com/gpu" in hook["matchConditions"][0]["expression"]
+    # the CA bundle is the CA that signed the mounted serving certificate
+    secret = next(d for d in by_kind(docs, "Secret") if d["metadata"]["name"] == "gpu-composer-webhook-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    crt = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    crt.verify_directly_issued_by(ca)
+    names = crt.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "gpu-composer-webhook.gpu-composer.svc" in names.get_values_for_type(x509.DNSName)
+    assert int(secret["metadata"]["annotations"]["composer.liqid.io/not-after"]) > 0
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert {"name": "webhook-tls", "secret": {"secretName": "gpu-composer-webhook-tls"}} in pod["volumes"]
+    # the lab's local process: a URL and an IP SAN
+    docs = render(
+        "director.existingSecret=s", "webhook.url=https://127.0.0.1:9443", "webhook.ipSANs[0]=127.0.0.1"
+    )
+    (hook_cfg,) = by_kind(docs, "MutatingWebhookConfiguration")
+    assert hook_cfg["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate-pods"
+    # switched off: no webhook objects, no webhook port
+    docs = render("director.existingSecret=s", "webhook.enabled=false")
+    assert by_kind(docs, "MutatingWebhookConfiguration") == [] and by_kind(docs, "Secret") == []
+    (dep,) = by_kind(docs, "Deployment")
+    env = {e["name"] for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "COMPOSER_WEBHOOK_PORT" not in env
