@@ -168,6 +168,7 @@ class Estate(pulumi.ComponentResource):
             opts=child_opts(self, provider=provider),
         )
         mothership = Mothership(provider=provider, namespace=ms_cfg.namespace, namespace_resource=namespace)
+        gpu_catalogue = cfg.gpu_catalogue()
         templates = [
             service_template(
                 f"{name}-gpu-operator",
@@ -242,6 +243,7 @@ class Estate(pulumi.ComponentResource):
                     gpu_models=cluster_gpu_models(cfg, c.name),
                     device_plugin_configs={n: to_yaml(device_plugin_config(s)) for n, s in sharing},
                     mig_strategy=mig,
+                    gpu_catalogue=gpu_catalogue,
                     depends_on=[*templates, *(self.hosts[h] for h in c.hosts)],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -257,6 +259,7 @@ class Estate(pulumi.ComponentResource):
                     catalog=cfg.catalog,
                     hypervisor_clusters=self.hypervisor_clusters,
                     composer_pool=cfg.composer is not None,
+                    gpu_catalogue=gpu_catalogue,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components._base import Mothership, child_opts, token
 from components.manifests import K0RDENT_API, common_labels, hypervisor_cluster_spec
+from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, HypervisorClusterConfig
 
 
@@ -26,6 +27,7 @@ class HypervisorClusterArgs:
             sharing settings on its hosts.
         mig_strategy: GPU Operator MIG strategy when any of its hosts uses MIG, else None.
         depends_on: resources to wait for (its Hosts, the ServiceTemplates).
+        gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
     """
 
     config: HypervisorClusterConfig
@@ -35,6 +37,7 @@ class HypervisorClusterArgs:
     device_plugin_configs: Mapping[str, str] = field(default_factory=dict)
     mig_strategy: str | None = None
     depends_on: Sequence[pulumi.Resource] = ()
+    gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
 
 
 class HypervisorCluster(pulumi.ComponentResource):
@@ -73,6 +76,7 @@ class HypervisorCluster(pulumi.ComponentResource):
             gpu_models=args.gpu_models,
             device_plugin_configs=args.device_plugin_configs,
             mig_strategy=args.mig_strategy,
+            catalogue=args.gpu_catalogue,
         )
         k8s.apiextensions.CustomResource(
             name,

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from stack_config.gpus import GPU_PRODUCTS, vgpu_resource_name
+from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct, vgpu_resource_name
 from stack_config.models import (
     CatalogConfig,
     DpuServiceConfig,
@@ -321,19 +321,25 @@ def gpu_operator_values(
     return values
 
 
-def kubevirt_values(*, workload_mode: str, gpu_models: Iterable[str]) -> dict[str, Any]:
+def kubevirt_values(
+    *,
+    workload_mode: str,
+    gpu_models: Iterable[str],
+    catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
+) -> dict[str, Any]:
     """KubeVirt Helm values: GPU/HostDevices feature gates and, for ``vm-passthrough``, the GPUs
-    permitted for passthrough (advertised by the GPU Operator: ``externalResourceProvider``)."""
+    permitted for passthrough (advertised by the GPU Operator: ``externalResourceProvider``);
+    ``gpu_models`` are looked up in ``catalogue`` (models missing from it are skipped)."""
     config: dict[str, Any] = {"developerConfiguration": {"featureGates": ["GPU", "HostDevices"]}}
     if workload_mode == "vm-passthrough":
         devices = [
             {
-                "pciVendorSelector": GPU_PRODUCTS[m].pci_id.upper(),
-                "resourceName": GPU_PRODUCTS[m].passthrough_resource,
+                "pciVendorSelector": catalogue[m].pci_id.upper(),
+                "resourceName": catalogue[m].passthrough_resource,
                 "externalResourceProvider": True,
             }
             for m in sorted(set(gpu_models))
-            if m in GPU_PRODUCTS
+            if m in catalogue
         ]
         if devices:
             config["permittedHostDevices"] = {"pciHostDevices": devices}
@@ -356,6 +362,7 @@ def hypervisor_cluster_spec(
     gpu_models: Iterable[str] = (),
     device_plugin_configs: Mapping[str, str] | None = None,
     mig_strategy: str | None = None,
+    catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
 ) -> dict[str, Any]:
     """ClusterDeployment ``spec`` of a hypervisor cluster on Metal3 hosts.
 
@@ -380,7 +387,9 @@ def hypervisor_cluster_spec(
             _service(
                 catalog.kubevirt,
                 "kubevirt",
-                kubevirt_values(workload_mode=cluster.gpu_workload_mode, gpu_models=models),
+                kubevirt_values(
+                    workload_mode=cluster.gpu_workload_mode, gpu_models=models, catalogue=catalogue
+                ),
             )
         )
     return {
@@ -425,6 +434,7 @@ def tenant_cluster_spec(
     namespace: str,
     networks: Sequence[TenantNetworkConfig],
     catalog: CatalogConfig,
+    catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
 ) -> dict[str, Any]:
     """ClusterDeployment ``spec`` of a tenant child cluster (``kubevirt-hosted-cp`` values).
 
@@ -439,7 +449,7 @@ def tenant_cluster_spec(
         interfaces.append({"name": net.name, "bridge": {}})
         vm_networks.append({"name": net.name, "multus": {"networkName": f"{namespace}/{net.name}"}})
     devices: dict[str, Any] = {"interfaces": interfaces}
-    resource = gpu_device_name(cluster)
+    resource = gpu_device_name(cluster, catalogue)
     if resource:
         devices["gpus"] = [
             {"name": f"gpu{i}", "deviceName": resource} for i in range(cluster.gpu_count_per_worker)
@@ -476,14 +486,17 @@ def tenant_cluster_spec(
     return spec
 
 
-def gpu_device_name(cluster: TenantClusterConfig) -> str | None:
-    """KubeVirt ``deviceName`` of the cluster's GPUs: the passthrough resource or the vGPU resource."""
-    if cluster.gpu_mode == "none" or not cluster.gpu_model or cluster.gpu_model not in GPU_PRODUCTS:
+def gpu_device_name(
+    cluster: TenantClusterConfig, catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS
+) -> str | None:
+    """KubeVirt ``deviceName`` of the cluster's GPUs: the passthrough resource or the vGPU resource
+    of its ``gpu_model`` in ``catalogue``; None without GPUs or for a model missing from it."""
+    if cluster.gpu_mode == "none" or not cluster.gpu_model or cluster.gpu_model not in catalogue:
         return None
-    product = GPU_PRODUCTS[cluster.gpu_model]
+    product = catalogue[cluster.gpu_model]
     if cluster.gpu_mode == "passthrough":
         return product.passthrough_resource
-    vgpu = cluster.effective_vgpu_type
+    vgpu = cluster.effective_vgpu_type(catalogue)
     return vgpu_resource_name(vgpu) if vgpu else None
 
 

@@ -14,6 +14,7 @@ from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
 from components.service_template import service_template
 from components.tenant_cluster import TenantCluster, TenantClusterArgs
+from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, TenantConfig
 
 #: Namespace label the composer reads to put a namespace's pods into a pool (composer/annotations.py).
@@ -36,6 +37,7 @@ class TenantArgs:
         hypervisor_clusters: hypervisor-cluster components by name (its clusters depend on them).
         composer_pool: when the composer runs, label the namespace into the composer pool named after
             the tenant (the composer then enforces ``gpu_quota`` for its pods).
+        gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
     """
 
     config: TenantConfig
@@ -43,6 +45,7 @@ class TenantArgs:
     catalog: CatalogConfig
     hypervisor_clusters: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     composer_pool: bool = False
+    gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
 
 
 class Tenant(pulumi.ComponentResource):
@@ -140,6 +143,7 @@ class Tenant(pulumi.ComponentResource):
                         config=cl,
                         networks=attached,
                         catalog=args.catalog,
+                        gpu_catalogue=args.gpu_catalogue,
                         provider=args.provider,
                         depends_on=[
                             namespace,

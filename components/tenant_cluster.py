@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import child_opts, token
 from components.manifests import K0RDENT_API, common_labels, tenant_cluster_spec
+from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, TenantClusterConfig, TenantNetworkConfig
 
 
@@ -25,6 +26,7 @@ class TenantClusterArgs:
         catalog: ServiceTemplate names/versions.
         provider: mothership provider.
         depends_on: resources to wait for (tenant Namespace, networks, the hypervisor cluster).
+        gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
     """
 
     tenant: str
@@ -34,6 +36,7 @@ class TenantClusterArgs:
     catalog: CatalogConfig
     provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource | None] = ()
+    gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
 
 
 class TenantCluster(pulumi.ComponentResource):
@@ -87,7 +90,12 @@ class TenantCluster(pulumi.ComponentResource):
                 "labels": common_labels(tenant=args.tenant, hypervisor_cluster=c.hypervisor_cluster),
             },
             spec=tenant_cluster_spec(
-                c, tenant=args.tenant, namespace=args.namespace, networks=args.networks, catalog=args.catalog
+                c,
+                tenant=args.tenant,
+                namespace=args.namespace,
+                networks=args.networks,
+                catalog=args.catalog,
+                catalogue=args.gpu_catalogue,
             ),
             opts=child_opts(self, provider=args.provider, depends_on=args.depends_on),
         )

@@ -59,6 +59,7 @@ def _problem_from_pydantic(err: Mapping[str, Any]) -> ConfigProblem:
     msg = str(err.get("msg", "invalid value"))
     if kind.startswith(
         ("dns_label", "range", "http_url", "cidr", "mac", "mlxconfig_key", "kernel_arg", "empty")
+        + ("gfd_product",)
     ):
         return ConfigProblem(path, msg)  # our own messages already quote the value
     if secret or "input" not in err:

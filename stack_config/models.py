@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from stack_config.gpus import GPU_PRODUCTS
+from stack_config.gpus import GfdProductName, GpuProduct, merge_catalogue
 from stack_config.types import (
     Cidr,
     DnsLabel,
@@ -125,8 +126,9 @@ class GpuPoolConfig(_Model):
     """Pool name used by compositions and the composer."""
     group: NonEmptyStr | None = None
     """Director group name; default: the pool name."""
-    models: list[NonEmptyStr] = Field(min_length=1)
-    """GPU products in the pool, as GFD product names (``Tesla-T4``, ``NVIDIA-A100-PCIE-40GB``)."""
+    models: list[GfdProductName] = Field(min_length=1)
+    """GPU products in the pool, as GFD product names (``NVIDIA-L40S``, ``NVIDIA-H100-NVL``): built-in
+    (:data:`stack_config.gpus.BUILTIN_GPU_PRODUCTS`) or declared under ``gpu_products``."""
     size: NonNegativeInt | None = None
     """Number of GPUs the pool holds (for capacity checks); unknown when omitted."""
 
@@ -476,7 +478,7 @@ class TenantClusterConfig(_Model):
     """k0s release."""
     gpu_mode: TenantGpuMode = "none"
     """How GPUs reach the worker VMs: ``passthrough`` (VFIO), ``vgpu`` or ``none``."""
-    gpu_model: NonEmptyStr | None = None
+    gpu_model: GfdProductName | None = None
     """GPU product (GFD name) for ``passthrough``/``vgpu``."""
     gpu_count_per_worker: NonNegativeInt = 0
     """GPUs (or vGPUs) per worker VM."""
@@ -488,15 +490,15 @@ class TenantClusterConfig(_Model):
         """GPUs (or vGPUs) the cluster uses in all: workers x per-worker count; 0 when mode is none."""
         return 0 if self.gpu_mode == "none" else self.workers * self.gpu_count_per_worker
 
-    @property
-    def effective_vgpu_type(self) -> str | None:
-        """The vGPU type used in ``vgpu`` mode, or None."""
+    def effective_vgpu_type(self, catalogue: Mapping[str, GpuProduct]) -> str | None:
+        """The vGPU type used in ``vgpu`` mode (``vgpu_type``, else the product's first type in
+        ``catalogue``), or None in other modes or for a product without vGPU types."""
         if self.gpu_mode != "vgpu" or self.gpu_model is None:
             return None
         if self.vgpu_type:
             return self.vgpu_type
-        product = GPU_PRODUCTS.get(self.gpu_model)
-        return product.vgpu_types[0] if product else None
+        product = catalogue.get(self.gpu_model)
+        return product.vgpu_types[0] if product and product.vgpu_types else None
 
 
 class GpuSharingConfig(_Model):
@@ -532,7 +534,7 @@ class TenantConfig(_Model):
     gpu_quota: NonNegativeInt = 0
     """Maximum GPUs the tenant may hold (child-cluster GPUs plus static compositions; also the
     ``requests.nvidia.com/gpu`` ResourceQuota of its namespace)."""
-    allowed_models: list[NonEmptyStr] = Field(default_factory=list)
+    allowed_models: list[GfdProductName] = Field(default_factory=list)
     """GPU products (GFD names) the tenant may use."""
     gpu_sharing: GpuSharingConfig | None = None
     """GPU sharing for the tenant's workloads."""
@@ -557,7 +559,7 @@ class GpuCompositionConfig(_Model):
     """Number of GPUs (any free ones of ``model``); alternative to ``device_names``."""
     device_names: list[NonEmptyStr] = Field(default_factory=list)
     """Exact Director device names (``gpu7``); alternative to ``count``."""
-    model: NonEmptyStr | None = None
+    model: GfdProductName | None = None
     """GPU product (GFD name); any model of the pool when omitted."""
     tenant: DnsLabel | None = None
     """Tenant the GPUs are dedicated to (counts against its quota)."""
@@ -665,6 +667,13 @@ class EstateConfig(_Model):
     """Dynamic GPU composer."""
     catalog: CatalogConfig = CatalogConfig()
     """Service versions."""
+    gpu_products: list[GpuProduct] = Field(default_factory=list)
+    """GPU products beyond the built-in catalogue (same fields as :class:`stack_config.gpus.GpuProduct`),
+    so a new GPU needs no code change."""
+
+    def gpu_catalogue(self) -> dict[str, GpuProduct]:
+        """Every known GPU product by GFD name: built-in entries plus ``gpu_products``."""
+        return merge_catalogue(self.gpu_products)
 
     # Lookups used by rules and components (pure).
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from dynamic_providers.ssh import mlxconfig_rules
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
-from stack_config.gpus import GPU_PRODUCTS
+from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
 from stack_config.models import MOTHERSHIP, EstateConfig
 
 Rule = Callable[[EstateConfig], Iterator[ConfigProblem]]
@@ -397,15 +397,28 @@ def plaintext_private_keys(raw: Any) -> list[ConfigProblem]:
 # --------------------------------------------------------------------------- GPUs
 
 
+def gpu_products_new(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A product declared under ``gpu_products`` is not built in and is declared once (a second
+    set of facts for the same name would make the catalogue ambiguous)."""
+    seen: dict[str, int] = {}
+    for i, p in enumerate(estate.gpu_products):
+        path = f"gpu_products[{i}].product"
+        if p.product in BUILTIN_GPU_PRODUCTS:
+            yield ConfigProblem(path, f"{p.product!r} is built in; remove it from gpu_products")
+        elif p.product in seen:
+            first = f"gpu_products[{seen[p.product]}]"
+            yield ConfigProblem(path, f"duplicate GPU product {p.product!r} (first at {first})")
+        else:
+            seen[p.product] = i
+
+
 def pool_models_known(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """Pool models are known GPU products (GFD names)."""
-    known = ", ".join(sorted(GPU_PRODUCTS))
+    """Pool models are products of the catalogue (built in or declared under ``gpu_products``)."""
+    catalogue = estate.gpu_catalogue()
     for i, p in enumerate(estate.fabric.pools):
         for j, m in enumerate(p.models):
-            if m not in GPU_PRODUCTS:
-                yield ConfigProblem(
-                    f"fabric.pools[{i}].models[{j}]", f"unknown GPU model {m!r} (known: {known})"
-                )
+            if m not in catalogue:
+                yield ConfigProblem(f"fabric.pools[{i}].models[{j}]", unknown_product_message(m, catalogue))
 
 
 def allowed_models_offered(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -497,21 +510,28 @@ def tenant_cluster_gpu_mode_matches(estate: EstateConfig) -> Iterator[ConfigProb
 
 
 def tenant_cluster_vgpu_type_known(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """A ``vgpu_type`` is a vGPU type of the chosen model, and is set only in ``vgpu`` mode."""
+    """A ``vgpu_type`` is a vGPU type of the chosen model (catalogue), and is set only in ``vgpu``
+    mode; a ``vgpu`` cluster whose model has no vGPU types in the catalogue is a problem too."""
+    catalogue = estate.gpu_catalogue()
     for i, t in enumerate(estate.tenants):
         for j, c in enumerate(t.clusters):
+            product = catalogue.get(c.gpu_model or "")
             if c.vgpu_type is None:
+                if c.gpu_mode == "vgpu" and product is not None and not product.vgpu_types:
+                    yield ConfigProblem(
+                        f"tenants[{i}].clusters[{j}].gpu_model",
+                        f"{product.product} has no vGPU types in the catalogue; add them under gpu_products",
+                    )
                 continue
             path = f"tenants[{i}].clusters[{j}].vgpu_type"
             if c.gpu_mode != "vgpu":
                 yield ConfigProblem(path, f"set but gpu_mode is {c.gpu_mode}")
                 continue
-            product = GPU_PRODUCTS.get(c.gpu_model or "")
+            product = estate.gpu_catalogue().get(c.gpu_model or "")
             if product is not None and c.vgpu_type not in product.vgpu_types:
+                valid = ", ".join(product.vgpu_types) or "none in the catalogue"
                 yield ConfigProblem(
-                    path,
-                    f"{c.vgpu_type!r} is not a vGPU type of {product.product} "
-                    f"({', '.join(product.vgpu_types)})",
+                    path, f"{c.vgpu_type!r} is not a vGPU type of {product.product} ({valid})"
                 )
 
 
@@ -649,7 +669,8 @@ def passthrough_capacity(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """GPU sharing: hosts exist; time-slicing/MPS set ``replicas`` >= 2 and no ``mig_config``; MIG sets
-    a ``mig_config`` of a MIG-capable model the tenant may use."""
+    a ``mig_config`` that every MIG-capable model the tenant may use supports (catalogue
+    ``mig_configs``: mig-manager applies one config name to every GPU of the node)."""
     for i, t in enumerate(estate.tenants):
         s = t.gpu_sharing
         if s is None:
@@ -666,9 +687,9 @@ def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
             if s.mig_config is not None:
                 yield ConfigProblem(f"{base}.mig_config", f"only valid with strategy mig, not {s.strategy}")
             continue
-        mig_models = [
-            GPU_PRODUCTS[m] for m in t.allowed_models if m in GPU_PRODUCTS and GPU_PRODUCTS[m].mig_capable
-        ]
+        catalogue = estate.gpu_catalogue()
+        products = [catalogue[m] for m in t.allowed_models if m in catalogue]
+        mig_models = [p for p in products if p.mig_capable]
         if not mig_models:
             yield ConfigProblem(
                 f"{base}.strategy",
@@ -676,9 +697,14 @@ def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
             )
         if s.mig_config is None:
             yield ConfigProblem(f"{base}.mig_config", "required for strategy mig (e.g. all-1g.5gb)")
-        elif mig_models and all(s.mig_config not in p.mig_configs for p in mig_models):
-            valid = ", ".join(mig_models[0].mig_configs)
-            yield ConfigProblem(f"{base}.mig_config", f"{s.mig_config!r} is not a MIG config ({valid})")
+        else:
+            for p in mig_models:
+                if s.mig_config not in p.mig_configs:
+                    yield ConfigProblem(
+                        f"{base}.mig_config",
+                        f"{s.mig_config!r} is not a MIG config of {p.product} "
+                        f"(valid: {', '.join(p.mig_configs)})",
+                    )
         if s.replicas is not None:
             yield ConfigProblem(f"{base}.replicas", "not used with strategy mig")
 
@@ -788,6 +814,7 @@ RULES: tuple[Rule, ...] = (
     dpu_mlxconfig_valid,
     ssh_prep_kernel_settings_supported,
     unique_ssh_prep_targets,
+    gpu_products_new,
     pool_models_known,
     allowed_models_offered,
     tenant_cluster_hypervisor_exists,

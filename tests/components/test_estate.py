@@ -263,3 +263,26 @@ def test_exclusion_list_is_unknown_at_preview_with_count_based_compositions(tmp_
     assert isinstance(
         recorder.named("composer", "composable:infra:Composer").inputs["excluded_devices"], Unknown
     )
+
+
+def test_product_declared_in_config_reaches_kubevirt_and_tenant_vms(mocks: Recorder, tmp_path: Path) -> None:
+    """A GPU declared under ``gpu_products`` is looked up like a built-in one: the passthrough
+    cluster permits its PCI ID and the tenant's worker VMs ask for its resource."""
+    from tests.config.factories import A30
+
+    raw = valid_estate()
+    raw["gpu_products"] = [dict(A30)]
+    raw["fabric"]["pools"][0]["models"].append("NVIDIA-A30")
+    raw["gpu_compositions"][0]["model"] = "NVIDIA-A30"
+    red = raw["tenants"][0]
+    red["allowed_models"] = ["NVIDIA-A30"]
+    red["clusters"][0]["gpu_model"] = "NVIDIA-A30"
+    run(lambda: _estate(tmp_path, raw))
+    hv = mocks.named("hv", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment").inputs
+    kubevirt = next(s for s in hv["spec"]["serviceSpec"]["services"] if s["name"] == "kubevirt")
+    assert "pciVendorSelector: 10DE:20B7" in kubevirt["values"]
+    assert "resourceName: nvidia.com/GA100_A30_PCIE" in kubevirt["values"]
+    cd = mocks.named("red-red-k8s", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment").inputs
+    assert {g["deviceName"] for g in cd["spec"]["config"]["worker"]["devices"]["gpus"]} == {
+        "nvidia.com/GA100_A30_PCIE"
+    }

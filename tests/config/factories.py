@@ -100,6 +100,20 @@ _ESTATE: dict[str, Any] = {
 }
 
 
+#: A GPU product declared in config (NVIDIA A30: PCI ID from the GPU Operator's mig-parted default
+#: config ``0x20B710DE``, MIG profiles from the NVIDIA MIG user guide's A30-24GB table).
+A30: dict[str, Any] = {
+    "product": "NVIDIA-A30",
+    "pci_device_id": "20b7",
+    "memory_mib": 24576,
+    "passthrough_resource": "nvidia.com/GA100_A30_PCIE",
+    "mig_profiles": ["1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"],
+    "mig_extra_configs": ["all-balanced"],
+    "vgpu_types": ["NVIDIA A30-4C", "NVIDIA A30-24C"],
+    "sources": {"mig_profiles": "NVIDIA MIG user guide, A30 MIG profiles"},
+}
+
+
 def valid_estate() -> dict[str, Any]:
     """A fresh deep copy of the valid estate."""
     return copy.deepcopy(_ESTATE)

@@ -12,7 +12,7 @@ import pytest
 from stack_config import EstateConfigError, load_estate, load_stack_file
 from stack_config.models import EstateConfig
 from stack_config.rules import RULES, check_rules
-from tests.config.factories import host_prep, valid_estate
+from tests.config.factories import A30, host_prep, valid_estate
 
 ROOT = Path(__file__).resolve().parents[2]
 Mutation = Callable[[dict[str, Any]], None]
@@ -155,10 +155,16 @@ CASES: dict[str, tuple[Mutation, str]] = {
         _do(_set("hosts[0].prep", host_prep()), _set("hosts[2].prep", host_prep())),
         "hosts[2].prep.host: duplicate host prep target '10.0.2.1:22' (first at hosts[0].prep.host)",
     ),
+    "gpu_products_new": (
+        _set("gpu_products", [{**A30, "product": "NVIDIA-L40S"}]),
+        "gpu_products[0].product: 'NVIDIA-L40S' is built in; remove it from gpu_products",
+    ),
     "pool_models_known": (
         _set("fabric.pools[0].models", ["Tesla-T4", "NVIDIA-A100-PCIE-40GB", "GeForce-RTX-4090"]),
         "fabric.pools[0].models[2]: unknown GPU model 'GeForce-RTX-4090' (known: "
-        "NVIDIA-A100-PCIE-40GB, Tesla-T4)",
+        "NVIDIA-A100-80GB-PCIe, NVIDIA-A100-PCIE-40GB, NVIDIA-H100-NVL, NVIDIA-H200-NVL, NVIDIA-L4, "
+        "NVIDIA-L40S, NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition, Tesla-T4; declare others under "
+        "gpu_products)",
     ),
     "allowed_models_offered": (
         _do(
