@@ -15,10 +15,13 @@ endif
 # Every preview and update runs the tenant-isolation policy pack with the stack's enforcement.
 POLICY := --policy-pack policies --policy-pack-config policies/config/$(POLICY_ENV).json
 
-.PHONY: setup demo lab-up lab-down lab-status preview review up destroy test lint bench ci
+.PHONY: setup image demo lab-up lab-down lab-status preview review up destroy test lint bench ci
 
 setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when warm)
 	bash lab/setup.sh
+
+image: setup  ## Build the composer image (Containerfile) with podman; the lab's Debian bases are made if missing
+	$(ENV) python -m lab.image build --ref-file .lab/composer-image
 
 demo: setup  ## The main job: lab up, `pulumi up` of the dev stack, readable summary
 	$(ENV) $(PASS) python -m lab.demo --stack $(STACK)

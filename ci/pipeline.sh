@@ -3,6 +3,8 @@
 #
 #   ci/pipeline.sh             # all stages: test, then previews
 #   ci/pipeline.sh test        # ruff + pytest
+#   ci/pipeline.sh image       # build the composer image (Containerfile, podman) and check it:
+#                              # OCI labels, non-root user, entrypoint, no credential baked in
 #   ci/pipeline.sh previews    # per stack: offline config check, preview with the policy pack,
 #                              # Markdown summary -> $OUT_DIR/preview.md, and the same cut to
 #                              # fit a GitHub comment -> $OUT_DIR/preview-comment.md
@@ -47,6 +49,14 @@ stage_test() {
   # shellcheck disable=SC2086  # PYTEST_ARGS is a word list on purpose
   (cd "$ROOT" && eval python -m pytest ${PYTEST_ARGS:-}) || rc=1
   return "$rc"
+}
+
+stage_image() {
+  local ref
+  log "composer image: build"
+  ref="$(cd "$ROOT" && python -m lab.image build)" || return 1
+  log "composer image: labels, user, entrypoint, credential scan ($ref)"
+  (cd "$ROOT" && python -m lab.image check "$ref") || return 1
 }
 
 all_stacks() {
@@ -153,11 +163,13 @@ stage_previews() {
 
 case "${1:-all}" in
   test) stage_test ;;
+  image) stage_image ;;
   previews) stage_previews ;;
   all)  # previews run even when tests fail, so that the PR still gets its summary
     rc=0
     stage_test || rc=1
+    stage_image || rc=1
     stage_previews || rc=1
     exit "$rc" ;;
-  *) echo "usage: $0 [all|test|previews]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|test|image|previews]" >&2; exit 2 ;;
 esac

@@ -20,6 +20,24 @@ if ! command -v /usr/sbin/sshd >/dev/null 2>&1; then
   fi
 fi
 
+# 1b. Debian packages for the composer image and the lab's real node: podman (builds and runs the
+# image, with runc: crun refuses this machine's hybrid cgroups), mmdebstrap (the image's Debian
+# base), containerd + runc + containernetworking-plugins (the real kubelet node's runtime and CNI).
+need=()
+for pair in podman:podman runc:runc containerd:containerd mmdebstrap:mmdebstrap \
+            /usr/lib/cni/bridge:containernetworking-plugins; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "${pair%%:*}" ] || need+=("${pair#*:}")
+done
+if ((${#need[@]})); then
+  log "installing ${need[*]} (Debian)"
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null) \
+      || log "warning: could not install ${need[*]}; the composer image and the real lab node are unavailable"
+  else
+    log "warning: not root; install ${need[*]} to build the composer image and run the real lab node"
+  fi
+fi
+
 # 2. Python virtualenv, keyed on the lock file and the interpreter version.
 py="${PYTHON:-python3}"
 key="$( (cat requirements.lock; "$py" --version) | sha256sum | cut -c1-12)"
