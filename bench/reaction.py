@@ -16,18 +16,26 @@ scan grid):
 4. ``pods`` pods of one ``nvidia.com/gpu`` each, created with seeded exponential gaps (mean
    ``mean_interarrival``), then waits until all run (bounded by ``settle_timeout``).
 
-Timestamps (``time.time()`` on this machine, one clock for every process): ``unschedulable``
-(the pod watch first sees ``PodScheduled=False, reason Unschedulable``), ``intent`` (the node
+Each composer run is made with the pod-gating admission webhook off and on (``gating`` in the
+run's config): on, the composer serves the webhook over HTTPS on 127.0.0.1 and the chart's
+``templates/webhook.yaml`` (rendered with ``webhook.url``) registers it with the API server, so
+every pod is created gated and released by the composer onto its reserved GPUs.
+
+Timestamps (``time.time()`` on this machine, one clock for every process): ``submitted`` (just
+before the pod is created: the pod's creation), ``unschedulable``
+(the pod watch first sees ``PodScheduled=False, reason Unschedulable``), ``gate_removed`` (the pod
+watch first sees a pod that was gated without gates), ``intent`` (the node
 watch first sees the pod's UID in the node annotation ``composer.liqid.io/intents``, written
 just before the Director is called), ``issued`` (the Director receives ``POST fabric/edit`` for
 that node), ``attached`` (the Director answers ``POST fabric/reprogram``), ``advertised`` (the
 node's allocatable ``nvidia.com/gpu`` changes), ``bound`` (``spec.nodeName`` set), ``running``
 (phase Running).
 
-Derived per pod (seconds): ``to_issue`` = issued - unschedulable (the composer alone),
-``to_running`` = running - unschedulable, ``overhead`` = to_running - L - D (everything that is
+Derived per pod (seconds), every mode from the pod's creation (a gated pod is never
+unschedulable): ``to_issue`` = issued - submitted (the composer alone),
+``to_running`` = running - submitted, ``overhead`` = to_running - L - D (everything that is
 not the simulated hardware: the composer, the Director call beyond ``L``, the agent's polling,
-the scheduler's requeue and kwok), and the breakdown ``director`` = attached - issued,
+the scheduler and kwok), and the breakdown ``director`` = attached - issued,
 ``advertise`` = advertised - attached, ``schedule`` = bound - advertised,
 ``start`` = running - bound.
 """
@@ -47,7 +55,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +93,7 @@ class ReactionConfig:
     settle_timeout: float = 60.0
     seed: int = 7
     workload: str = "pinned"
+    gating: bool = False
 
 
 def inventory(nodes: Sequence[str], gpus: int, *, per_switch: int = 16) -> dict[str, Any]:
@@ -141,6 +150,8 @@ class PodTimes:
     uid: str = ""
     submitted: float | None = None
     unschedulable: float | None = None
+    gated: float | None = None
+    gate_removed: float | None = None
     intent: float | None = None
     node: str | None = None
     issued: float | None = None
@@ -160,14 +171,16 @@ class _Observed:
 
 
 def derive(p: PodTimes, cfg: ReactionConfig) -> dict[str, float | None]:
-    """Per-pod intervals (see the module docstring); None where a timestamp is missing."""
+    """Per-pod intervals from the pod's creation (``submitted``; ``unschedulable`` for records
+    without it), see the module docstring; None where a timestamp is missing."""
 
     def d(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else b - a
 
-    total = d(p.unschedulable, p.running)
+    created = p.submitted if p.submitted is not None else p.unschedulable
+    total = d(created, p.running)
     return {
-        "to_issue": d(p.unschedulable, p.issued),
+        "to_issue": d(created, p.issued),
         "to_running": total,
         "overhead": None if total is None else total - cfg.hotplug_latency - cfg.advertise_delay,
         "director": d(p.issued, p.attached),
@@ -278,6 +291,10 @@ def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> No
                     if p is None:
                         continue
                     p.uid = pod.metadata.uid
+                    if pod.spec.scheduling_gates:
+                        p.gated = p.gated or now
+                    elif p.gated is not None and p.gate_removed is None:
+                        p.gate_removed = now
                     for c in pod.status.conditions or []:
                         if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
                             p.unschedulable = p.unschedulable or now
@@ -356,8 +373,10 @@ def controller_argv(
     plugin_ns: str,
     probe_port: int,
     cfg: ReactionConfig,
+    webhook: tuple[int, Path, Path] | None = None,
 ) -> list[str]:
-    """Command line of the controller under test (``composer`` or ``baseline``)."""
+    """Command line of the controller under test (``composer`` or ``baseline``); ``webhook``
+    = (port, certificate file, key file) makes the composer serve the gating webhook."""
     flags = [
         "--director-url",
         director_url,
@@ -385,6 +404,18 @@ def controller_argv(
         "--log-level",
         "INFO",
     ]
+    if webhook is not None:
+        port, cert, key = webhook
+        flags += [
+            "--webhook-address",
+            "127.0.0.1",
+            "--webhook-port",
+            str(port),
+            "--webhook-cert-file",
+            str(cert),
+            "--webhook-key-file",
+            str(key),
+        ]
     if kind == "composer":
         return [sys.executable, "-m", "composer", *flags]
     return [
@@ -412,6 +443,9 @@ def _scrape(port: int) -> dict[str, float]:
                 "composer_round_seconds_count",
                 "composer_rounds_total",
                 "composer_compositions_total ",
+                "composer_gpus_taken_by_another_pod_total",
+                "composer_reservations_expired_total",
+                "composer_pods_gated_total",
             )
         ):
             k, _, v = line.partition(" ")
@@ -439,6 +473,54 @@ def _cleanup_cluster(core: Any, ns: str, touched: Iterable[str]) -> None:
             pass
 
 
+def gating_webhook(api: Any, ns: str, run_dir: Path) -> tuple[int, Path, Path, str]:
+    """Register the chart's gating webhook for namespace ``ns``, served at 127.0.0.1.
+
+    Renders ``charts/composer/templates/webhook.yaml`` with ``helm template`` (``webhook.url``
+    on a free port, IP SAN 127.0.0.1), writes the chart-made serving certificate and key to
+    ``run_dir`` and creates the MutatingWebhookConfiguration.
+
+    Returns:
+        (port, certificate file, key file, MutatingWebhookConfiguration name).
+
+    Raises:
+        subprocess.CalledProcessError: helm failed; ApiException: the API server refused.
+    """
+    import base64
+
+    from kubernetes import client
+
+    port = free_port()
+    release = f"bench-{ns[-6:]}"
+    argv = [
+        "helm",
+        "template",
+        release,
+        str(ROOT / "charts" / "composer"),
+        "--namespace",
+        ns,
+        "--show-only",
+        "templates/webhook.yaml",
+    ]
+    for v in (
+        "director.existingSecret=unused",
+        f"webhook.url=https://127.0.0.1:{port}",
+        "webhook.ipSANs[0]=127.0.0.1",
+        f"composer.namespaces[0]={ns}",
+    ):
+        argv += ["--set", v]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    cert, key = run_dir / "webhook.crt", run_dir / "webhook.key"
+    cert.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+    key.write_bytes(base64.b64decode(secret["data"]["tls.key"]))
+    key.chmod(0o600)
+    hook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
+    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(hook)
+    return port, cert, key, hook["metadata"]["name"]
+
+
 def run_one(
     kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: ReactionConfig, work: Path
 ) -> dict[str, Any]:
@@ -452,7 +534,7 @@ def run_one(
     for n in (ns, plugin_ns):
         core.create_namespace({"metadata": {"name": n}})
     _wait_for(lambda: _has_default_sa(core, ns), 60, "default ServiceAccount")
-    run_dir = work / f"{kind}-{cfg.workload}-{cfg.nodes}"
+    run_dir = work / f"{kind}-{cfg.workload}-{cfg.nodes}{'-gated' if cfg.gating else ''}"
     run_dir.mkdir(parents=True, exist_ok=True)
     inv = run_dir / "inventory.yaml"
     inv.write_text(yaml.safe_dump(inventory(node_names, max(cfg.nodes, cfg.pods + 8))))
@@ -465,10 +547,16 @@ def run_one(
     result: dict[str, Any] = {
         "controller": kind,
         "workload": cfg.workload,
+        "gating": cfg.gating,
         "nodes": cfg.nodes,
         "pods": cfg.pods,
     }
+    hook: tuple[int, Path, Path, str] | None = None
     try:
+        if cfg.gating:
+            if kind != "composer":
+                raise ValueError("gating is a composer mode (the baseline has no webhook)")
+            hook = gating_webhook(api, ns, run_dir)
         procs.start(
             "director",
             [
@@ -520,6 +608,7 @@ def run_one(
                 plugin_ns=plugin_ns,
                 probe_port=probe,
                 cfg=cfg,
+                webhook=hook[:3] if hook else None,
             ),
             {"COMPOSER_DIRECTOR_PASSWORD": SIM_PASSWORD},
         )
@@ -569,6 +658,10 @@ def run_one(
             {"pod": p["name"], "last_intent": obs.last_intent.get(p["uid"])} for p in pods if not p["running"]
         ]
         result["never_unschedulable"] = sum(1 for p in pods if not p["unschedulable"])
+        result["gated"] = sum(1 for p in pods if p["gated"])
+        result["gpus_taken_by_another_pod"] = (result["metrics"] or {}).get(
+            "composer_gpus_taken_by_another_pod_total"
+        )
         result["stats"] = (
             {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
         )
@@ -578,6 +671,11 @@ def run_one(
         result["logs"] = {n: procs.tail(n) for n in (kind, "agent", "director")}
     finally:
         stop.set()
+        if hook is not None:
+            try:
+                client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(hook[3])
+            except Exception as exc:  # noqa: BLE001 - reported; the control plane is thrown away anyway
+                result.setdefault("cleanup_error", str(exc))
         procs.stop(kind)
         procs.stop("agent")
         procs.stop("director")
@@ -623,6 +721,7 @@ def run(
     pods: int | None = None,
     workloads: Sequence[str] | None = None,
     controllers: Sequence[str] = ("composer", "baseline"),
+    gating: Sequence[bool] = (False, True),
     work_dir: Path | None = None,
     cfg_overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -634,6 +733,9 @@ def run(
     host: the composer's overhead is measured cleanly) and ``unpinned`` (any host: the
     scheduler may bind a freshly advertised GPU to another pending pod than the one it was
     composed for). Default: both, ``pinned`` only with ``quick``.
+
+    The composer runs once per ``gating`` mode (webhook off / on), the baseline once (no
+    webhook); ``comparison`` pairs the baseline with each composer mode.
     """
     explicit_sizes = bool(sizes)
     sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
@@ -647,25 +749,32 @@ def run(
             with isolated_control_plane(work / f"lab-{n}", names) as lab:
                 for workload in kinds:
                     cfg = _config(n, pods, workload, quick, cfg_overrides)
-                    by_kind: dict[str, dict[str, Any]] = {}
-                    for kind in controllers:
-                        r = run_one(kind, lab.kubeconfig, names, cfg, work)
-                        r["config"] = asdict(cfg)
+                    modes = [(k, g) for k in controllers for g in (gating if k == "composer" else (False,))]
+                    by_mode: dict[tuple[str, bool], dict[str, Any]] = {}
+                    for kind, gated in modes:
+                        mode_cfg = replace(cfg, gating=gated)
+                        r = run_one(kind, lab.kubeconfig, names, mode_cfg, work)
+                        r["config"] = asdict(mode_cfg)
                         r["lab_start_seconds"] = round(lab.start_seconds, 1)
                         runs.append(r)
-                        by_kind[kind] = r
-                    if "composer" in by_kind and "baseline" in by_kind:
-                        comparison.append(
-                            {
-                                "nodes": n,
-                                "workload": workload,
-                                "baseline_over_composer": compare(by_kind["composer"], by_kind["baseline"]),
-                            }
-                        )
+                        by_mode[(kind, gated)] = r
+                    base = by_mode.get(("baseline", False))
+                    for gated in gating:
+                        mine = by_mode.get(("composer", gated))
+                        if mine is not None and base is not None:
+                            comparison.append(
+                                {
+                                    "nodes": n,
+                                    "workload": workload,
+                                    "gating": gated,
+                                    "baseline_over_composer": compare(mine, base),
+                                }
+                            )
         except Exception as exc:  # noqa: BLE001 - a size that cannot start is reported, not fatal
             runs.append({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     return {
         "part": "reaction",
+        "commit": commit(),
         "quick": quick,
         "runs": runs,
         "comparison": comparison,
@@ -677,6 +786,26 @@ def run(
         + (f" --pods {pods}" if pods else "")
         + (f" --workloads {','.join(kinds)}" if workloads else ""),
     }
+
+
+def commit() -> dict[str, Any]:
+    """The commit measured: ``{"sha", "dirty"}`` (dirty: uncommitted changes under composer/,
+    bench/ or charts/, the code this part measures); ``sha`` None outside a git checkout."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "composer", "bench", "charts"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+    return {"sha": sha, "dirty": bool(dirty)}
 
 
 def _config(

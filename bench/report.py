@@ -96,32 +96,35 @@ def plot_reaction(d: dict[str, Any], path: Path) -> bool:
     workloads = sorted({r.get("workload", "unpinned") for r in runs}, key=lambda w: w != "pinned")
     fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 3.6 * len(workloads)), squeeze=False)
     series = (
-        ("composer", "p50", "#1f77b4"),
-        ("composer", "p99", "#9ecae1"),
-        ("baseline", "p50", "#d62728"),
-        ("baseline", "p99", "#fc9272"),
+        ("composer", False, "p50", "#1f77b4"),
+        ("composer", False, "p99", "#9ecae1"),
+        ("composer", True, "p50", "#2ca02c"),
+        ("composer", True, "p99", "#a1d99b"),
+        ("baseline", False, "p50", "#d62728"),
+        ("baseline", False, "p99", "#fc9272"),
     )
+    width = 0.8 / len(series)
     for row, wl in enumerate(workloads):
         mine = [r for r in runs if r.get("workload", "unpinned") == wl]
         sizes = sorted({r["nodes"] for r in mine})
         for col, (key, title) in enumerate(
             (
-                ("to_running", "unschedulable → Running"),
-                ("to_issue", "unschedulable → compose request issued"),
+                ("to_running", "creation → Running"),
+                ("to_issue", "creation → compose request issued"),
             )
         ):
             ax = axes[row][col]
-            for i, (ctrl, q, colour) in enumerate(series):
+            for i, (ctrl, gated, q, colour) in enumerate(series):
                 ys = []
                 for n in sizes:
-                    r = next((x for x in mine if x["nodes"] == n and x["controller"] == ctrl), None)
+                    r = next((x for x in mine if x["nodes"] == n and _mode(x) == (ctrl, gated)), None)
                     ys.append(((r or {}).get("stats", {}).get(key) or {}).get(q) or 0)
                 ax.bar(
-                    [j + (i - 1.5) * 0.2 for j in range(len(sizes))],
+                    [j + (i - (len(series) - 1) / 2) * width for j in range(len(sizes))],
                     ys,
-                    0.2,
+                    width,
                     color=colour,
-                    label=f"{ctrl} {q}",
+                    label=f"{ctrl}{' + gating' if gated else ''} {q}",
                 )
             ax.set_xticks(list(range(len(sizes))))
             ax.set_xticklabels([f"{n} nodes" for n in sizes])
@@ -296,8 +299,27 @@ def _planner(d: dict[str, Any], plotted: bool) -> str:
     )
 
 
+def _mode(r: dict[str, Any]) -> tuple[str, bool]:
+    """(controller, gating) of a run (runs without the flag predate gating: off)."""
+    return r.get("controller", "?"), bool(r.get("gating", (r.get("config") or {}).get("gating", False)))
+
+
+def _label(r: dict[str, Any]) -> str:
+    ctrl, gated = _mode(r)
+    return f"{ctrl} + gating" if gated else ctrl
+
+
+def _commit(d: dict[str, Any]) -> str:
+    c = d.get("commit") or {}
+    if not c.get("sha"):
+        return "Commit measured: not recorded."
+    return f"Commit measured: `{c['sha'][:12]}`" + (
+        " (with uncommitted changes under composer/, bench/ or charts/)." if c.get("dirty") else "."
+    )
+
+
 def _reaction(d: dict[str, Any], plotted: bool) -> str:
-    lines = ["## 2. Reaction time on the lab", ""]
+    lines = ["## 2. Reaction time on the lab", "", _commit(d), ""]
     runs = d["runs"]
     cfg = next((r["config"] for r in runs if r.get("config")), {})
     if cfg:
@@ -306,11 +328,14 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             f"delay D = {cfg['advertise_delay']} s (polling every {cfg['agent_interval']} s); pods of one "
             f"GPU arrive with exponential gaps of mean {cfg['mean_interarrival']} s; hosts take "
             f"{cfg['max_gpus_per_node']} GPUs; baseline scans every {cfg['scan_interval']} s. "
-            "overhead = (unschedulable → Running) − L − D. Quantiles are nearest-rank over the pods "
-            "of a run. Workloads: `pinned` (pod i selects node i mod N by `kubernetes.io/hostname`, as in "
-            "the article: a composed GPU can only serve its host's pods, so the overhead is clean) and "
-            "`unpinned` (any host: the scheduler may give a freshly advertised GPU to another pending pod "
-            "than the one it was composed for, so per-pod overhead can even be negative).",
+            "Every mode is measured from the pod's creation: overhead = (creation → Running) − L − D. "
+            "Quantiles are nearest-rank over the pods of a run. Workloads: `pinned` (pod i selects node "
+            "i mod N by `kubernetes.io/hostname`, as in the article: a composed GPU can only serve its "
+            "host's pods) and `unpinned` (any host). `composer + gating`: the composer's admission "
+            "webhook gates each new pod (scheduling gate `composer.liqid.io/compose`), the composer "
+            "reserves GPUs for it and, once they are advertised, pins it to their node and removes the "
+            "gate; `taken` counts GPUs composed for one pod that another pod got "
+            "(`composer_gpus_taken_by_another_pod_total`).",
             "",
         ]
     rows = []
@@ -318,13 +343,13 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         if r.get("error"):
             rows.append(
                 [
-                    r.get("controller", "?"),
+                    _label(r),
                     r.get("workload", "–"),
                     r["nodes"],
                     r.get("pods"),
                     f"error: {r['error'][:80]}",
                 ]
-                + [None] * 9
+                + [None] * 10
             )
             continue
         s = r["stats"]
@@ -340,7 +365,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         )
         rows.append(
             [
-                r["controller"],
+                _label(r),
                 r.get("workload", "unpinned"),
                 r["nodes"],
                 f"{r['pods']} ({r.get('not_running', 0)} not running)",
@@ -354,6 +379,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
                 g("director", "mean"),
                 g("advertise", "mean"),
                 rnd,
+                m.get("composer_gpus_taken_by_another_pod_total"),
             ]
         )
     lines.append(
@@ -373,6 +399,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
                 "director mean",
                 "advertise mean",
                 "round mean s",
+                "taken",
             ],
             rows,
         )
@@ -387,6 +414,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         lines.append(
             _table(
                 [
+                    "composer",
                     "workload",
                     "nodes",
                     "→issue mean",
@@ -398,6 +426,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
                 ],
                 [
                     [
+                        "+ gating" if c.get("gating") else "plain",
                         c.get("workload", "unpinned"),
                         c["nodes"],
                         *[c["baseline_over_composer"]["to_issue"][q] for q in ("mean", "p50", "p99")],
@@ -423,7 +452,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             )
             more = f" and {len(r['stuck']) - 6} more" if len(r["stuck"]) > 6 else ""
             lines.append(
-                f"- {r['controller']} / {r.get('workload', 'unpinned')} / {r['nodes']} nodes: "
+                f"- {_label(r)} / {r.get('workload', 'unpinned')} / {r['nodes']} nodes: "
                 f"{len(r['stuck'])}: {where}{more}"
             )
         lines += [
@@ -437,7 +466,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         (
             r
             for r in runs
-            if r.get("controller") == "composer"
+            if _mode(r) == ("composer", False)
             and r.get("nodes") == d["target"]["at_nodes"]
             and r.get("stats")
         ),
@@ -452,10 +481,11 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         )
     else:
         lines.append("- Target p99 overhead < 1 s at 1,000 nodes: not measured in this run.")
+    lines += _gating_findings(d)
     unpinned = [
         r
         for r in runs
-        if r.get("controller") == "composer" and r.get("workload") == "unpinned" and r.get("stats")
+        if _mode(r) == ("composer", False) and r.get("workload") == "unpinned" and r.get("stats")
     ]
     if unpinned:
         lines.append(
@@ -463,9 +493,9 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             + ", ".join(f"{_fmt(r['stats']['to_issue'].get('p50'))} s at {r['nodes']}" for r in unpinned)
             + " nodes; "
             + ", ".join(f"{r.get('composes')} composes for {r['pods']} pods" for r in unpinned)
-            + "), but the tail is who gets which GPU: the scheduler binds a freshly advertised GPU to "
-            "whichever pending pod it tries first, so some pods lose their GPU to another pod and wait "
-            "for a later one (advertised → bound p99 "
+            + "), but without gating the tail is who gets which GPU: the scheduler binds a freshly "
+            "advertised GPU to whichever pending pod it tries first, so some pods lose their GPU to "
+            "another pod and wait for a later one (advertised → bound p99 "
             + ", ".join(f"{_fmt((r['stats'].get('schedule') or {}).get('p99'))} s" for r in unpinned)
             + "; their →issue is then matched to the later compose on the node they ran on). The "
             "periodic-scan baseline on the same workload: overhead p99 "
@@ -474,8 +504,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
                 for b in runs
                 if b.get("controller") == "baseline" and b.get("workload") == "unpinned"
             )
-            + " nodes. The target is judged on the pinned workload, where each GPU can only serve its "
-            "own pod."
+            + " nodes."
         )
     slo = d["ca_slo"]
     lines += [
@@ -489,8 +518,9 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; a "
         "round runs 50 ms after a change that alters what the composer decides on; the Director is read "
         "once per compose (plus one `predevice?mach_id=` check after the reprogram) and a clean compose is "
-        "applied to the composer's cached read instead of reading 1,000 GPUs again. Before these changes "
-        "(same machine, `--nodes 1000`, pinned) the p99 overhead was 15.4 s with ~1 s rounds.",
+        "applied to the composer's cached read instead of reading 1,000 GPUs again. With gating, a pod is "
+        "released (pinned + ungated) in the round that sees its GPUs advertised, so the scheduler takes it "
+        "from its active queue at once instead of retrying an unschedulable pod.",
         "",
         "![reaction](reaction.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",
         "",
@@ -504,6 +534,59 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         ),
     ]
     return "\n".join(lines)
+
+
+def _gating_findings(d: dict[str, Any]) -> list[str]:
+    """The gating targets, per fleet size measured, each sentence computed from the runs."""
+    runs = [r for r in d["runs"] if r.get("stats")]
+    sizes = sorted({r["nodes"] for r in runs if _mode(r) == ("composer", True)})
+    if not sizes:
+        return ["- Gating: not measured in this run."]
+
+    def find(n: int, wl: str, mode: tuple[str, bool]) -> dict[str, Any] | None:
+        return next(
+            (r for r in runs if r["nodes"] == n and r.get("workload") == wl and _mode(r) == mode), None
+        )
+
+    def p99(r: dict[str, Any] | None) -> float | None:
+        return ((r or {}).get("stats", {}).get("overhead") or {}).get("p99")
+
+    def ok(flag: bool | None) -> str:
+        return "not measured" if flag is None else ("met" if flag else "NOT met")
+
+    out = []
+    target = d["target"]
+    for n in sizes:
+        un, pin = find(n, "unpinned", ("composer", True)), find(n, "pinned", ("composer", True))
+        bu, bp = find(n, "unpinned", ("baseline", False)), find(n, "pinned", ("baseline", False))
+        u99, p_99 = p99(un), p99(pin)
+        gap = None if u99 is None or p_99 is None else round(u99 - p_99, 3)
+        taken = [
+            ((r or {}).get("metrics") or {}).get("composer_gpus_taken_by_another_pod_total")
+            for r in (un, pin)
+        ]
+        not_running = sum((r or {}).get("not_running", 0) for r in (un, pin))
+        ratios = [
+            (wl, None if p99(b) is None or not p99(g) else round(p99(b) / p99(g), 1))
+            for wl, g, b in (("pinned", pin, bp), ("unpinned", un, bu))
+        ]
+        judged = " (the issue's targets are judged here)" if n == target["at_nodes"] else ""
+        limit = target["overhead_p99_seconds"]
+        tenfold = None if any(x is None for _, x in ratios) else all(x >= 10 for _, x in ratios)
+        out.append(
+            f"- Gating at {n} nodes{judged}: unpinned p99 overhead {_fmt(u99)} s (target < "
+            f"{limit:g} s: **{ok(None if u99 is None else u99 < limit)}**); "
+            f"pinned p99 {_fmt(p_99)} s in the same run, difference {_fmt(gap)} s (target ≤ 0.3 s: "
+            f"**{ok(None if gap is None else gap <= 0.3)}**); GPUs taken by another pod: "
+            + " / ".join("–" if t is None else f"{t:g}" for t in taken)
+            + f" (unpinned / pinned; target 0: **{ok(None if None in taken else sum(taken) == 0)}**); pods "
+            f"not Running: {not_running}; baseline p99 / gated p99: "
+            + ", ".join(f"{wl} {_fmt(x)}×" for wl, x in ratios)
+            + f" (target ≥ 10× on both: **{ok(tenfold)}**)."
+        )
+    if target["at_nodes"] not in sizes:
+        out.append(f"- Gating at {target['at_nodes']:,} nodes: not measured in this run.")
+    return out
 
 
 def _savings(d: dict[str, Any], plotted: bool) -> str:

@@ -71,6 +71,34 @@ def test_match_director_maps_each_pod_to_its_compose_and_derives_intervals():
     assert derive(p1, cfg)["to_running"] is None
 
 
+def test_every_mode_is_measured_from_the_pods_creation():
+    cfg = ReactionConfig(nodes=1, pods=1, hotplug_latency=2.0, advertise_delay=1.0, gating=True)
+    gated = PodTimes("p", submitted=10.0, gated=10.01, gate_removed=13.2, issued=10.2, running=13.5)
+    d = derive(gated, cfg)  # never unschedulable: measured from creation all the same
+    assert d["to_running"] == pytest.approx(3.5) and d["overhead"] == pytest.approx(0.5)
+    assert d["to_issue"] == pytest.approx(0.2)
+    late = PodTimes("q", submitted=10.0, unschedulable=10.4, running=14.0)
+    assert derive(late, cfg)["to_running"] == pytest.approx(4.0)  # not from the Unschedulable verdict
+
+
+def test_gating_adds_the_webhook_flags_only():
+    cfg = ReactionConfig(nodes=1, pods=1, gating=True)
+    kw = dict(director_url="http://x", kubeconfig="k", ns="ns", plugin_ns="gpu", probe_port=1, cfg=cfg)
+    plain = controller_argv("composer", **kw)
+    hooked = controller_argv("composer", webhook=(9443, "c.pem", "k.pem"), **kw)
+    assert hooked[: len(plain)] == plain
+    assert hooked[len(plain) :] == [
+        "--webhook-address",
+        "127.0.0.1",
+        "--webhook-port",
+        "9443",
+        "--webhook-cert-file",
+        "c.pem",
+        "--webhook-key-file",
+        "k.pem",
+    ]
+
+
 def test_compare_gives_baseline_over_composer_ratios():
     a = {
         "stats": {

@@ -141,3 +141,48 @@ def test_a_failed_part_is_reported_not_hidden(tmp_path):
 def test_plots_are_skipped_gracefully_without_data(tmp_path):
     assert report.plot_reaction({"runs": [{"nodes": 1, "error": "x"}]}, tmp_path / "r.png") is False
     assert not (tmp_path / "r.png").exists()
+
+
+def _run(
+    controller: str, workload: str, gating: bool, p99: float, taken: float | None, nodes: int = 100
+) -> dict:
+    stats = {k: {"n": 3, "mean": 1.0, "p50": 1.0, "p90": 1.0, "p99": p99, "max": p99} for k in ("overhead",)}
+    stats |= {k: {"n": 3, "mean": 1.0, "p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0} for k in ("to_issue",)}
+    return {
+        "controller": controller,
+        "workload": workload,
+        "gating": gating,
+        "nodes": nodes,
+        "pods": 3,
+        "not_running": 0,
+        "config": REACTION["runs"][0]["config"] | {"gating": gating},
+        "metrics": {} if taken is None else {"composer_gpus_taken_by_another_pod_total": taken},
+        "stats": stats,
+    }
+
+
+def test_gating_findings_are_computed_from_the_runs():
+    d = {
+        "runs": [
+            _run("composer", "pinned", True, 0.40, 0.0),
+            _run("composer", "unpinned", True, 0.65, 0.0),
+            _run("baseline", "pinned", False, 11.0, None),
+            _run("baseline", "unpinned", False, 17.0, None),
+        ],
+        "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
+        "commit": {"sha": "0123456789abcdef", "dirty": False},
+    }
+    (line, not_at) = report._gating_findings(d)
+    assert "unpinned p99 overhead 0.65 s (target < 1 s: **met**)" in line
+    assert "difference 0.25 s (target ≤ 0.3 s: **met**)" in line
+    assert "GPUs taken by another pod: 0 / 0 (unpinned / pinned; target 0: **met**)" in line
+    assert "pinned 27.50×, unpinned 26.20× (target ≥ 10× on both: **met**)" in line
+    assert not_at == "- Gating at 1,000 nodes: not measured in this run."
+    d["runs"][1] = _run("composer", "unpinned", True, 1.2, 2.0)
+    (line, _) = report._gating_findings(d)
+    assert "(target < 1 s: **NOT met**)" in line and "difference 0.80 s (target ≤ 0.3 s: **NOT met**)" in line
+    assert "target 0: **NOT met**" in line
+    assert report._commit(d) == "Commit measured: `0123456789ab`."
+    assert report._gating_findings({"runs": [], "target": d["target"]}) == [
+        "- Gating: not measured in this run."
+    ]
