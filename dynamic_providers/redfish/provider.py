@@ -51,7 +51,7 @@ from pulumi.dynamic import (
 )
 from pulumi.runtime import rpc
 
-from dynamic_providers import preflight
+from dynamic_providers import oneline, preflight
 from dynamic_providers.redfish import errors, posture
 from dynamic_providers.redfish.client import BLUEFIELD_SYSTEM_ID, RedfishClient
 from dynamic_providers.redfish.models import AttrValue
@@ -61,6 +61,9 @@ _DPU_REPLACE_KEYS = ("bmc_endpoint",)
 _BIOS_REPLACE_KEYS = ("bmc_endpoint", "system_id")
 #: Inputs that do not touch the device but must be stored (an update re-syncs and stores them).
 _CONNECTION_KEYS = ("username", "password", "verify_tls", "ca_bundle", "apply_reset", "reset_timeout_seconds")
+# Inside the engine's provider process, report our typed errors as one line (see oneline).
+oneline.install()
+
 SECRET_KEYS = ["username", "password"]
 _SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=SECRET_KEYS)
 DEFAULT_RESET_TIMEOUT_SECONDS = 600

@@ -46,7 +46,7 @@ from pulumi.dynamic import (
 )
 from pydantic import ValidationError
 
-from dynamic_providers import preflight
+from dynamic_providers import oneline, preflight
 from dynamic_providers.ssh import mlxconfig_rules, operations
 from dynamic_providers.ssh.client import SshRunner
 from dynamic_providers.ssh.errors import SshAuthError, SshError, SshHostKeyError, SshUnavailableError
@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 #: Pulumi's marker for a value not known during preview (``pulumi.runtime.rpc.UNKNOWN``).
+# Inside the engine's provider process, report our typed errors as one line (see oneline).
+oneline.install()
+
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 

@@ -193,8 +193,9 @@ def test_a_concurrent_up_is_refused_by_the_stack_lock(
 
 
 @pytest.mark.cli
+@pytest.mark.parametrize("recovery", ["clear", "import"])
 def test_a_stale_lock_from_a_killed_update_is_cleared_with_pulumi_cancel(
-    s3_backend: S3Backend, pulumi_cli: Pulumi, tmp_path: Path, capsys: pytest.CaptureFixture
+    s3_backend: S3Backend, pulumi_cli: Pulumi, tmp_path: Path, capsys: pytest.CaptureFixture, recovery: str
 ) -> None:
     hold = tmp_path / "hold"
     _login_and_init(pulumi_cli, s3_backend, "staging", hold_file=hold)
@@ -219,11 +220,18 @@ def test_a_stale_lock_from_a_killed_update_is_cleared_with_pulumi_cancel(
     pending = json.loads(pulumi_cli.run("stack", "export").stdout)["deployment"].get("pending_operations")
     assert [op["type"] for op in pending] == ["creating"]
     assert pending[0]["resource"]["urn"].endswith("::bmc-credential")
-    pulumi_cli.run("refresh", "--yes", "--clear-pending-creates")
-    assert not json.loads(pulumi_cli.run("stack", "export").stdout)["deployment"].get("pending_operations")
+    if recovery == "clear":  # docs/environments.md: the create did not happen
+        pulumi_cli.run("refresh", "--yes", "--clear-pending-creates")
+    else:  # it did: import it under the ID the provider would have answered
+        pulumi_cli.run("refresh", "--yes", "--import-pending-creates", pending[0]["resource"]["urn"],
+                       "--import-pending-creates", "bmc-credential")
+    deployment = json.loads(pulumi_cli.run("stack", "export").stdout)["deployment"]
+    assert not deployment.get("pending_operations")
+    imported = [r for r in deployment.get("resources", []) if r["urn"].endswith("::bmc-credential")]
+    assert [r.get("id") for r in imported] == ([] if recovery == "clear" else ["bmc-credential"])
 
     up = pulumi_cli.run("up", "--yes")
-    assert "+ 1 created" in up.stdout
+    assert ("+ 1 created" in up.stdout) == (recovery == "clear"), up.stdout
     assert pulumi_cli.run("stack", "output", "id").stdout.strip() == "bmc-credential"
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from dynamic_providers import preflight
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = textwrap.dedent('''
@@ -66,9 +68,11 @@ def project(tmp_path: Path, sim) -> dict:
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     (tmp_path / "state").mkdir()
 
-    def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([pulumi, *args, "--non-interactive"], cwd=proj, env=env, capture_output=True,
-                              text=True, timeout=300, check=False)
+    def run(*args: str, ok: bool = True,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        proc = subprocess.run([pulumi, *args, "--non-interactive"], cwd=proj,
+                              env={**env, **(extra_env or {})}, capture_output=True, text=True,
+                              timeout=300, check=False)
         if ok and proc.returncode != 0:
             pytest.fail(f"pulumi {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return proc
@@ -156,9 +160,11 @@ def _one_line_failure(proc: subprocess.CompletedProcess, *fragments: str) -> str
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, text
     assert "Traceback" not in text and 'File "' not in text, text
-    lines = [line for line in text.splitlines() if all(f in line for f in fragments)]
+    # The engine prints a diagnostic twice: on the resource's progress line and under
+    # "Diagnostics:"; both carry the same error text.
+    lines = {line.split(" error: ", 1)[-1] for line in text.splitlines() if all(f in line for f in fragments)}
     assert len(lines) == 1, text
-    return lines[0]
+    return lines.pop()
 
 
 @pytest.mark.cli
@@ -184,3 +190,19 @@ def test_preview_stops_on_a_refused_bmc_in_one_line_and_changes_nothing(project,
     assert writes == []
     _, state = _export(run)
     assert _resource(state, "redfish:DpuPosture") is None
+
+
+@pytest.mark.cli
+def test_an_error_during_up_is_one_line_and_the_traceback_is_on_request(project, sim):
+    """With the preview probe off, a refused login happens inside ``create``: the user sees the
+    typed error's one line; ``--debug`` adds the traceback for whoever needs it."""
+    run = project["run"]
+    run("config", "set", "--secret", "password", "definitely-wrong")
+    off = {preflight.PREFLIGHT_ENV: "off"}
+    failed = run("up", "--yes", "--skip-preview", ok=False, extra_env=off)
+    line = _one_line_failure(failed, "dpu-a", "AuthError:")
+    assert "login refused for user 'root'" in line and sim.url("dpu-tls") in line
+    assert "definitely-wrong" not in failed.stdout + failed.stderr
+    debug = run("up", "--yes", "--skip-preview", "--debug", ok=False, extra_env=off)
+    assert "Traceback (most recent call last)" in debug.stdout + debug.stderr
+    assert "definitely-wrong" not in debug.stdout + debug.stderr

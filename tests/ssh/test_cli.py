@@ -226,7 +226,8 @@ def test_preview_stops_on_a_refused_key_in_one_line_and_runs_nothing(ssh_lab, tm
     assert "Traceback" not in text and 'File "' not in text, text
     where = f"{ssh_lab.user}@127.0.0.1:{ssh_lab.port}"
     for resource in ("dpu-blade-slot-1-mlxconfig", "blade-slot-1-kernel"):
-        lines = [line for line in text.splitlines() if resource in line and where in line]
-        assert len(lines) == 1 and "private key was refused" in lines[0], text
+        # The engine prints a diagnostic on the progress line and under "Diagnostics:".
+        lines = {line.split(" error: ", 1)[-1] for line in text.splitlines() if resource in line and where in line}
+        assert len(lines) == 1 and "private key was refused" in lines.pop(), text
     assert "PRIVATE KEY" not in text
     assert ssh_lab.invocations() == []
