@@ -3,18 +3,29 @@
 Only this module performs I/O. It knows nothing of GPUs; the resource modules in
 ``dynamic_providers.director.api`` shape the requests.
 
-Facts used (BRIEF.md "Domain facts"; LIQID SDK ``base_client`` / ``messageDigest_gen.go``):
-base path ``/liqid/api/v2/``; envelope ``{"response": {"code", "errors", "data"}}`` where a
-non-zero ``code`` or any ``errors`` means failure, also under HTTP 200; auth is HTTP Basic, or
-``POST digest/{label}`` (with Basic) whose ``digest_key`` is then sent as ``X-API-Key`` and
-deleted at the end with ``DELETE digest/{label}``.
+Facts used, from LIQID's SDKs:
+
+- base path ``/liqid/api/v2/`` (``liqidsdk-go`` ``liqidsdk/client.go:24``);
+- envelope ``{"response": {"code", "errors", "data"}}``: a non-zero ``code`` or any ``errors``
+  means failure, also under HTTP 200 (``liqidsdk-java`` ``Wrapper.java:48-57``);
+- auth is HTTP Basic, or a message digest: ``DELETE digest/{label}`` then ``POST digest/{label}``
+  (with Basic) for a fixed label, whose ``digest_key`` is then sent as ``X-API-Key``, and
+  ``DELETE digest/{label}`` at the end (``client.go:233-299``; ``LiqidClientBase.java:143-204``);
+- an HTTP 202 answer to any call is a job: its link ``data[0].links[0].href`` is polled with GET,
+  one second apart, until it answers 404 (done) or a ``command_execution_state`` other than
+  ``Pending`` (``LiqidClientBase.java:176-237``). ``FAILURE`` is raised as
+  :class:`DirectorJobFailedError`; any other state ends the wait, as in the SDK. A job still
+  ``Pending`` after ``job_timeout`` raises :class:`DirectorJobRunningError`.
+- error classes: LIQID's messages first (:data:`~.liqid.MESSAGE_RULES`), then the HTTP status,
+  then an HTTP-like ``errors[].code`` (this project's assumption about the Director's codes).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
+import time
 from typing import Any
+from urllib.parse import urljoin
 
 import requests
 from pydantic import ValidationError
@@ -26,6 +37,8 @@ from .errors import (
     DirectorAuthError,
     DirectorConflictError,
     DirectorError,
+    DirectorJobFailedError,
+    DirectorJobRunningError,
     DirectorNotFoundError,
     DirectorProtocolError,
     DirectorRequestError,
@@ -33,7 +46,15 @@ from .errors import (
     DirectorTimeoutError,
     DirectorUnavailableError,
 )
-from .models import DigestInfo, Envelope
+from .liqid import (
+    DEFAULT_DIGEST_LABEL,
+    JOB_FAILURE,
+    JOB_PENDING,
+    JOB_POLL_INTERVAL_SECONDS,
+    JOB_TIMEOUT_SECONDS,
+    classify_message,
+)
+from .models import AsyncStatus, DigestInfo, Envelope
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +125,11 @@ class Transport:
             that may have reached the Director).
         backoff_factor: urllib3 exponential backoff factor, seconds.
         use_digest: authenticate with a message digest (``X-API-Key``) instead of Basic.
+        digest_label: the fixed digest label (deleted before it is created, and at close).
+            Clients sharing a label replace each other's digest: give concurrent tools their own.
         verify_tls: verify the Director's certificate on https.
+        job_poll_interval: pause before each poll of an HTTP 202 job link, seconds.
+        job_timeout: longest wait for a job, seconds.
 
     Use as a context manager, or call :meth:`close` (deletes the digest, closes sockets).
     One instance per thread: ``requests.Session`` is not thread-safe.
@@ -120,14 +145,21 @@ class Transport:
         retries: int = 3,
         backoff_factor: float = 0.5,
         use_digest: bool = False,
+        digest_label: str = DEFAULT_DIGEST_LABEL,
         verify_tls: bool = True,
+        job_poll_interval: float = JOB_POLL_INTERVAL_SECONDS,
+        job_timeout: float = JOB_TIMEOUT_SECONDS,
     ) -> None:
+        if not digest_label or " " in digest_label or digest_label.lower() == "slurm":
+            raise ValueError(f"digest label {digest_label!r}: no blanks, and 'slurm' is reserved")
         self.root = api_root(base_url)
         self.timeout = timeout
+        self.job_poll_interval = job_poll_interval
+        self.job_timeout = job_timeout
         self._basic = requests.auth.HTTPBasicAuth(username, password)
         self._use_digest = use_digest
         self._digest: DigestInfo | None = None
-        self._digest_label = f"pulumi-{uuid.uuid4().hex[:8]}"
+        self._digest_label = digest_label
         self._session = requests.Session()
         self._session.verify = verify_tls
         self._session.headers.update({"Accept": "application/json", "User-Agent": "composable-gpu/0.1"})
@@ -187,9 +219,13 @@ class Transport:
             timeout: read timeout in seconds (default: the transport's).
             machine / device: named in any error raised, for the operator.
 
+        An HTTP 202 answer is waited for: the job link is polled until the job ends, and the
+        answer's ``data`` is returned without its ``links``.
+
         Raises:
             DirectorError subclass: see ``errors.py``; a 401 re-authenticates once (digest)
-            before :class:`DirectorAuthError` is raised.
+            before :class:`DirectorAuthError` is raised. :class:`DirectorJobFailedError` /
+            :class:`DirectorJobRunningError` for a job that failed / still runs.
         """
         timeout = self.timeout if timeout is None else timeout
         ctx = {"method": method, "path": path, "machine": machine, "device": device}
@@ -199,8 +235,60 @@ class Transport:
                 log.info("Director answered 401 to %s %s; creating a new digest once", method, path)
                 self._digest = None
                 continue
-            return self._parse(resp, ctx)
+            data = self._parse(resp, ctx)
+            if resp.status_code == 202:
+                self._wait_for_job(self._job_link(data, ctx), ctx)
+                data = [{k: v for k, v in data[0].items() if k != "links"}, *data[1:]]
+            return data
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _job_link(data: list[Any], ctx: dict[str, Any]) -> str:
+        try:
+            href = data[0]["links"][0]["href"]
+        except (IndexError, KeyError, TypeError) as exc:
+            raise DirectorProtocolError("HTTP 202 without data[0].links[0].href", status=202, **ctx) from exc
+        if not isinstance(href, str) or not href:
+            raise DirectorProtocolError("HTTP 202 with an empty job link", status=202, **ctx)
+        return href
+
+    def _wait_for_job(self, href: str, ctx: dict[str, Any]) -> None:
+        """Poll a job link until the job ends (``LiqidClientBase.java:188-237``).
+
+        Raises:
+            DirectorJobFailedError: the job ended in ``FAILURE``.
+            DirectorJobRunningError: still ``Pending`` after :attr:`job_timeout` seconds.
+            DirectorError: the poll itself failed (other than 404).
+        """
+        url = urljoin(self.root, href)
+        deadline = time.monotonic() + self.job_timeout
+        while True:
+            time.sleep(self.job_poll_interval)
+            resp = self._send("GET", url, timeout=self.timeout, ctx=ctx, absolute=True)
+            if resp.status_code == 404:
+                return
+            if resp.status_code != 200:
+                raise error_class(resp.status_code)(
+                    f"cannot tell the result of the job {href}", status=resp.status_code, **ctx
+                )
+            records = self._parse(resp, ctx)
+            try:
+                state = AsyncStatus.model_validate(records[0]).command_execution_state
+            except (IndexError, ValidationError) as exc:
+                raise DirectorProtocolError(f"malformed status of the job {href}", **ctx) from exc
+            if state == JOB_FAILURE:
+                raise DirectorJobFailedError(
+                    "an asynchronous job failed", status=200, director_message=f"{href}: {state}", **ctx
+                )
+            if state != JOB_PENDING:
+                return
+            if time.monotonic() >= deadline:
+                raise DirectorJobRunningError(
+                    f"an asynchronous job still runs after {self.job_timeout:g} s",
+                    status=202,
+                    director_message=href,
+                    **ctx,
+                )
 
     def _send(
         self,
@@ -212,11 +300,12 @@ class Transport:
         timeout: float,
         ctx: dict[str, Any] | None = None,
         auth_header: bool = False,
+        absolute: bool = False,
     ) -> requests.Response:
         ctx = ctx or {"method": method, "path": path}
         headers: dict[str, str] = {}
         auth: requests.auth.AuthBase | None = self._basic
-        if auth_header or (self._use_digest and not path.startswith("digest/")):
+        if auth_header or (self._use_digest and (absolute or not path.startswith("digest/"))):
             if self._digest is None:
                 self._digest = self._create_digest(timeout)
             headers["X-API-Key"] = self._digest.digest_key.get_secret_value()
@@ -224,7 +313,7 @@ class Transport:
         try:
             return self._session.request(
                 method,
-                self.root + path,
+                path if absolute else self.root + path,
                 params=params,
                 json=json,
                 headers=headers,
@@ -250,6 +339,10 @@ class Transport:
     def _create_digest(self, timeout: float) -> DigestInfo:
         path = f"digest/{self._digest_label}"
         ctx = {"method": "POST", "path": path}
+        try:  # a digest left by a crashed run of this tool (client.go:259-260)
+            self._send("DELETE", path, timeout=timeout, ctx={"method": "DELETE", "path": path})
+        except DirectorError as exc:
+            log.debug("could not delete the digest %s before creating it: %s", path, exc)
         resp = self._send("POST", path, timeout=timeout, ctx=ctx)
         data = self._parse(resp, ctx)
         if len(data) != 1:
@@ -279,12 +372,12 @@ class Transport:
                 **ctx,
             )
         pseudo = _pseudo_status(status, envelope)
+        messages = [e.message for e in envelope.response.errors or [] if e.message] if envelope else []
         if envelope is not None:
-            messages = [e.message for e in envelope.response.errors or [] if e.message]
             director_message = "; ".join(messages) or f"envelope code {envelope.response.code}"
         else:
             director_message = resp.text[:200] or resp.reason
-        cls = error_class(pseudo)
+        cls = classify_message(messages) or error_class(pseudo)
         raise cls(
             f"the Director refused {ctx['method']} {ctx['path']}",
             status=status,

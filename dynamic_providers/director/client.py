@@ -7,10 +7,20 @@ Example::
         director.compose("blade-slot-1", [g.name for g in free[:2]])
         director.decompose("blade-slot-1", ["gpu0"])
 
-The compose transaction (BRIEF.md "Domain facts"): ``POST fabric/edit`` -> ``POST relate/gpu``
-for each GPU -> ``POST fabric/reprogram``; on any failure ``POST fabric/edit/cancel``. GPUs in
-the system free pool are first moved into the machine's group pool (``POST predevice/gpu``).
-Decompose is the same with ``DELETE relate/gpu``.
+LIQID's order (kubint ``AssignToGroupAction.java:56-80``, ``ReconfigureMachineAction.java:75-113``,
+``RemoveFromGroupAction.java:61-85``; ``liqidsdk-java`` ``IntegrationTests.java:345-357``):
+
+- compose: GPUs still in the system free pool first move into the machine's group pool in their
+  own pool transaction, ``POST pool/edit`` -> ``POST predevice/gpu`` each -> ``POST pool/done``
+  (``POST pool/cancel`` on failure; the body needs ``GET coordinates`` and ``GET fabric/id``);
+  then the fabric transaction ``POST fabric/edit`` -> ``POST relate/gpu`` each ->
+  ``POST fabric/reprogram`` (``POST fabric/edit/cancel`` on failure);
+- decompose: ``POST fabric/edit`` -> ``DELETE relate/gpu`` each -> ``POST fabric/reprogram``;
+- back to the system free pool: ``POST pool/edit`` -> ``DELETE predevice/gpu`` each -> ``POST pool/done``.
+
+Any call may answer HTTP 202: the transport polls the job to its end before the next step, and a
+job still running when the wait ends (:class:`DirectorJobRunningError`) stops the transaction
+without a cancel, since an edit must not be cancelled while a job runs.
 
 Retry policy: urllib3 retries GETs on 5xx and any call on connection errors raised before the
 request left. A step that may have reached the Director (POST/PUT/DELETE) is never re-sent
@@ -31,17 +41,30 @@ from .api import device as device_api
 from .api import fabric as fabric_api
 from .api import group as group_api
 from .api import machine as machine_api
+from .api import pool as pool_api
 from .api import predevice as predevice_api
 from .api import relate as relate_api
 from .api import status as status_api
 from .errors import (
     DirectorConflictError,
     DirectorError,
+    DirectorJobRunningError,
     DirectorNotFoundError,
     DirectorServerError,
     DirectorTimeoutError,
 )
-from .models import DeviceStatus, Gpu, GpuInfo, Group, Machine, MachineDetails, PreDevice, gfd_product_name
+from .liqid import DEFAULT_DIGEST_LABEL, JOB_POLL_INTERVAL_SECONDS, JOB_TIMEOUT_SECONDS
+from .models import (
+    DeviceStatus,
+    Gpu,
+    GpuInfo,
+    Group,
+    GroupPool,
+    Machine,
+    MachineDetails,
+    PreDevice,
+    gfd_product_name,
+)
 from .planning import natural_key
 
 __all__ = ["DirectorClient"]
@@ -75,6 +98,8 @@ def _check_known(wanted: Sequence[str], known: Mapping[str, object], missing_ok:
         raise DirectorNotFoundError(
             f"no such GPU on the fabric: {', '.join(unknown)}", device=",".join(unknown)
         )
+
+
 GroupRef = str | int | Group
 
 
@@ -92,8 +117,12 @@ class DirectorClient:
         reprogram_timeout: longest wait for a hot-plug (``fabric/reprogram``), seconds; default
             600, the Kubernetes device-attach KEP 5007 default.
         edit_wait: how long to wait for another client's open fabric edit on the same machine
-            to close before giving up with :class:`DirectorConflictError`, seconds.
+            (or pool edit on the same group) to close before giving up with
+            :class:`DirectorConflictError`, seconds.
         poll_interval: pause between state polls, seconds.
+        job_poll_interval: pause between polls of an HTTP 202 job, seconds (LIQID's SDK: 1).
+        job_timeout: longest wait for one job, seconds (LIQID's SDK: 300).
+        digest_label: fixed label of the message digest (``use_digest``).
 
     Not thread-safe: use one client per thread. A context manager; :meth:`close` deletes the
     digest and closes connections.
@@ -115,6 +144,9 @@ class DirectorClient:
         reprogram_timeout: float = 600.0,
         edit_wait: float = 30.0,
         poll_interval: float = 0.5,
+        job_poll_interval: float = JOB_POLL_INTERVAL_SECONDS,
+        job_timeout: float = JOB_TIMEOUT_SECONDS,
+        digest_label: str = DEFAULT_DIGEST_LABEL,
     ) -> None:
         self._t = Transport(
             base_url,
@@ -124,10 +156,13 @@ class DirectorClient:
             retries=retries,
             backoff_factor=backoff_factor,
             use_digest=use_digest,
+            digest_label=digest_label,
             verify_tls=verify_tls,
+            job_poll_interval=job_poll_interval,
+            job_timeout=job_timeout,
         )
         self.retries = retries
-        self._machine_ids: dict[str, int] = {}  # name -> mach_id, from the last full machine list
+        self._pool_place: tuple[object, int] | None = None  # (coordinates, fabric id), read once
         self.backoff_factor = backoff_factor
         self.reprogram_timeout = reprogram_timeout
         self.edit_wait = edit_wait
@@ -175,24 +210,19 @@ class DirectorClient:
         return machine_api.list_machines(self._t)
 
     def machine(self, ref: MachineRef) -> Machine:
-        """One machine by name (the host / Kubernetes node name) or by ``mach_id``.
+        """One machine by name (the host / Kubernetes node name) or by ``mach_id``
+        (``GET machine?mach_name=`` / ``?mach_id=``, ``LiqidClient.java:2555-2565``).
 
         Raises:
             DirectorNotFoundError: no such machine; the message lists the known ones.
         """
         if isinstance(ref, Machine):
             return ref
-        known_id = ref if isinstance(ref, int) else self._machine_ids.get(ref)
-        if known_id is not None:  # one small read, checked: ids and names can be reassigned
-            for m in machine_api.list_machines(self._t, mach_id=known_id):
-                if m.mach_id == known_id and (m.mach_name == ref or m.mach_id == ref):
-                    return m
-        machines = self.machines()
-        self._machine_ids = {m.mach_name: m.mach_id for m in machines}
-        for m in machines:
+        by = {"mach_id": ref} if isinstance(ref, int) else {"mach_name": ref}
+        for m in machine_api.list_machines(self._t, **by):  # type: ignore[arg-type]
             if m.mach_name == ref or m.mach_id == ref:
                 return m
-        known = ", ".join(sorted((m.mach_name for m in machines), key=natural_key)) or "none"
+        known = ", ".join(sorted((m.mach_name for m in self.machines()), key=natural_key)) or "none"
         raise DirectorNotFoundError(
             f"no machine {ref!r} on the Director (machines: {known})",
             method="GET",
@@ -217,11 +247,18 @@ class DirectorClient:
         return device_api.list_gpu_info(self._t)
 
     def predevices(self, *, group_id: int | None = None, machine_id: int | None = None) -> list[PreDevice]:
-        """Group-assigned GPUs (``GET predevice?dev_type=gpu``)."""
-        return predevice_api.list_predevices(self._t, grp_id=group_id, mach_id=machine_id)
+        """Group-assigned GPUs: ``GET predevice?dev_type=gpu&grp_id=`` for one group, or for every
+        group (``GET group`` first) when ``group_id`` is ``None``; ``machine_id`` narrows to one
+        machine's."""
+        group_ids = [group_id] if group_id is not None else [g.grp_id for g in self.groups()]
+        out: list[PreDevice] = []
+        for gid in group_ids:
+            out += predevice_api.list_predevices(self._t, grp_id=gid, mach_id=machine_id)
+        return out
 
     def gpus(self) -> list[Gpu]:
-        """Every GPU with model, vendor, switch, state and where it is (3 GETs), in name order."""
+        """Every GPU with model, vendor, switch, state and where it is, in name order
+        (``GET status/gpu``, ``GET device/info/gpu``, ``GET group``, one ``GET predevice`` per group)."""
         statuses = self.gpu_statuses()
         infos = {i.name: i for i in self.gpu_infos()}
         placed = {p.name: p for p in self.predevices()}
@@ -247,7 +284,7 @@ class DirectorClient:
                     group=p.gname if p else None,
                     machine_id=p.mach_id if p else None,
                     machine=p.mname if p else None,
-                    owner_tag=(info.udesc or None) if info else None,
+                    owner_tag=info.udesc if info else None,
                 )
             )
         return sorted(out, key=lambda g: natural_key(g.name))
@@ -273,7 +310,13 @@ class DirectorClient:
 
     # ================================================================ owner tags and pools
     def set_owner_tag(self, device_names: Iterable[str], tag: str) -> None:
-        """Write ``tag`` into each GPU's user description (``PUT device/udesc/gpu/{id}``)."""
+        """Write ``tag`` into each GPU's user description (``PUT device/udesc/gpu/{id}``).
+
+        Raises:
+            ValueError: an empty tag or ``n/a`` (the Director's "no description").
+        """
+        if not tag.strip() or tag.strip() == "n/a":
+            raise ValueError(f"owner tag {tag!r} reads as no description on the Director")
         names = list(device_names)
         if not names:
             return
@@ -293,21 +336,24 @@ class DirectorClient:
     def release_to_system_pool(self, device_names: Iterable[str]) -> list[str]:
         """Move unattached GPUs from their group pool back to the system free pool.
 
-        GPUs attached to a machine, already in the system pool, or unknown are skipped.
-        Returns the names moved.
+        One pool transaction per group (``pool/edit`` -> ``DELETE predevice/gpu`` each ->
+        ``pool/done``; ``RemoveFromGroupAction.java:61-69``). GPUs attached to a machine, already
+        in the system pool, or unknown are skipped. Returns the names moved.
         """
         names = list(device_names)
         if not names:
             return []
-        statuses = {s.name: s for s in self.gpu_statuses()}
+        placed = self._read_placed(names, missing_ok=True)
         groups = {g.grp_id: g for g in self.groups()}
+        by_group: dict[int, list[str]] = {}
+        for name, g in placed.items():
+            if g.machine_id is None and g.group_id is not None and g.group_id in groups:
+                by_group.setdefault(g.group_id, []).append(name)
         moved = []
-        for name, g in self._by_name(names, missing_ok=True).items():
-            if g.attached or g.group_id is None or g.group_id not in groups:
-                continue
-            predevice_api.remove_gpu_from_group(self._t, status=statuses[name], group=groups[g.group_id])
-            moved.append(name)
-        return moved
+        for gid, group_names in by_group.items():
+            self._pool_transaction(groups[gid], placed, remove=group_names)
+            moved += group_names
+        return sorted(moved, key=natural_key)
 
     def cancel_edit(self, machine: MachineRef) -> None:
         """Cancel the open fabric edit on ``machine`` (``POST fabric/edit/cancel``).
@@ -315,6 +361,13 @@ class DirectorClient:
         For an operator clearing an edit left open by a crashed client.
         """
         fabric_api.cancel_edit(self._t, machine=self.machine(machine))
+
+    def cancel_pool_edit(self, group: GroupRef) -> None:
+        """Cancel the open pool edit of ``group`` (``POST pool/cancel``).
+
+        For an operator clearing a pool edit left open by a crashed client.
+        """
+        pool_api.cancel(self._t, pool=self._group_pool(self.group(group)))
 
     # ================================================================ transactions
     def compose(self, machine: MachineRef, device_names: Sequence[str]) -> None:
@@ -370,14 +423,14 @@ class DirectorClient:
         def give_up(exc: DirectorError) -> None:
             self._undo_compose(m, names, already or set(), moved, exc)
 
-        self._retry_transaction(
-            "compose",
-            m,
-            names,
-            missing,
-            lambda todo, gpus: self._transaction(m, grp, attach=todo, gpus=gpus, moved=moved),
-            give_up,
-        )
+        def run(todo: list[str], gpus: dict[str, Placed]) -> None:
+            from_system = [n for n in todo if gpus[n].group_id is None]
+            if from_system:
+                self._pool_transaction(grp, gpus, add=from_system)
+                moved.extend(from_system)
+            self._transaction(m, grp, attach=todo, gpus=gpus)
+
+        self._retry_transaction("compose", m, names, missing, run, give_up)
 
     def decompose(self, machine: MachineRef, device_names: Sequence[str]) -> None:
         """Detach GPUs from a machine in one transaction; they stay in the group's free pool.
@@ -409,19 +462,21 @@ class DirectorClient:
         _check_known(wanted, by_name, missing_ok)
         return {n: by_name[n] for n in wanted if n in by_name}
 
-    def _read_placed(self, names: Iterable[str]) -> dict[str, Placed]:
-        """Where the named GPUs are: ``GET status/gpu`` and ``GET predevice`` (2 GETs; the
+    def _read_placed(self, names: Iterable[str], *, missing_ok: bool = False) -> dict[str, Placed]:
+        """Where the named GPUs are: ``GET status/gpu`` and the groups' ``GET predevice`` (the
         models are not needed to change the fabric).
 
         Raises:
-            DirectorNotFoundError: a name is not on the fabric.
+            DirectorNotFoundError: a name is not on the fabric (unless ``missing_ok``).
         """
         wanted = list(dict.fromkeys(names))
         statuses = {s.name: s for s in self.gpu_statuses()}
-        _check_known(wanted, statuses, False)
+        _check_known(wanted, statuses, missing_ok)
         pre = {p.name: p for p in self.predevices()}
         out = {}
         for n in wanted:
+            if n not in statuses:
+                continue
             p = pre.get(n)
             out[n] = Placed(
                 n,
@@ -481,24 +536,73 @@ class DirectorClient:
         gpus: dict[str, Placed],
         attach: Sequence[str] = (),
         detach: Sequence[str] = (),
-        moved: list[str] | None = None,
     ) -> None:
-        """edit -> (pool moves) -> relate/unrelate each -> reprogram; cancel on any failure."""
+        """fabric/edit -> relate/unrelate each -> fabric/reprogram; fabric/edit/cancel on a
+        failure, unless a job still runs (ReconfigureMachineAction.java:75-113)."""
         self._open_edit(m)
         try:
-            for n in attach:
-                if gpus[n].group_id is None:
-                    self._move_into_group(gpus[n].status, grp)
-                    if moved is not None:
-                        moved.append(n)
             for n in attach:
                 relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
             for n in detach:
                 relate_api.detach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
             self._reprogram(m, attach=attach, detach=detach)
+        except DirectorJobRunningError:
+            log.warning("a job still runs on machine %s: its fabric edit is left open", m.mach_name)
+            raise
         except BaseException:
             self._cancel_quietly(m)
             raise
+
+    def _group_pool(self, grp: Group) -> GroupPool:
+        """The ``GroupPool`` body of ``grp``: coordinates and fabric id are read once per client
+        (LiqidClientBase.java:342-347 ``loadPresets``)."""
+        if self._pool_place is None:
+            self._pool_place = (pool_api.default_coordinates(self._t), pool_api.fabric_id(self._t))
+        coords, fabric = self._pool_place
+        return GroupPool(coordinates=coords, fabr_id=fabric, grp_id=grp.grp_id)  # type: ignore[arg-type]
+
+    def _pool_transaction(
+        self, grp: Group, gpus: Mapping[str, Placed], *, add: Sequence[str] = (), remove: Sequence[str] = ()
+    ) -> None:
+        """pool/edit -> predevice/gpu POST (``add``) or DELETE (``remove``) each -> pool/done;
+        pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80)."""
+        pool = self._group_pool(grp)
+        self._open_pool_edit(pool, grp)
+        try:
+            for n in add:
+                predevice_api.add_gpu_to_group(self._t, status=gpus[n].status, group=grp)
+            for n in remove:
+                predevice_api.remove_gpu_from_group(self._t, status=gpus[n].status, group=grp)
+            pool_api.done(self._t, pool=pool)
+        except DirectorJobRunningError:
+            log.warning("a job still runs on group %s: its pool edit is left open", grp.group_name)
+            raise
+        except BaseException:
+            try:
+                pool_api.cancel(self._t, pool=pool)
+            except DirectorError as exc:
+                log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
+            raise
+
+    def _open_pool_edit(self, pool: GroupPool, grp: Group) -> None:
+        deadline = time.monotonic() + self.edit_wait
+        while True:
+            try:
+                pool_api.open_edit(self._t, pool=pool)
+                return
+            except DirectorConflictError as exc:
+                if time.monotonic() >= deadline:
+                    raise DirectorConflictError(
+                        f"the pool of group {grp.group_name} is still being edited after "
+                        f"{self.edit_wait:g} s; "
+                        "another client is changing it, or a crashed one left the edit open "
+                        "(DirectorClient.cancel_pool_edit clears it)",
+                        method=exc.method,
+                        path=exc.path,
+                        status=exc.status,
+                        director_message=exc.director_message,
+                    ) from exc
+                time.sleep(self.poll_interval)
 
     def _open_edit(self, m: Machine) -> None:
         deadline = time.monotonic() + self.edit_wait
@@ -520,22 +624,13 @@ class DirectorClient:
                     ) from exc
                 time.sleep(self.poll_interval)
 
-    def _move_into_group(self, status: DeviceStatus, grp: Group) -> None:
-        try:
-            predevice_api.add_gpu_to_group(self._t, status=status, group=grp)
-        except DirectorError as exc:
-            if not exc.transient:
-                raise
-            # The move may have happened before the answer was lost: check before going on.
-            now = self._by_name([status.name])[status.name]
-            if now.group_id != grp.grp_id:
-                raise
-
     def _reprogram(self, m: Machine, *, attach: Sequence[str], detach: Sequence[str]) -> None:
         start = time.monotonic()
         devices = ",".join([*attach, *detach])
         try:
             fabric_api.reprogram(self._t, machine=m, timeout=self.reprogram_timeout, device=devices)
+        except DirectorJobRunningError:
+            raise  # the hot-plug job still runs: the caller must not cancel or retry
         except DirectorTimeoutError:
             # The hot-plug may still be running, or be done: read state; never re-send it.
             deadline = start + self.reprogram_timeout
@@ -556,8 +651,10 @@ class DirectorClient:
 
     def _settled(self, m: Machine, attach: Sequence[str], detach: Sequence[str]) -> bool:
         """The machine holds every GPU of ``attach`` and none of ``detach`` (one small read:
-        ``GET predevice?mach_id=``, the devices attached to that machine)."""
-        held = {p.name for p in self.predevices(machine_id=m.mach_id) if p.mach_id == m.mach_id}
+        ``GET predevice?grp_id=&mach_id=``, the devices attached to that machine)."""
+        held = {
+            p.name for p in self.predevices(group_id=m.grp_id, machine_id=m.mach_id) if p.mach_id == m.mach_id
+        }
         return set(attach) <= held and not held & set(detach)
 
     def _cancel_quietly(self, m: Machine) -> None:
@@ -569,7 +666,11 @@ class DirectorClient:
     def _undo_compose(
         self, m: Machine, names: Sequence[str], already: set[str], moved: list[str], exc: DirectorError
     ) -> None:
-        """Best-effort rollback after a final compose failure; notes what is left on ``exc``."""
+        """Best-effort rollback after a final compose failure; notes what is left on ``exc``.
+        Nothing is undone while a job still runs (the Director is still applying the call)."""
+        if isinstance(exc, DirectorJobRunningError):
+            exc.add_note(f"a job still runs on machine {m.mach_name}; nothing was undone")
+            return
         try:
             now = self._by_name(names, missing_ok=True)
             attached_here = [n for n, g in now.items() if g.machine_id == m.mach_id and n not in already]

@@ -14,8 +14,11 @@ was about, when there is one.
     │                                  relate without an open edit, device in another group's pool
     ├── DirectorRequestError           any other 4xx, or an envelope failure with no HTTP meaning
     ├── DirectorServerError            5xx (after the client's own retries), reprogram failure
+    │   └── DirectorJobFailedError     an asynchronous job (HTTP 202) ended in ``FAILURE``
     ├── DirectorUnavailableError       connection refused / reset / DNS: the Director is down
     │   └── DirectorTimeoutError       connected but no answer in time (request or hot-plug)
+    │       └── DirectorJobRunningError  an asynchronous job still runs after the wait: nothing
+    │                                  may be cancelled until it ends (not transient)
     ├── DirectorProtocolError          a body that is not the documented envelope
     └── CompositionError               the request cannot be met from the inventory (pure planning)
         ├── UnknownModelError          no GPU of that model exists on the fabric
@@ -24,6 +27,9 @@ was about, when there is one.
 ``DirectorServerError``, ``DirectorUnavailableError`` and ``DirectorTimeoutError`` are
 *transient*: :attr:`DirectorError.transient` is ``True`` and the client's transactions retry them
 after re-reading state. The others need a change of input or of the fabric.
+:class:`DirectorJobRunningError` is not transient: the Director is still working on the call,
+so the client neither retries nor cancels (LIQID's SDK waits for every job before its next
+call, ``liqidinc/liqidsdk-java`` ``liqidsdk/src/com/liqid/sdk/LiqidClientBase.java:176-237``).
 
 Source of the envelope shape: BRIEF.md "Domain facts" and the LIQID SDK ``ErrorMessage``
 struct (``code``, ``message``, ``type``).
@@ -36,6 +42,8 @@ __all__ = [
     "DirectorAuthError",
     "DirectorConflictError",
     "DirectorError",
+    "DirectorJobFailedError",
+    "DirectorJobRunningError",
     "DirectorNotFoundError",
     "DirectorProtocolError",
     "DirectorRequestError",
@@ -141,6 +149,21 @@ class DirectorUnavailableError(DirectorError):
 
 class DirectorTimeoutError(DirectorUnavailableError):
     """Connected, but no answer within the timeout (request timeout or hot-plug wait)."""
+
+
+class DirectorJobFailedError(DirectorServerError):
+    """An asynchronous job (an HTTP 202 answer) ended with ``command_execution_state``
+    ``FAILURE`` (``LiqidClientBase.java:31``). The job is over: its edit may be cancelled."""
+
+
+class DirectorJobRunningError(DirectorTimeoutError):
+    """An asynchronous job (an HTTP 202 answer) was still ``Pending`` when the wait ran out.
+
+    The Director is still applying the call; nothing may be cancelled or retried until the job
+    ends. ``director_message`` names the job link.
+    """
+
+    transient = False
 
 
 class DirectorProtocolError(DirectorError):

@@ -1,23 +1,29 @@
 """Typed models of the LIQID Director REST API payloads, and the joined :class:`Gpu` view.
 
 Wire models mirror the Director's JSON field names (``mach_id``, ``grp_id``, ``fabr_gid``...)
-as published by the LIQID SDK (``liqidsdk`` ``classes.py``, ``from_dictionary`` keys). They keep
-unknown fields (``extra="allow"``) so a record read from the Director can be sent back verbatim,
-which is what ``fabric/edit``, ``relate/gpu`` and ``predevice/gpu`` expect as request bodies.
+and types as LIQID's SDK publishes them (``liqidinc/liqidsdk-go`` ``liqidsdk/types_gen.go``;
+transcribed in ``tests/fixtures/director/sdk_types.json``). They keep unknown fields
+(``extra="allow"``) so a record read from the Director can be sent back verbatim, which is what
+``fabric/edit``, ``relate/gpu`` and ``predevice/gpu`` expect as request bodies.
 
-Past the client, code only sees these models and :class:`Gpu`, never raw dicts.
-Fixtures with these shapes: ``tests/fixtures/director/*.json``.
+The boundary parses what the SDK types as strings into typed values: the placeholder ``"n/a"``
+(:data:`~.liqid.NA`) becomes ``None``, ``PreDevice.mach_id`` (a decimal string) and
+``GPUDeviceInfo.dram_size`` become integers. Past the client, code only sees these models and
+:class:`Gpu`, never raw dicts. Fixtures: ``tests/fixtures/director/*.json``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
+
+from .liqid import HEALTHY_DEVICE_STATES, NA
 
 __all__ = [
     "HEALTHY_DEVICE_STATES",
+    "AsyncStatus",
     "Coordinates",
     "DeviceStatus",
     "DigestInfo",
@@ -27,6 +33,7 @@ __all__ = [
     "GpuInfo",
     "Group",
     "GroupGpuRelator",
+    "GroupPool",
     "Machine",
     "MachineDetails",
     "MachineGpuRelator",
@@ -35,8 +42,28 @@ __all__ = [
     "gfd_product_name",
 ]
 
-#: ``device_state`` values that mean the device works (status field, LIQID DeviceStatus).
-HEALTHY_DEVICE_STATES = frozenset({"ON"})
+
+def _absent(value: Any) -> Any:
+    """``"n/a"`` (and ``""``) -> ``None``: the Director's way of saying "no value"."""
+    if isinstance(value, str) and value.strip() in (NA, ""):
+        return None
+    return value
+
+
+def _int_or_none(value: Any) -> Any:
+    """A decimal string (``"12"``), an int, or an absent value -> ``int | None``; other text
+    (a unit the SDK does not publish) -> ``None``."""
+    value = _absent(value)
+    if isinstance(value, str):
+        text = value.strip()
+        return int(text) if text.isdigit() else None
+    return value
+
+
+#: A string field where the Director writes ``"n/a"`` for "none".
+OptionalText = Annotated[str | None, BeforeValidator(_absent)]
+#: A number the SDK types as a string (``"12"``, or ``"n/a"``).
+OptionalNumber = Annotated[int | None, BeforeValidator(_int_or_none)]
 
 
 def gfd_product_name(director_model: str) -> str:
@@ -76,9 +103,11 @@ class _EnvelopeBody(_Wire):
 
 
 class Envelope(_Wire):
-    """``{"response": {"code": 0, "errors": [...], "data": [...]}}``; non-zero code or errors = failure.
+    """``{"response": {"code": 0, "errors": null, "data": [...]}}``; non-zero code or errors = failure.
 
-    ``errors`` may be ``[]`` or ``null`` on success; ``data`` may be ``null`` on failure.
+    A Director answers ``errors: null`` on success (the Go SDK fails a call whose ``errors`` is
+    not nil, ``liqidsdk/client.go:491``); ``[]`` is read as success too, as the Java SDK does
+    (``Wrapper.java:48-57``). ``data`` may be ``null`` on failure.
     """
 
     response: _EnvelopeBody
@@ -95,11 +124,29 @@ class Envelope(_Wire):
 
 
 class Coordinates(_Wire):
-    """Liqid coordinates ``{rack, shelf, node}`` (mostly informational)."""
+    """Liqid coordinates ``{rack, shelf, node}`` (``GET coordinates``; ``types_gen.go:142-154``:
+    rack and shelf obsolete, always 0)."""
 
     rack: int = 0
     shelf: int = 0
-    node: int | None = None
+    node: int = 0
+
+
+class GroupPool(_Wire):
+    """Body and answer of ``pool/edit``, ``pool/done``, ``pool/cancel`` (LIQID ``GroupPool``,
+    ``types_gen.go:1691-1703``): the group, the Director's coordinates and its fabric id."""
+
+    coordinates: Coordinates
+    fabr_id: int
+    grp_id: int
+
+
+class AsyncStatus(_Wire):
+    """Poll answer of an asynchronous job (LIQID ``AsynchronousStatus``, ``types_gen.go:43-55``)."""
+
+    command_execution_state: str
+    device_id: str = ""
+    execution_date: str = ""
 
 
 class DeviceStatus(_Wire):
@@ -108,8 +155,8 @@ class DeviceStatus(_Wire):
     Attributes:
         name: device name, unique on the fabric (``gpu7``, ``pcpu0``).
         dev_id: device id, hex string (``0x00000b07``); used in ``device/udesc`` paths.
-        device_type: ``GPU``, ``CPU``...
-        device_state: ``ON`` when healthy (see :data:`HEALTHY_DEVICE_STATES`).
+        device_type: LIQID ``DeviceType``: ``gpu``, ``compute``... (``enums_gen.go:65-138``).
+        device_state: ``active | online`` when healthy (see :data:`HEALTHY_DEVICE_STATES`).
         fabr_id: id of the fabric the device sits on.
         fabr_gid: the device's fabric-global id (hex string).
         swit_gid: global id of the PCIe switch the device hangs off (hex string).
@@ -118,8 +165,8 @@ class DeviceStatus(_Wire):
 
     name: str
     dev_id: str
-    device_type: str = "GPU"
-    device_state: str = "ON"
+    device_type: str = "gpu"
+    device_state: str = ""
     fabr_id: int = 0
     fabr_gid: str = ""
     swit_gid: str = ""
@@ -138,16 +185,18 @@ class GpuInfo(_Wire):
         name: device name; joins to :class:`DeviceStatus` ``name``.
         vendor: ``NVIDIA Corporation``.
         model: NVML-style product name with blanks (``Tesla T4``).
-        dram_size: GPU memory in MiB (stand-in convention).
-        udesc: user description; this project writes its owner tag there.
+        dram_size: GPU memory in MiB, or ``None``. A string in the SDK (``types_gen.go:1358``);
+            the unit (MiB) is this project's assumption.
+        udesc: user description, ``None`` when the Director says ``"n/a"``; this project writes
+            its owner tag there.
     """
 
     name: str
     dev_id: str = ""
     vendor: str = ""
     model: str = ""
-    dram_size: int | None = None
-    udesc: str | None = ""
+    dram_size: OptionalNumber = None
+    udesc: OptionalText = None
     serial_num: str | None = None
 
 
@@ -194,17 +243,21 @@ class MachineDetails(_Wire):
 
 
 class PreDevice(_Wire):
-    """A device assigned to a group (``GET predevice``; LIQID ``PreDevice``).
+    """A device assigned to a group (``GET predevice?grp_id=``; LIQID ``PreDevice``).
 
-    ``mach_id``/``mname`` are null while the device sits in the group's free pool.
+    On the wire ``mach_id`` is a decimal string, ``mname`` and ``owner_id`` strings, all three
+    ``"n/a"`` while the device sits in the group's free pool (``PreDevice.java:136-186``), and
+    ``index`` a string; here ``mach_id`` is an ``int`` and the absent ones ``None``.
     """
 
     name: str
-    dev_type: str = "GPU"
+    dev_type: str = "gpu"
     grp_id: int
     gname: str | None = None
-    mach_id: int | None = None
-    mname: str | None = None
+    index: OptionalNumber = None
+    mach_id: OptionalNumber = None
+    mname: OptionalText = None
+    owner_id: OptionalText = None
     fabr_gid: str | None = None
     swit_gid: str | None = None
 
@@ -248,7 +301,7 @@ class Gpu(BaseModel):
         fabr_gid: the device's fabric-global id.
         swit_gid: PCIe switch global id.
         port_gid: switch port global id.
-        device_state: live state; ``ON`` when healthy.
+        device_state: live state; healthy when in :data:`HEALTHY_DEVICE_STATES`.
         group_id / group: the group whose pool holds the device, or ``None`` (system free pool).
         machine_id / machine: the machine the device is attached to, or ``None``.
         owner_tag: the device's user description when set (this project's owner tag), else ``None``.
@@ -266,7 +319,7 @@ class Gpu(BaseModel):
     fabr_gid: str = ""
     swit_gid: str = ""
     port_gid: str = ""
-    device_state: str = "ON"
+    device_state: str = "active | online"
     group_id: int | None = None
     group: str | None = None
     machine_id: int | None = None

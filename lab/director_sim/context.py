@@ -11,6 +11,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, request
 
 from .faults import Faults
+from .jobs import Jobs
 from .state import Fabric, SimError
 
 EXTENSION = "director_sim"
@@ -38,6 +39,24 @@ class SimContext:
     digests: dict[str, Digest] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     counters: dict[str, int] = field(default_factory=dict)
+    async_seconds: float | None = None
+    jobs: Jobs = field(default_factory=Jobs)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    def record(self, method: str, path: str, query: dict[str, str]) -> dict[str, Any]:
+        """Append a call to the ordered log (``GET /_sim/calls``); the status is filled in later."""
+        entry: dict[str, Any] = {"method": method, "path": path, "query": query, "status": None}
+        with self.lock:
+            self.calls.append(entry)
+            if len(self.calls) > 20000:
+                del self.calls[:10000]
+        return entry
+
+    def violation(self, text: str) -> None:
+        """Note a call the client should not have sent (a change while a job runs)."""
+        with self.lock:
+            self.violations.append(text)
 
     def new_digest(self, label: str) -> Digest:
         """Create (or replace) the digest of ``label``."""
@@ -68,8 +87,9 @@ def ctx() -> SimContext:
 
 
 def ok(data: list[Any]) -> Response:
-    """Success envelope (``code`` 0, ``errors`` empty)."""
-    return jsonify({"response": {"code": 0, "errors": [], "data": data}})
+    """Success envelope: ``code`` 0, ``errors`` null (``liqidinc/liqidsdk-go``
+    ``liqidsdk/client.go:491`` fails a call whose ``errors`` is not nil, so ``[]`` would fail)."""
+    return jsonify({"response": {"code": 0, "errors": None, "data": data}})
 
 
 def fail(err: SimError) -> tuple[Response, int]:

@@ -6,6 +6,8 @@ Kinds:
     ``delay``: sleep ``delay_seconds`` before handling (``after: false``) or after handling but
         before answering (``after: true``: the change happens, the answer comes late).
     ``reprogram_half``: the next reprogram applies half of the pending relations, then fails.
+    ``async``: answer matching changes with HTTP 202 and a job that ends ``delay_seconds`` later
+        (``fail: true``: it ends in ``FAILURE``); see :mod:`.jobs`.
 A rule matches ``method`` (or any) and ``path`` relative to ``/liqid/api/v2/`` (exact, or a
 prefix ending in ``*``), and fires ``times`` times (``null`` = forever).
 """
@@ -23,7 +25,7 @@ __all__ = ["FaultRule", "Faults"]
 class FaultRule(BaseModel):
     """One injected fault."""
 
-    kind: Literal["error", "delay", "reprogram_half"]
+    kind: Literal["error", "delay", "reprogram_half", "async"]
     method: str | None = None
     path: str | None = None
     status: int = Field(default=500, ge=400, le=599)
@@ -32,6 +34,7 @@ class FaultRule(BaseModel):
     type: str = "InjectedFault"
     delay_seconds: float = Field(default=0.0, ge=0, le=600)
     after: bool = False
+    fail: bool = False
     times: int | None = Field(default=1, ge=1)
 
     def matches(self, method: str, path: str) -> bool:

@@ -72,7 +72,8 @@ class GpuSpec(_Spec):
         switch: PCIe switch name.
         pool: group whose free pool holds it at start; ``None`` = system free pool.
         attached_to: machine it is attached to at start (needs ``pool`` = the machine's group).
-        state: ``device_state`` (``ON`` healthy; anything else is a broken device).
+        state: ``device_state`` (``active | online``, LIQID's working state, MockLiqidClient.java:243;
+            anything else is a broken device).
     """
 
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
@@ -82,7 +83,7 @@ class GpuSpec(_Spec):
     switch: str
     pool: str | None = None
     attached_to: str | None = None
-    state: str = "ON"
+    state: str = "active | online"
 
 
 class Inventory(_Spec):

@@ -1,9 +1,17 @@
 """The simulated fabric (hardware stand-in): groups, machines, GPUs, open edits; file-backed.
 
 All mutations go through :class:`Fabric`, under one lock, and are written to the state file
-(atomically: temp file + rename) so the simulator survives a restart. It refuses what the
-real Director refuses (BRIEF.md; issue 3): attaching a GPU another machine holds, relate
-without an open edit, a second edit on a machine, pool moves of attached devices.
+(atomically: temp file + rename) so the simulator survives a restart. It refuses what LIQID's
+own mock refuses, with its wording (``liqidinc/liqidsdk-java``
+``liqidsdk/mock/com/liqid/sdk/mock/MockLiqidClient.java``: a second fabric edit, 1620-1625; a
+relate or reprogram without an edit, 546-553; a second pool edit, 2740-2745; a pool move
+without a pool edit, 515-523; a pool add of a device not in the system free pool, 846-851),
+plus what a fabric must refuse: attaching a GPU another machine holds, pool moves of attached
+devices.
+
+Group pool moves are queued inside a pool edit and applied by ``pool/done`` (``MockLiqidClient``
+``groupPoolDone``, 2688-2718); relations are queued inside a fabric edit and applied by
+``fabric/reprogram``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,25 @@ from pydantic import BaseModel, Field
 
 from .inventory import MODEL_CATALOGUE, Inventory
 
-__all__ = ["EditRecord", "Fabric", "FabricState", "GpuRecord", "GroupRecord", "MachineRecord", "SimError"]
+__all__ = [
+    "HEALTHY_STATE",
+    "EditRecord",
+    "Fabric",
+    "FabricState",
+    "GpuRecord",
+    "GroupRecord",
+    "MachineRecord",
+    "PoolEditRecord",
+    "SimError",
+]
+
+#: The state of a working device, as LIQID's mock writes it (``MockLiqidClient.java:243``).
+HEALTHY_STATE = "active | online"
+
+
+def _hex(value: int) -> str:
+    """Ids in LIQID's messages: ``0x%08x`` (``MockLiqidClient.java:1622``)."""
+    return f"0x{value:08x}"
 
 
 class SimError(Exception):
@@ -69,7 +95,7 @@ class GpuRecord(BaseModel):
     dram_type: str
     cores: int
     serial: str
-    state: str = "ON"
+    state: str = HEALTHY_STATE
     grp_id: int | None = None
     mach_id: int | None = None
     udesc: str = ""
@@ -107,6 +133,16 @@ class EditRecord(BaseModel):
     reprogramming: bool = False
 
 
+class PoolEditRecord(BaseModel):
+    """An open pool edit on one group and its queued moves (``pool/edit`` .. ``pool/done``)."""
+
+    grp_id: int
+    opened_by: str
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+    committing: bool = False
+
+
 class FabricState(BaseModel):
     """Everything the state file holds."""
 
@@ -115,6 +151,7 @@ class FabricState(BaseModel):
     machines: list[MachineRecord] = Field(default_factory=list)
     gpus: list[GpuRecord] = Field(default_factory=list)
     edits: dict[int, EditRecord] = Field(default_factory=dict)
+    pool_edits: dict[int, PoolEditRecord] = Field(default_factory=dict)
 
     @classmethod
     def from_inventory(cls, inv: Inventory) -> FabricState:
@@ -194,6 +231,8 @@ class Fabric:
             self.state = FabricState.model_validate_json(self.state_file.read_text(encoding="utf-8"))
             for e in self.state.edits.values():  # a crash mid-reprogram leaves the edit open
                 e.reprogramming = False
+            for pe in self.state.pool_edits.values():
+                pe.committing = False
         else:
             self.state = FabricState.from_inventory(inventory)
             self.save()
@@ -238,11 +277,8 @@ class Fabric:
         for m in self.state.machines:
             if m.mach_id == mach_id or (name is not None and m.name == name):
                 return m
-        raise SimError(
-            404,
-            f"Machine with id {mach_id if mach_id is not None else name} does not exist",
-            type_="EntityNotFoundException",
-        )
+        what = _hex(mach_id) if mach_id is not None else name
+        raise SimError(404, f"Machine {what} does not exist", type_="LiqidException")
 
     def gpu(self, *, name: str | None = None, dev_id: str | None = None) -> GpuRecord:
         """Raises SimError 404."""
@@ -265,7 +301,7 @@ class Fabric:
         """``POST group``. Raises SimError 409 on a duplicate name."""
         with self.lock:
             if any(g.name == name for g in self.state.groups):
-                raise SimError(409, f"Group {name} already exists", type_="DuplicateEntityException")
+                raise SimError(409, f"Group {name} already exists", type_="LiqidException")
             g = GroupRecord(grp_id=max((x.grp_id for x in self.state.groups), default=0) + 1, name=name)
             self.state.groups.append(g)
             self.save()
@@ -276,7 +312,7 @@ class Fabric:
         with self.lock:
             self.group(grp_id=grp_id)
             if any(m.name == name for m in self.state.machines):
-                raise SimError(409, f"Machine {name} already exists", type_="DuplicateEntityException")
+                raise SimError(409, f"Machine {name} already exists", type_="LiqidException")
             i = max((m.mach_id for m in self.state.machines), default=0) + 1
             m = MachineRecord(
                 mach_id=i,
@@ -294,34 +330,99 @@ class Fabric:
             return m
 
     # ----------------------------------------------------------------- pools
+    def open_pool_edit(self, grp_id: int, *, opened_by: str) -> GroupRecord:
+        """``POST pool/edit``. Raises SimError 409 when the group's pool is already being edited."""
+        with self.lock:
+            grp = self.group(grp_id=grp_id)
+            if grp.grp_id in self.state.pool_edits:
+                raise SimError(
+                    409, f"Group {_hex(grp.grp_id)} is already being edited", type_="LiqidException"
+                )
+            self.state.pool_edits[grp.grp_id] = PoolEditRecord(grp_id=grp.grp_id, opened_by=opened_by)
+            self.save()
+            return grp
+
+    def _pool_edit(self, grp: GroupRecord) -> PoolEditRecord:
+        pe = self.state.pool_edits.get(grp.grp_id)
+        if pe is None or pe.committing:
+            raise SimError(
+                409,
+                f"Group {_hex(grp.grp_id)} is not in edit mode",
+                type_="LiqidException",
+                http_status=200,
+                envelope_code=1,
+            )
+        return pe
+
     def add_to_group(self, device: str, grp_id: int) -> GpuRecord:
-        """``POST predevice/gpu``: system free pool -> group pool (idempotent for the same group)."""
+        """``POST predevice/gpu``: queue system free pool -> group pool (applied by ``pool/done``)."""
         with self.lock:
             g, grp = self.gpu(name=device), self.group(grp_id=grp_id)
-            if g.grp_id == grp.grp_id:
+            pe = self._pool_edit(grp)
+            if device in pe.add:
                 return g
-            if g.mach_id is not None:
-                raise SimError(409, f"Device {device} is attached to a machine", type_="DeviceBusyException")
-            if g.grp_id is not None:
-                other = self.group(grp_id=g.grp_id).name
-                raise SimError(409, f"Device {device} belongs to group {other}", type_="DeviceBusyException")
-            g.grp_id = grp.grp_id
+            if g.grp_id is not None or g.mach_id is not None or self._queued_elsewhere(device, grp.grp_id):
+                raise SimError(
+                    409, f"Device {g.dev_id} is not in the system free pool", type_="LiqidException"
+                )
+            pe.add.append(device)
             self.save()
             return g
 
     def remove_from_group(self, device: str, grp_id: int) -> GpuRecord:
-        """``DELETE predevice/gpu``: group pool -> system free pool."""
+        """``DELETE predevice/gpu``: queue group pool -> system free pool (applied by ``pool/done``)."""
         with self.lock:
             g, grp = self.gpu(name=device), self.group(grp_id=grp_id)
+            pe = self._pool_edit(grp)
+            if device in pe.remove:
+                return g
             if g.grp_id != grp.grp_id:
-                raise SimError(
-                    409, f"Device {device} is not in group {grp.name}", type_="DeviceBusyException"
-                )
+                raise SimError(409, f"Device {device} is not in group {grp.name}", type_="LiqidException")
             if g.mach_id is not None or self.pending_owner(device) is not None:
-                raise SimError(409, f"Device {device} is attached to a machine", type_="DeviceBusyException")
-            g.grp_id = None
+                raise SimError(409, f"Device {device} is attached to a machine", type_="LiqidException")
+            pe.remove.append(device)
             self.save()
             return g
+
+    def _queued_elsewhere(self, device: str, grp_id: int) -> bool:
+        return any(device in pe.add for gid, pe in self.state.pool_edits.items() if gid != grp_id)
+
+    def begin_pool_done(self, grp_id: int) -> GroupRecord:
+        """``POST pool/done``, first half: check the edit and mark it committing."""
+        with self.lock:
+            grp = self.group(grp_id=grp_id)
+            self._pool_edit(grp).committing = True
+            self.save()
+            return grp
+
+    def finish_pool_done(self, grp_id: int, *, failed: bool = False) -> None:
+        """``POST pool/done``, second half: apply the queued moves and close the edit (or, when
+        ``failed``, leave the edit open with its moves, as a failed job would)."""
+        with self.lock:
+            pe = self.state.pool_edits.get(grp_id)
+            if pe is None:
+                return
+            pe.committing = False
+            if not failed:
+                for device in pe.remove:
+                    self.gpu(name=device).grp_id = None
+                for device in pe.add:
+                    self.gpu(name=device).grp_id = grp_id
+                del self.state.pool_edits[grp_id]
+            self.save()
+
+    def cancel_pool_edit(self, grp_id: int) -> GroupRecord:
+        """``POST pool/cancel``: drop the queued moves and close the pool edit."""
+        with self.lock:
+            grp = self.group(grp_id=grp_id)
+            pe = self.state.pool_edits.get(grp.grp_id)
+            if pe is None:
+                raise SimError(409, f"Group {_hex(grp.grp_id)} is not being edited", type_="LiqidException")
+            if pe.committing:
+                raise SimError(409, f"Group {_hex(grp.grp_id)} is being committed", type_="LiqidException")
+            del self.state.pool_edits[grp.grp_id]
+            self.save()
+            return grp
 
     def set_udesc(self, dev_id: str, text: str) -> GpuRecord:
         """``PUT/DELETE device/udesc/gpu/{dev_id}``."""
@@ -338,9 +439,7 @@ class Fabric:
             m = self.machine(mach_id=mach_id)
             if m.mach_id in self.state.edits:
                 raise SimError(
-                    409,
-                    f"Fabric edit already open for machine {m.name} (mach_id {m.mach_id})",
-                    type_="FabricEditException",
+                    409, f"Machine {_hex(m.mach_id)} is already being edited", type_="LiqidException"
                 )
             self.state.edits[m.mach_id] = EditRecord(mach_id=m.mach_id, opened_by=opened_by)
             self.save()
@@ -352,7 +451,9 @@ class Fabric:
             m = self.machine(mach_id=mach_id)
             e = self.state.edits.get(m.mach_id)
             if e is not None and e.reprogramming:
-                raise SimError(409, f"Machine {m.name} is being reprogrammed", type_="FabricEditException")
+                raise SimError(
+                    409, f"Machine {_hex(m.mach_id)} is being reprogrammed", type_="LiqidException"
+                )
             self.state.edits.pop(m.mach_id, None)
             self.save()
             return m
@@ -363,8 +464,8 @@ class Fabric:
             # The real Director answers HTTP 200 with a failing envelope here.
             raise SimError(
                 409,
-                f"Machine {m.name} is not in fabric edit mode",
-                type_="FabricEditException",
+                f"Machine {_hex(m.mach_id)} is not in edit mode",
+                type_="LiqidException",
                 http_status=200,
                 envelope_code=1,
             )
@@ -383,18 +484,18 @@ class Fabric:
                 if g.mach_id is not None:
                     holder = self.machine(mach_id=g.mach_id).name
                     raise SimError(
-                        409, f"Device {device} is attached to machine {holder}", type_="DeviceBusyException"
+                        409, f"Device {device} is attached to machine {holder}", type_="LiqidException"
                     )
                 if pending is not None and pending != m.mach_id:
                     raise SimError(
-                        409, f"Device {device} is pending in another fabric edit", type_="DeviceBusyException"
+                        409, f"Device {device} is pending in another fabric edit", type_="LiqidException"
                     )
                 if g.grp_id != m.grp_id:
                     raise SimError(
                         409,
                         f"Device {device} is not in the free pool of group "
                         f"{self.group(grp_id=m.grp_id).name}",
-                        type_="DeviceBusyException",
+                        type_="LiqidException",
                     )
                 e.attach.append(device)
             else:
@@ -402,7 +503,7 @@ class Fabric:
                     raise SimError(
                         409,
                         f"Device {device} is not attached to machine {m.name}",
-                        type_="DeviceBusyException",
+                        type_="LiqidException",
                     )
                 if device not in e.detach:
                     e.detach.append(device)
@@ -410,21 +511,40 @@ class Fabric:
             return g
 
     def reprogram(self, mach_id: int, *, fail_half: bool = False) -> MachineRecord:
-        """``POST fabric/reprogram``: apply pending relations after the hot-plug latency, close the edit.
+        """``POST fabric/reprogram`` answered at once: :meth:`begin_reprogram`, the hot-plug
+        latency, :meth:`finish_reprogram`.
 
         With ``fail_half`` only the first half of the pending relations is applied, the edit
         stays open with the rest, and SimError 500 is raised (a reprogram failing half way).
         """
-        with self.lock:
-            m = self.machine(mach_id=mach_id)
-            e = self._edit(m)
-            e.reprogramming = True
-            ops = [(d, True) for d in e.attach] + [(d, False) for d in e.detach]
-            self.save()
+        m = self.begin_reprogram(mach_id)
         if self.hotplug_latency > 0:
             time.sleep(self.hotplug_latency)
+        self.finish_reprogram(m.mach_id, fail_half=fail_half)
+        return m
+
+    def begin_reprogram(self, mach_id: int) -> MachineRecord:
+        """Check the machine's edit and mark it reprogramming (no relate or cancel meanwhile)."""
         with self.lock:
-            applied = ops[: len(ops) // 2] if fail_half else ops
+            m = self.machine(mach_id=mach_id)
+            self._edit(m).reprogramming = True
+            self.save()
+            return m
+
+    def finish_reprogram(self, mach_id: int, *, fail_half: bool = False, failed: bool = False) -> None:
+        """Apply the pending relations and close the edit. ``failed``: apply nothing and leave
+        the edit open (a failed reprogram job); ``fail_half``: see :meth:`reprogram`.
+
+        Raises:
+            SimError: 500 with ``fail_half``.
+        """
+        with self.lock:
+            m = self.machine(mach_id=mach_id)
+            e = self.state.edits.get(m.mach_id)
+            if e is None:
+                return
+            ops = [(d, True) for d in e.attach] + [(d, False) for d in e.detach]
+            applied = [] if failed else ops[: len(ops) // 2] if fail_half else ops
             for device, attach in applied:
                 g = self.gpu(name=device)
                 if attach:
@@ -436,16 +556,29 @@ class Fabric:
                     self._record_detach(g)
                     e.detach.remove(device)
             e.reprogramming = False
-            if fail_half:
+            if fail_half or failed:
                 self.save()
-                raise SimError(
-                    500,
-                    f"Reprogram of machine {m.name} failed after {len(applied)} of {len(ops)} device(s)",
-                    type_="FabricException",
-                )
+                if fail_half:
+                    raise SimError(
+                        500,
+                        f"Reprogram of machine {m.name} failed after {len(applied)} of {len(ops)} device(s)",
+                        type_="LiqidException",
+                    )
+                return
             del self.state.edits[m.mach_id]
             m.mtime_ms = int(time.time() * 1000)
             self.save()
+
+    def cancel_reprogram(self, mach_id: int) -> MachineRecord:
+        """``POST fabric/reprogram/cancel``: stop a reprogram in progress; its edit stays open
+        with the pending relations. A no-op when none runs (the semantics are not published:
+        LIQID's mock does not implement it, ``MockLiqidClient.java:1345-1356``)."""
+        with self.lock:
+            m = self.machine(mach_id=mach_id)
+            e = self.state.edits.get(m.mach_id)
+            if e is not None:
+                e.reprogramming = False
+                self.save()
             return m
 
     # ----------------------------------------------------------------- out of band (test control)
@@ -471,7 +604,7 @@ class Fabric:
         m.history.append(
             {
                 "atime": int(time.time() * 1000),
-                "dev_type": "GPU",
+                "dev_type": "gpu",
                 "dtime": None,
                 "fabr_gid": g.fabr_gid,
                 "free": False,
@@ -488,7 +621,7 @@ class Fabric:
                     h["dtime"], h["free"] = int(time.time() * 1000), True
 
     def set_state(self, device: str, state: str) -> GpuRecord:
-        """Set a GPU's ``device_state`` (``ON``, or e.g. ``ERROR`` for a broken device)."""
+        """Set a GPU's ``device_state`` (:data:`HEALTHY_STATE`, or e.g. ``ERROR`` for a broken device)."""
         with self.lock:
             g = self.gpu(name=device)
             g.state = state

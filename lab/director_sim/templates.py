@@ -1,9 +1,15 @@
 """Record rendering for the Director simulator (hardware stand-in), from the payload fixtures.
 
 Every record the simulator returns starts as a copy of the matching record in
-``tests/fixtures/director/*.json`` (the published shapes the client is tested against) with the
-live values filled in. Filling a key the fixture does not have is an error, so the simulator
-and the client fixtures cannot drift apart.
+``tests/fixtures/director/*.json`` (transcribed from LIQID's SDK types, mock and integration
+tests; each file cites its source) with the live values filled in. Filling a key the fixture
+does not have is an error, so the simulator and the fixtures cannot drift apart.
+
+Values follow the SDK's types (``liqidinc/liqidsdk-go`` ``liqidsdk/types_gen.go``): strings
+where it has strings (``PreDevice.index`` and ``mach_id``, ``GPUDeviceInfo.dram_size`` and
+``core_cnt``), and the string :data:`NA` where the Director has no value (``PreDevice.mach_id``,
+``mname``, ``owner_id`` of a device in a group's free pool; an empty user description):
+``liqidinc/liqidsdk-java`` ``PreDevice.java:136-156``, ``MockLiqidClient.java:265,1512``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from typing import Any
 from .state import FabricState, GpuRecord, GroupRecord, MachineRecord
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "director"
+
+#: The Director's placeholder for an absent value.
+NA = "n/a"
 
 
 @cache
@@ -73,6 +82,15 @@ def gpu_status(
     )
 
 
+def device_status(
+    state: FabricState, g: GpuRecord, machines: Mapping[int, MachineRecord] | None = None
+) -> dict[str, Any]:
+    """``status`` record of a GPU (LIQID DeviceStatus: the GPU status without ``unique``)."""
+    rec = gpu_status(state, g, machines)
+    tmpl = json.loads(_fixture_record("status.json", 1))
+    return {k: rec[k] for k in tmpl}
+
+
 def cpu_status(state: FabricState, m: MachineRecord) -> dict[str, Any]:
     """``status`` record of a machine's compute device (LIQID ComputeDeviceStatus)."""
     return _fill(
@@ -91,13 +109,14 @@ def cpu_status(state: FabricState, m: MachineRecord) -> dict[str, Any]:
 
 
 def gpu_info(state: FabricState, g: GpuRecord) -> dict[str, Any]:
-    """``device/info/gpu`` record (LIQID GPUDeviceInfo); ``dram_size`` in MiB."""
+    """``device/info/gpu`` record (LIQID GPUDeviceInfo); ``dram_size``: MiB as a decimal string
+    (the unit is this simulator's assumption; the SDK only says it is a string)."""
     return _fill(
         "device_info_gpu.json",
-        core_cnt=g.cores,
+        core_cnt=str(g.cores),
         dev_id=g.dev_id,
         device_state=g.state,
-        dram_size=g.memory_mib,
+        dram_size=str(g.memory_mib),
         dram_type=g.dram_type,
         fabr_gid=g.fabr_gid,
         family=g.family,
@@ -107,7 +126,7 @@ def gpu_info(state: FabricState, g: GpuRecord) -> dict[str, Any]:
         name=g.name,
         pci_device=g.pci_device,
         serial_num=g.serial,
-        udesc=g.udesc,
+        udesc=g.udesc or NA,
         unique=f"GPU-{g.serial}",
         vendor=g.vendor,
     )
@@ -126,7 +145,11 @@ def machine(state: FabricState, m: MachineRecord) -> dict[str, Any]:
         extra = set(h) - set(tmpl)
         if extra:
             raise KeyError(f"machine.json connection_history has no field(s) {sorted(extra)}")
-        history.append({**tmpl, **h})
+        entry = {**tmpl, **h}
+        entry["dev_type"] = str(entry["dev_type"]).lower()  # DeviceType "gpu" (enums_gen.go:122)
+        entry["dtime"] = entry["dtime"] or 0  # int64, never null (types_gen.go:454)
+        entry["udesc"] = entry["udesc"] or NA
+        history.append(entry)
     return _fill(
         "machine.json",
         comp_name=m.comp_name,
@@ -168,19 +191,36 @@ def predevice(
         fabr_id=state.fabric_id,
         gname=grp.name,
         grp_id=grp.grp_id,
-        index=g.index,
-        mach_id=m.mach_id if m else None,
-        mname=m.name if m else None,
+        index=str(g.index),
+        mach_id=str(m.mach_id) if m else NA,
+        mname=m.name if m else NA,
         name=g.name,
-        owner_id=m.fabr_gid if m else None,
+        owner_id=m.fabr_gid if m else NA,
         port_gid=g.port_gid,
         swit_gid=g.swit_gid,
     )
 
 
 def group_gpu_relator(state: FabricState, g: GpuRecord, grp: GroupRecord) -> dict[str, Any]:
-    """``{"deviceStatus", "group"}`` (LIQID GroupGPUDeviceRelator): the answer of pool and relate calls."""
+    """``{"deviceStatus", "group"}`` (LIQID GroupGPUDeviceRelator): the answer of ``predevice/gpu``."""
     return {"deviceStatus": gpu_status(state, g), "group": group(state, grp)}
+
+
+def machine_gpu_relator(
+    state: FabricState, g: GpuRecord, grp: GroupRecord, m: MachineRecord
+) -> dict[str, Any]:
+    """``{"groupDeviceRelator", "machine"}`` (LIQID MachineGPUDeviceRelator): the answer of ``relate/gpu``."""
+    return {"groupDeviceRelator": group_gpu_relator(state, g, grp), "machine": machine(state, m)}
+
+
+def coordinates() -> dict[str, Any]:
+    """``coordinates`` record: the Director's default Liqid coordinates (all 0 in the lab)."""
+    return _fill("coordinates.json")
+
+
+def group_pool(state: FabricState, grp: GroupRecord) -> dict[str, Any]:
+    """``pool/edit|done|cancel`` record (LIQID GroupPool)."""
+    return _fill("pool_edit.json", coordinates=coordinates(), fabr_id=state.fabric_id, grp_id=grp.grp_id)
 
 
 def digest(digest_id: int, key: str, label: str) -> dict[str, Any]:
@@ -189,5 +229,5 @@ def digest(digest_id: int, key: str, label: str) -> dict[str, Any]:
 
 
 def udesc(text: str) -> dict[str, Any]:
-    """``device/udesc`` record."""
-    return _fill("device_udesc_put.json", udesc=text)
+    """``device/udesc`` record; an empty description reads ``n/a``."""
+    return _fill("device_udesc_put.json", udesc=text or NA)

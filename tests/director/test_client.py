@@ -47,7 +47,8 @@ def test_free_gpus_by_group_and_attached_gpus(client: DirectorClient) -> None:
     assert client.machine("blade-slot-2").mach_id == client.machine(2).mach_id == 2
     assert client.group("reserved").grp_id == 2
     assert client.machine_details("blade-slot-4").gpu_count == 1
-    assert {d.device_type for d in client.device_statuses()} == {"CPU", "GPU"}
+    # LIQID DeviceType values (liqidsdk-go enums_gen.go:114,122)
+    assert {d.device_type for d in client.device_statuses()} == {"compute", "gpu"}
 
 
 def test_unknown_machine_group_gpu_are_not_found_with_the_known_names(client: DirectorClient) -> None:
@@ -264,28 +265,29 @@ def test_digest_session_reauthenticates_after_expiry_and_is_deleted_on_close(sim
 
 
 def test_a_compose_reads_the_fabric_once_and_not_the_models(sim: Sim, client: DirectorClient) -> None:
-    """One read of where the GPUs are (status/gpu, predevice) per transaction, no model read
-    (device/info/gpu); the check after the reprogram reads only the machine's devices
-    (``predevice?mach_id=``). With 1,000 GPUs a full read costs ~0.2 s of CPU, and a compose
-    used to do four, before it even opened the edit."""
+    """One read of where the GPUs are (status/gpu, and predevice once per group: the Director
+    wants ``grp_id``) per transaction, no model read (device/info/gpu); the check after the
+    reprogram reads only the machine's devices (``predevice?grp_id=&mach_id=``). With 1,000 GPUs
+    a full read costs ~0.2 s of CPU."""
     client.machine("blade-slot-1")  # the machine/group lookups are not what is counted here
     before = {k: sim.calls(k) for k in ("GET status/gpu", "GET device/info/gpu", "GET predevice")}
     client.compose("blade-slot-1", ["gpu0", "gpu2"])
     after = {k: sim.calls(k) - before[k] for k in before}
-    assert after == {"GET status/gpu": 1, "GET device/info/gpu": 0, "GET predevice": 2}
+    groups = len(client.groups())
+    assert after == {"GET status/gpu": 1, "GET device/info/gpu": 0, "GET predevice": groups + 1}
     got = client.attached_gpus("blade-slot-1")
     assert _names(got) == ["gpu0", "gpu2"] and all(g.group == "gpu-pool" for g in got)
 
 
-def test_a_known_machine_is_looked_up_by_id_not_by_listing_every_machine(client: DirectorClient) -> None:
-    """After one full ``GET machine``, a name is resolved with ``GET machine?mach_id=`` (one
-    record instead of the whole fleet, read on every compose)."""
-    first = client.machine("blade-slot-2")
+def test_a_machine_is_looked_up_by_name_not_by_listing_every_machine(client: DirectorClient) -> None:
+    """A name is resolved with ``GET machine?mach_name=`` (LiqidClient.java:2555-2565
+    ``getMachineByName``), an id with ``?mach_id=``: one record instead of the whole fleet."""
 
     def no_full_list() -> list:
         raise AssertionError("listed every machine again")
 
     client.machines = no_full_list  # type: ignore[method-assign]
+    first = client.machine("blade-slot-2")
     again = client.machine("blade-slot-2")
     assert (again.mach_id, again.mach_name) == (first.mach_id, first.mach_name)
     assert client.machine(first.mach_id).mach_name == "blade-slot-2"

@@ -20,7 +20,7 @@ def gpu(
     *,
     group: int | None = None,
     machine: int | None = None,
-    state: str = "ON",
+    state: str = "active | online",
     tag: str | None = None,
 ) -> Gpu:
     return Gpu(
@@ -137,7 +137,7 @@ def inventories(draw: st.DrawFn) -> list[Gpu]:
                 draw(st.sampled_from([T4, A100])),
                 group=group,
                 machine=machine,
-                state=draw(st.sampled_from(["ON", "ON", "ON", "ERROR"])),
+                state=draw(st.sampled_from(["active | online"] * 3 + ["ERROR"])),
             )
         )
     return out

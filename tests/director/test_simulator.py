@@ -42,7 +42,7 @@ def keys(value: Any) -> Any:
         ("group.json", "group", {}),
         ("machine.json", "machine", {}),
         ("machine_details.json", "machine/details/1", {}),
-        ("predevice.json", "predevice", {"dev_type": "gpu"}),
+        ("predevice.json", "predevice", {"dev_type": "gpu", "grp_id": "1"}),
     ],
 )
 def test_responses_have_the_fixture_shapes(sim: Sim, fixture: str, path: str, query: dict[str, str]) -> None:
@@ -91,7 +91,9 @@ def test_relate_without_open_edit_fails_in_the_envelope_under_http_200(sim: Sim)
     assert r.status_code == 200
     resp = r.json()["response"]
     assert resp["code"] == 1 and resp["errors"][0]["code"] == 409
-    assert "not in fabric edit mode" in resp["errors"][0]["message"]
+    assert (
+        resp["errors"][0]["message"] == "Machine 0x00000001 is not in edit mode"
+    )  # MockLiqidClient.java:546-553
     assert sim.gpu("gpu2")["mach_id"] is None
 
 
@@ -99,7 +101,8 @@ def test_second_edit_on_a_machine_is_refused(sim: Sim) -> None:
     body = _relate_body(sim, "gpu2", "blade-slot-1")["machine"]
     assert api(sim, "POST", "fabric/edit", json=body).status_code == 200
     r = api(sim, "POST", "fabric/edit", json=body)
-    assert r.status_code == 409 and "already open" in r.json()["response"]["errors"][0]["message"]
+    assert r.status_code == 409
+    assert r.json()["response"]["errors"][0]["message"] == "Machine 0x00000001 is already being edited"
 
 
 def test_attaching_a_gpu_another_machine_holds_is_refused(sim: Sim) -> None:
@@ -124,11 +127,40 @@ def test_full_cycle_edit_relate_reprogram_and_cancel(sim: Sim) -> None:
     assert [h["name"] for h in history] == ["gpu2"]
 
 
-def test_pool_moves_refuse_attached_devices(sim: Sim) -> None:
+def _pool(sim: Sim, grp_id: int) -> dict[str, Any]:
+    coords = api(sim, "GET", "coordinates").json()["response"]["data"][0]
+    fabric_id = api(sim, "GET", "fabric/id").json()["response"]["data"][0]
+    return {"coordinates": coords, "fabr_id": fabric_id, "grp_id": grp_id}
+
+
+def test_pool_moves_need_a_pool_edit_and_refuse_attached_devices(sim: Sim) -> None:
     body = _relate_body(sim, "gpu7", "blade-slot-4")["groupDeviceRelator"]
     r = api(sim, "DELETE", "predevice/gpu", json=body)
+    assert r.status_code == 200 and r.json()["response"]["code"] == 1  # MockLiqidClient.java:515-523
+    assert r.json()["response"]["errors"][0]["message"].endswith("is not in edit mode")
+    pool = _pool(sim, body["group"]["grp_id"])
+    assert api(sim, "POST", "pool/edit", json=pool).ok
+    assert api(sim, "POST", "pool/edit", json=pool).status_code == 409  # already being edited
+    r = api(sim, "DELETE", "predevice/gpu", json=body)
     assert r.status_code == 409
+    assert api(sim, "POST", "pool/done", json=pool).ok
     assert sim.gpu("gpu7")["grp_id"] is not None
+
+
+def test_pool_moves_apply_at_done_and_not_at_cancel(sim: Sim) -> None:
+    free = _relate_body(sim, "gpu0", "blade-slot-1")["groupDeviceRelator"]
+    pool = _pool(sim, free["group"]["grp_id"])
+    assert api(sim, "POST", "pool/edit", json=pool).ok
+    assert api(sim, "POST", "predevice/gpu", json=free).json()["response"]["code"] == 0
+    assert sim.gpu("gpu0")["grp_id"] is None  # queued until pool/done
+    assert api(sim, "POST", "pool/cancel", json=pool).ok
+    assert sim.gpu("gpu0")["grp_id"] is None and sim.state()["pool_edits"] == {}
+    assert api(sim, "POST", "pool/edit", json=pool).ok
+    assert api(sim, "POST", "predevice/gpu", json=free).ok
+    assert api(sim, "POST", "pool/done", json=pool).ok
+    assert sim.gpu("gpu0")["grp_id"] == pool["grp_id"]
+    wrong = dict(pool, coordinates={"rack": 1, "shelf": 0, "node": 0})
+    assert api(sim, "POST", "pool/edit", json=wrong).status_code == 400
 
 
 def test_bad_bodies_are_400_envelopes(sim: Sim) -> None:

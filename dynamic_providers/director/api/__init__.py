@@ -1,10 +1,11 @@
 """One module per Director API resource, following the API tree under ``/liqid/api/v2/``.
 
 ``status`` (``status``, ``status/gpu``), ``device`` (``device/info/gpu``, ``device/udesc``),
-``group``, ``machine``, ``predevice`` (group pools), ``relate`` (machine attachments) and
-``fabric`` (``fabric/edit``, ``fabric/edit/cancel``, ``fabric/reprogram``). Each function sends
-one call through a :class:`~dynamic_providers.director._transport.Transport` and returns typed
-models. Sources: BRIEF.md "Domain facts"; LIQID SDK 3.x paths and bodies.
+``group``, ``machine``, ``predevice`` (group pools), ``pool`` (``coordinates``, ``fabric/id``,
+``pool/edit|done|cancel``), ``relate`` (machine attachments) and ``fabric`` (``fabric/edit``,
+``fabric/edit/cancel``, ``fabric/reprogram``). Each function sends one call through a
+:class:`~dynamic_providers.director._transport.Transport` and returns typed models. Paths and
+bodies: ``liqidinc/liqidsdk-java`` ``liqidsdk/generated/com/liqid/sdk/LiqidClient.java``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """``fabric`` resource: the edit / reprogram / cancel cycle that changes PCIe connections.
 
 ``POST fabric/edit`` (body: machine) opens an edit; ``POST fabric/reprogram`` applies the
-pending relations and closes it; ``POST fabric/edit/cancel`` discards them (BRIEF.md; LIQID SDK
-``edit_fabric``, ``reprogram_fabric``, ``cancel_edit_fabric``).
+pending relations and closes it; ``POST fabric/edit/cancel`` discards them (``liqidinc/liqidsdk-java``
+``LiqidClient.java``: ``editFabric`` 1049-1062, ``reprogramFabric`` 4039-4050, ``cancelEditFabric``
+618-625; order and cancel-on-failure as in kubint ``ReconfigureMachineAction.java:75-113``).
 """
 
 from __future__ import annotations

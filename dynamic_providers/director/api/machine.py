@@ -7,14 +7,19 @@ from ..models import Machine, MachineDetails
 from . import parse_one, parse_records
 
 
-def list_machines(t: Transport, *, grp_id: int | None = None, mach_id: int | None = None) -> list[Machine]:
-    """``GET machine[?grp_id=&mach_id=]``: every machine, those of one group, or one machine
-    (BRIEF.md "Domain facts": ``GET machine?grp_id=&mach_id=``)."""
-    params: dict[str, int] = {}
+def list_machines(
+    t: Transport, *, grp_id: int | None = None, mach_id: int | None = None, mach_name: str | None = None
+) -> list[Machine]:
+    """``GET machine[?grp_id=&mach_id=&mach_name=]``: every machine, those of one group, or one
+    machine by id or by name (``LiqidClient.java``: ``getMachinesByGroupId`` 2518,
+    ``getMachineByName`` 2555-2565)."""
+    params: dict[str, int | str] = {}
     if grp_id is not None:
         params["grp_id"] = grp_id
     if mach_id is not None:
         params["mach_id"] = mach_id
+    if mach_name is not None:
+        params["mach_name"] = mach_name
     return parse_records(
         Machine, t.request("GET", "machine", params=params or None), method="GET", path="machine"
     )

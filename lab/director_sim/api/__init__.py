@@ -1,6 +1,7 @@
 """Director simulator handlers (hardware stand-in), one module per API resource like the real tree.
 
-``status``, ``device``, ``group``, ``machine``, ``predevice``, ``relate``, ``fabric``, ``digest``
+``status``, ``device``, ``group``, ``machine``, ``predevice``, ``relate``, ``fabric``, ``digest``,
+``coordinates``, ``pool`` and ``job`` (the poll link of HTTP 202 answers)
 under ``/liqid/api/v2/``; client side: ``dynamic_providers.director.api``.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from . import device, digest, fabric, group, machine, predevice, relate, status
+from . import coordinates, device, digest, fabric, group, job, machine, pool, predevice, relate, status
 
 BLUEPRINTS: tuple[Blueprint, ...] = (
     status.bp,
@@ -19,4 +20,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     relate.bp,
     fabric.bp,
     digest.bp,
+    coordinates.bp,
+    pool.bp,
+    job.bp,
 )

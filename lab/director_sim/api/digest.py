@@ -25,8 +25,9 @@ def create(label: str) -> Response:
 
 @bp.delete("/digest/<label>")
 def delete(label: str) -> Response:
-    """Delete the digest of ``label`` (idempotent)."""
+    """Delete the digest of ``label`` (idempotent); answers the label, a string
+    (``liqidinc/liqidsdk-go`` ``liqidsdk/client.go:484-503``: StringWrapper, one datum)."""
     c = ctx()
     with c.lock:
         c.digests.pop(label, None)
-    return ok([True])
+    return ok([label])

@@ -1,4 +1,8 @@
-"""``GET machine[?grp_id=&mach_id=]``, ``POST machine``, ``GET machine/details/{id}`` (stand-in)."""
+"""``GET machine[?grp_id=&mach_id=&mach_name=]``, ``POST machine``, ``GET machine/details/{id}`` (stand-in).
+
+``mach_name`` selects one machine by name (``liqidinc/liqidsdk-java`` ``LiqidClient.java:2555-2565``
+``getMachineByName``).
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,19 @@ bp = Blueprint("machine", __name__)
 
 @bp.get("/machine")
 def list_machines() -> Response:
-    """Machines, filtered by ``grp_id`` / ``mach_id`` when given."""
+    """Machines, filtered by ``grp_id`` / ``mach_id`` / ``mach_name`` when given."""
     f = ctx().fabric
     grp_id = request.args.get("grp_id", type=int)
     mach_id = request.args.get("mach_id", type=int)
+    mach_name = request.args.get("mach_name")
     with f.lock:
         return ok(
             [
                 templates.machine(f.state, m)
                 for m in f.state.machines
-                if (grp_id is None or m.grp_id == grp_id) and (mach_id is None or m.mach_id == mach_id)
+                if (grp_id is None or m.grp_id == grp_id)
+                and (mach_id is None or m.mach_id == mach_id)
+                and (mach_name is None or m.name == mach_name)
             ]
         )
 

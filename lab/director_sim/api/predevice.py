@@ -1,4 +1,11 @@
-"""``GET predevice``, ``POST|DELETE predevice/gpu`` (stand-in): group pools."""
+"""``GET predevice?grp_id=``, ``POST|DELETE predevice/gpu`` (stand-in): group pools.
+
+``grp_id`` is required, as LIQID's SDK and mock require it (``LiqidClient.java:1378-1393``,
+``MockLiqidClient.java:1764-1773``); the answer holds the group's devices, in its free pool or
+attached (``mach_id`` narrows it to one machine's). The SDK's own ``getUnattachedDevicesForGroup``
+filters that answer on ``mach_id`` (``LiqidClientBase.java:790-798``), so a free-pool-only answer
+(as in LIQID's mock) is not assumed. Pool moves queue inside a pool edit (``api/pool.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ from flask import Blueprint, Response, request
 
 from .. import templates
 from ..context import ctx, field_of, json_body, ok
+from ..state import SimError
 
 bp = Blueprint("predevice", __name__)
 
@@ -16,6 +24,8 @@ def list_predevices() -> Response:
     f = ctx().fabric
     dev_type = request.args.get("dev_type", "gpu").lower()
     grp_id = request.args.get("grp_id", type=int)
+    if grp_id is None:
+        raise SimError(400, "Parameter grp_id is required", type_="LiqidException")
     mach_id = request.args.get("mach_id", type=int)
     with f.lock:
         by_id = templates.machines_by_id(f.state)
@@ -40,7 +50,7 @@ def _relator() -> tuple[str, int]:
 
 @bp.post("/predevice/gpu")
 def add_to_group() -> Response:
-    """System free pool -> group pool."""
+    """Queue system free pool -> group pool (needs ``pool/edit``)."""
     device, grp_id = _relator()
     f = ctx().fabric
     g = f.add_to_group(device, grp_id)
@@ -50,7 +60,7 @@ def add_to_group() -> Response:
 
 @bp.delete("/predevice/gpu")
 def remove_from_group() -> Response:
-    """Group pool -> system free pool."""
+    """Queue group pool -> system free pool (needs ``pool/edit``)."""
     device, grp_id = _relator()
     f = ctx().fabric
     g = f.remove_from_group(device, grp_id)

@@ -1,4 +1,7 @@
-"""``POST|DELETE relate/gpu`` (stand-in): pending attach/detach inside an open fabric edit."""
+"""``POST|DELETE relate/gpu`` (stand-in): pending attach/detach inside an open fabric edit.
+
+Answer: ``MachineGPUDeviceRelator`` (``LiqidClient.java:246-258``, ``3748-3762``).
+"""
 
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ def _relate(attach: bool) -> Response:
     f = ctx().fabric
     g = f.relate(mach_id, device, attach=attach)
     with f.lock:
-        grp = f.group(grp_id=f.machine(mach_id=mach_id).grp_id)
-        return ok([templates.group_gpu_relator(f.state, g, grp)])
+        m = f.machine(mach_id=mach_id)
+        return ok([templates.machine_gpu_relator(f.state, g, f.group(grp_id=m.grp_id), m)])
 
 
 @bp.post("/relate/gpu")

@@ -17,7 +17,7 @@ def all_devices() -> Response:
     with f.lock:
         data = [templates.cpu_status(f.state, m) for m in f.state.machines]
         by_id = templates.machines_by_id(f.state)
-        data += [templates.gpu_status(f.state, g, by_id) for g in f.state.gpus]
+        data += [templates.device_status(f.state, g, by_id) for g in f.state.gpus]
     return ok(data)
 
 
