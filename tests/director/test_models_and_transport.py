@@ -77,7 +77,8 @@ def test_every_fixture_is_documented_and_classified() -> None:
 
 def test_gpu_model_fields_and_gfd_names() -> None:
     info = GpuInfo.model_validate(load_fixture("device_info_gpu.json")["body"]["response"]["data"][0])
-    assert (info.vendor, info.model, info.dram_size, info.udesc) == ("NVIDIA Corporation", "Tesla T4", 15360, None)
+    want = ("NVIDIA Corporation", "Tesla T4", 15360, None)  # dram_size "15360", udesc "n/a" on the wire
+    assert (info.vendor, info.model, info.dram_size, info.udesc) == want
     assert gfd_product_name("Tesla T4") == "Tesla-T4"
     assert gfd_product_name("NVIDIA A100-PCIE-40GB") == "NVIDIA-A100-PCIE-40GB"
     assert gfd_product_name("  NVIDIA  L40S ") == "NVIDIA-L40S"
