@@ -63,6 +63,7 @@ import requests
 import yaml
 
 from bench.labctl import free_port, isolated_control_plane
+from lab.scenario import local_gating_webhook
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_USER, SIM_PASSWORD = "admin", "bench-director-password"
@@ -473,54 +474,6 @@ def _cleanup_cluster(core: Any, ns: str, touched: Iterable[str]) -> None:
             pass
 
 
-def gating_webhook(api: Any, ns: str, run_dir: Path) -> tuple[int, Path, Path, str]:
-    """Register the chart's gating webhook for namespace ``ns``, served at 127.0.0.1.
-
-    Renders ``charts/composer/templates/webhook.yaml`` with ``helm template`` (``webhook.url``
-    on a free port, IP SAN 127.0.0.1), writes the chart-made serving certificate and key to
-    ``run_dir`` and creates the MutatingWebhookConfiguration.
-
-    Returns:
-        (port, certificate file, key file, MutatingWebhookConfiguration name).
-
-    Raises:
-        subprocess.CalledProcessError: helm failed; ApiException: the API server refused.
-    """
-    import base64
-
-    from kubernetes import client
-
-    port = free_port()
-    release = f"bench-{ns[-6:]}"
-    argv = [
-        "helm",
-        "template",
-        release,
-        str(ROOT / "charts" / "composer"),
-        "--namespace",
-        ns,
-        "--show-only",
-        "templates/webhook.yaml",
-    ]
-    for v in (
-        "director.existingSecret=unused",
-        f"webhook.url=https://127.0.0.1:{port}",
-        "webhook.ipSANs[0]=127.0.0.1",
-        f"composer.namespaces[0]={ns}",
-    ):
-        argv += ["--set", v]
-    out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d]
-    secret = next(d for d in docs if d["kind"] == "Secret")
-    cert, key = run_dir / "webhook.crt", run_dir / "webhook.key"
-    cert.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
-    key.write_bytes(base64.b64decode(secret["data"]["tls.key"]))
-    key.chmod(0o600)
-    hook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
-    client.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(hook)
-    return port, cert, key, hook["metadata"]["name"]
-
-
 def run_one(
     kind: str, lab_kubeconfig: Path, node_names: Sequence[str], cfg: ReactionConfig, work: Path
 ) -> dict[str, Any]:
@@ -556,7 +509,7 @@ def run_one(
         if cfg.gating:
             if kind != "composer":
                 raise ValueError("gating is a composer mode (the baseline has no webhook)")
-            hook = gating_webhook(api, ns, run_dir)
+            hook = local_gating_webhook(api, namespace=ns, release=f"bench-{sid}", out_dir=run_dir)
         procs.start(
             "director",
             [

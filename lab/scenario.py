@@ -6,18 +6,25 @@ authenticates with a token for that ServiceAccount from the TokenRequest API. It
 therefore exactly what the chart grants.
 
 Timeline printed by :func:`run_article_scenario`: pod on ``blade-slot-1`` asks for 2 GPUs →
-Pending → composed (Director) → advertised → Running → pod ends → idle timeout → GPUs back in
-the free pool → pod on ``blade-slot-2`` → the same 2 GPUs composed there → Running → reclaimed.
+Pending, held by the composer's scheduling gate (the chart's admission webhook, served by the
+local process) → reserved → composed (Director) → advertised → released (gate removed) →
+Running → pod ends → idle timeout → GPUs back in the free pool → pod on ``blade-slot-2`` → the
+same 2 GPUs composed there → Running → reclaimed.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -53,12 +60,24 @@ def composer_service_account(core: client.CoreV1Api, namespace: str) -> str:
     return sas.items[0].metadata.name
 
 
+def chart_webhook_name(api: client.ApiClient) -> str | None:
+    """Name of the MutatingWebhookConfiguration the composer chart created (None: webhook off)."""
+    hooks = client.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration(
+        label_selector="app.kubernetes.io/name=composer")
+    return hooks.items[0].metadata.name if hooks.items else None
+
+
 def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
                    idle_timeout_seconds: float) -> int:
-    """Start the controller as lab process ``composer`` with the chart's ServiceAccount token."""
+    """Start the controller as lab process ``composer`` with the chart's ServiceAccount token.
+
+    When the chart registered its pod-gating webhook, that configuration is re-pointed at this
+    local process (:func:`local_gating_webhook`), which serves it over HTTPS on 127.0.0.1.
+    """
     api = kube.admin_client(cfg)
     core = client.CoreV1Api(api)
     ns = composer_out["namespace"]
+    hook = chart_webhook_name(api)
     sa = composer_service_account(core, ns)
     token = core.create_namespaced_service_account_token(
         sa, ns, {"spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 86400}}
@@ -83,9 +102,66 @@ def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
     excluded = list(composer_out.get("excluded_devices") or [])
     if excluded:
         argv += ["--excluded-devices", json.dumps(excluded)]
+    if hook is not None:
+        port, crt, key, _ = local_gating_webhook(api, namespace=DEMO_NAMESPACE, release="lab-demo",
+                                                 out_dir=cfg.lab_dir / "composer-webhook",
+                                                 replace_name=hook)
+        argv += ["--webhook-address", "127.0.0.1", "--webhook-port", str(port),
+                 "--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
     return processes.start(cfg.lab_dir, "composer", argv,
                            env={"COMPOSER_DIRECTOR_PASSWORD": services.DIRECTOR_PASSWORD},
                            cwd=controlplane.ROOT)
+
+
+def local_gating_webhook(api: client.ApiClient, *, namespace: str, release: str, out_dir: Path,
+                         port: int | None = None,
+                         replace_name: str | None = None) -> tuple[int, Path, Path, str]:
+    """Register the chart's pod-gating webhook for a composer running as a local process.
+
+    kwok runs no containers, so in the lab the API server cannot reach a composer Pod behind the
+    chart's Service; the composer runs on 127.0.0.1 instead. This renders the chart's own
+    ``templates/webhook.yaml`` with ``webhook.url=https://127.0.0.1:<port>``, an IP SAN
+    127.0.0.1 and ``composer.namespaces=[namespace]``, writes the chart-made serving certificate
+    and key to ``out_dir`` (for ``--webhook-cert-file``/``--webhook-key-file``), and creates the
+    MutatingWebhookConfiguration, or replaces the one named ``replace_name`` (the dev stack's,
+    re-pointed at the local process).
+
+    Returns:
+        (port, certificate file, key file, configuration name).
+
+    Raises:
+        subprocess.CalledProcessError: helm failed; ApiException: the API server refused.
+    """
+    port = port or _free_port()
+    argv = ["helm", "template", release, str(controlplane.ROOT / "charts" / "composer"),
+            "--namespace", namespace, "--show-only", "templates/webhook.yaml"]
+    for v in ("director.existingSecret=unused", f"webhook.url=https://127.0.0.1:{port}",
+              "webhook.ipSANs[0]=127.0.0.1", f"composer.namespaces[0]={namespace}"):
+        argv += ["--set", v]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cert, key = out_dir / "webhook.crt", out_dir / "webhook.key"
+    cert.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+    key.write_bytes(base64.b64decode(secret["data"]["tls.key"]))
+    key.chmod(0o600)
+    hook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
+    adm = client.AdmissionregistrationV1Api(api)
+    if replace_name:
+        old = adm.read_mutating_webhook_configuration(replace_name)
+        hook["metadata"] = {"name": replace_name, "labels": old.metadata.labels,
+                            "resourceVersion": old.metadata.resource_version}
+        adm.replace_mutating_webhook_configuration(replace_name, hook)
+    else:
+        adm.create_mutating_webhook_configuration(hook)
+    return port, cert, key, hook["metadata"]["name"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def gpu_pod(name: str, host: str, count: int, model: str) -> dict[str, Any]:
@@ -143,20 +219,30 @@ def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
 
     def run_pod(name: str, host: str) -> list[str]:
         say = step(f"pod {name}: 2 x {GPU_RESOURCE} ({model}) pinned to {host}")
-        uid = core.create_namespaced_pod(DEMO_NAMESPACE, gpu_pod(name, host, 2, model)).metadata.uid
+        created = core.create_namespaced_pod(DEMO_NAMESPACE, gpu_pod(name, host, 2, model))
+        uid = created.metadata.uid
+        gates = [g.name for g in (created.spec.scheduling_gates or [])]
 
         def phase() -> str:
             return core.read_namespaced_pod(name, DEMO_NAMESPACE).status.phase or ""
 
         _wait(lambda: core.read_namespaced_pod(name, DEMO_NAMESPACE).status.conditions,
               what=f"{name} scheduling verdict", timeout_seconds=30)
-        say(f"{phase()} (unschedulable: no node advertises {GPU_RESOURCE})")
+        if gates:
+            say(f"{phase()}, held by scheduling gate {', '.join(gates)} (added by the composer's "
+                "admission webhook; the manifest has none)")
+        else:
+            say(f"{phase()} (unschedulable: no node advertises {GPU_RESOURCE})")
         devices = _wait(lambda: attached(host) if len(attached(host)) == 2 else None,
                         what=f"2 GPUs composed into {host}", timeout_seconds=120)
         say(f"composed by the Director into {host}: {devices}")
         _wait(lambda: (core.read_node(host).status.allocatable or {}).get(GPU_RESOURCE) == "2",
               what=f"{host} advertising 2 GPUs", timeout_seconds=120)
         say(f"{host} advertises {GPU_RESOURCE}=2")
+        if gates:
+            _wait(lambda: not core.read_namespaced_pod(name, DEMO_NAMESPACE).spec.scheduling_gates,
+                  what=f"{name} released by the composer", timeout_seconds=60, interval=0.1)
+            say("released: scheduling gate removed by the composer (its reserved GPUs are advertised)")
         _wait(lambda: phase() == "Running", what=f"{name} Running", timeout_seconds=120)
         say("Running")
         events = core.list_namespaced_event(DEMO_NAMESPACE, field_selector=f"involvedObject.uid={uid}")
