@@ -2,7 +2,7 @@
 
 :class:`DirectorReader` reads which GPUs each machine holds (LIQID REST API, BRIEF "Domain
 facts": envelope ``{"response": {"code", "errors", "data"}}``, ``GET device/info/gpu`` for the
-model, ``GET predevice?dev_type=gpu`` for the machine holding each group-assigned GPU).
+model, ``GET predevice?dev_type=gpu&grp_id=`` per group for the machine holding each GPU).
 :class:`GpuAgent` reflects that into Nodes, one :meth:`GpuAgent.step` per poll.
 """
 
@@ -74,11 +74,18 @@ class DirectorReader:
     def attached(self) -> dict[str, list[str]]:
         """Machine name -> GFD product names of the GPUs attached to it (one per GPU).
 
-        One ``GET predevice`` per call; ``GET device/info/gpu`` (the models) only when a GPU
+        ``GET group``, then one ``GET predevice?grp_id=`` per group (the Director wants
+        ``grp_id``; ``mname`` is ``"n/a"`` for a device not on a machine, liqidinc/liqidsdk-java
+        ``PreDevice.java:136-171``); ``GET device/info/gpu`` (the models) only when a GPU
         name not seen before shows up (a GPU's model does not change while it is installed).
         """
         out: dict[str, list[str]] = {}
-        held = [p for p in self._get("predevice", dev_type="gpu") if p.get("mname")]
+        held = [
+            p
+            for g in self._get("group")
+            for p in self._get("predevice", dev_type="gpu", grp_id=str(g["grp_id"]))
+            if p.get("mname") not in (None, "", "n/a")  # "n/a": in the group's free pool
+        ]
         if any(p["name"] not in self._models for p in held):
             self._models = {
                 i["name"]: gfd_product(i.get("model") or "") for i in self._get("device/info/gpu")

@@ -139,11 +139,13 @@ def test_director_reader_parses_the_envelope(monkeypatch):
         calls.append(url.rsplit("/", 1)[-1])
         data = {
             "device/info/gpu": [{"name": "gpu0", "model": "Tesla T4"}, {"name": "gpu1", "model": "Tesla T4"}],
-            "predevice": [{"name": "gpu0", "mname": "n1"}, {"name": "gpu1", "mname": None}],
+            "predevice": [{"name": "gpu0", "mname": "n1"}, {"name": "gpu1", "mname": "n/a"}],
+            "group": [{"grp_id": 1}],
         }
-        key = "device/info/gpu" if url.endswith("device/info/gpu") else "predevice"
+        key = url.split("/liqid/api/v2/", 1)[-1]
+        assert key != "predevice" or params["grp_id"] == "1"  # the Director wants grp_id
         return SimpleNamespace(
-            status_code=200, json=lambda: {"response": {"code": 0, "errors": [], "data": data[key]}}
+            status_code=200, json=lambda: {"response": {"code": 0, "errors": None, "data": data[key]}}
         )
 
     monkeypatch.setattr(requests.Session, "get", fake_get)
@@ -165,13 +167,14 @@ def test_director_reader_reads_models_only_for_gpus_it_has_not_seen(monkeypatch)
     state = {
         "device/info/gpu": [{"name": "gpu0", "model": "Tesla T4"}],
         "predevice": [{"name": "gpu0", "mname": "n1"}],
+        "group": [{"grp_id": 1}],
     }
 
     def fake_get(self, url, params=None, timeout=None):
-        key = "device/info/gpu" if url.endswith("device/info/gpu") else "predevice"
+        key = url.split("/liqid/api/v2/", 1)[-1]
         calls.append(key)
         return SimpleNamespace(
-            status_code=200, json=lambda: {"response": {"code": 0, "errors": [], "data": state[key]}}
+            status_code=200, json=lambda: {"response": {"code": 0, "errors": None, "data": state[key]}}
         )
 
     monkeypatch.setattr(requests.Session, "get", fake_get)
