@@ -30,6 +30,8 @@ from composer.gating import admission_response
 log = logging.getLogger(__name__)
 
 PATH = "/mutate-pods"
+#: Longest a client may take for the TLS handshake and each read (seconds).
+HANDSHAKE_SECONDS = 5.0
 #: Largest AdmissionReview body read (the API server's request size limit is 3 MiB).
 MAX_BODY = 3 * 1024 * 1024
 
@@ -81,6 +83,7 @@ class WebhookServer(ThreadingHTTPServer):
         """Accept, then wrap in TLS with the current certificate (reloaded if rotated)."""
         self.certs.fresh()
         sock, addr = self.socket.accept()
+        sock.settimeout(HANDSHAKE_SECONDS)  # a stalled client cannot hold the accept loop for long
         try:
             return self.certs.context.wrap_socket(sock, server_side=True), addr
         except (ssl.SSLError, OSError):
