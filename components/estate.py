@@ -260,6 +260,7 @@ class Estate(pulumi.ComponentResource):
                     hypervisor_clusters=self.hypervisor_clusters,
                     composer_pool=cfg.composer is not None,
                     gpu_catalogue=gpu_catalogue,
+                    infra_namespace=ms_cfg.namespace,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -447,7 +447,8 @@ def tenant_cluster_spec(
     vm_networks: list[dict[str, Any]] = [{"name": "default", "pod": {}}]
     for net in networks:
         interfaces.append({"name": net.name, "bridge": {}})
-        vm_networks.append({"name": net.name, "multus": {"networkName": f"{namespace}/{net.name}"}})
+        nad = network_attachment_ref(namespace, net.name)
+        vm_networks.append({"name": net.name, "multus": {"networkName": nad}})
     devices: dict[str, Any] = {"interfaces": interfaces}
     resource = gpu_device_name(cluster, catalogue)
     if resource:
@@ -511,4 +512,52 @@ def tenant_network_data(tenant: str, net: TenantNetworkConfig) -> dict[str, str]
     }
     if net.gateway:
         data["gateway"] = net.gateway
+    return data
+
+
+#: API version of Multus NetworkAttachmentDefinitions (k8snetworkplumbingwg
+#: network-attachment-definition-client ``artifacts/networks-crd.yaml``).
+NAD_API = "k8s.cni.cncf.io/v1"
+#: CNI spec version written into the NAD configs (bridge and whereabouts plugins accept it).
+CNI_VERSION = "0.3.1"
+
+
+def network_attachment_ref(namespace: str, network: str) -> str:
+    """The Multus network name a VM interface uses for a tenant network: ``<namespace>/<network>``
+    (KubeVirt ``spec.networks[].multus.networkName``; the NAD is ``metadata.name = <network>``)."""
+    return f"{namespace}/{network}"
+
+
+def tenant_network_cni_config(tenant: str, net: TenantNetworkConfig) -> dict[str, Any]:
+    """CNI config of a tenant network's NetworkAttachmentDefinition (``spec.config`` as JSON).
+
+    Shape: the CNI ``bridge`` plugin on the host bridge ``net.bridge`` tagging the VM's port with
+    ``vlan`` (containernetworking/plugins ``plugins/main/bridge``: ``bridge``, ``vlan``), IPAM by
+    ``whereabouts`` (cluster-wide allocation; ``range`` = the network's CIDR, ``gateway`` when set)
+    so two hypervisors never hand out the same address. The host bridge's uplink is the DPU's host
+    port; the DPU's OVS maps the VLAN to the network's VXLAN segment (see :func:`vxlan_segment_data`).
+    """
+    ipam: dict[str, Any] = {"type": "whereabouts", "range": net.cidr}
+    if net.gateway:
+        ipam["gateway"] = net.gateway
+    return {
+        "cniVersion": CNI_VERSION,
+        "name": f"{tenant}-{net.name}",
+        "type": "bridge",
+        "bridge": net.bridge,
+        "vlan": net.vlan_id,
+        "ipam": ipam,
+    }
+
+
+def vxlan_segment_data(tenant: str, net: TenantNetworkConfig) -> dict[str, str]:
+    """ConfigMap ``data`` of a tenant network's VXLAN segment record, which the DPUs' OVS side reads:
+    ``{tenant, network, vlanId, vxlanId, cidr[, gateway]}`` (all strings, as ConfigMaps require).
+
+    No published CRD describes a VLAN-to-VNI mapping for the DPUs' OVS (the DPF CRDs pinned in
+    ``../shared/crds/dpf`` describe DPUs, flavors and Helm services), so the segment is this record
+    in the infrastructure namespace beside the DPF objects.
+    """
+    data = tenant_network_data(tenant, net)
+    data["network"] = data.pop("name")
     return data

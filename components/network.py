@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import child_opts, token
-from components.manifests import common_labels, tenant_network_data
+from components.manifests import (
+    NAD_API,
+    common_labels,
+    network_attachment_ref,
+    tenant_network_cni_config,
+    vxlan_segment_data,
+)
 from stack_config.models import TenantNetworkConfig
 
 
@@ -18,10 +25,12 @@ class TenantNetworkArgs:
 
     Attributes:
         tenant: tenant name.
-        namespace: the tenant's namespace on the mothership.
-        config: the network (name, CIDR, VXLAN ID, VLAN ID, gateway).
-        provider: mothership provider.
+        namespace: the tenant's namespace, where its VMs run (the NetworkAttachmentDefinition goes there).
+        config: the network (name, CIDR, VXLAN ID, VLAN ID, gateway, host bridge).
+        provider: provider of the cluster where the VMs run (in this program: the mothership).
         namespace_resource: the tenant Namespace (dependency), or None.
+        segment_namespace: namespace of the VXLAN segment record (the infrastructure namespace beside
+            the DPF objects); default: ``namespace``.
     """
 
     tenant: str
@@ -29,20 +38,27 @@ class TenantNetworkArgs:
     config: TenantNetworkConfig
     provider: k8s.Provider
     namespace_resource: pulumi.Resource | None = None
+    segment_namespace: str | None = None
 
 
 class TenantNetwork(pulumi.ComponentResource):
-    """A tenant network: name, IPAM CIDR, VXLAN ID and VLAN ID.
+    """A tenant network: name, IPAM CIDR, VXLAN ID and VLAN ID, as objects controllers act on.
 
-    Representation: k0rdent's networking object (seed article 2: "a network object with the tenant
-    network name, IPAM range and VXLAN ID") has no published CRD, and DPF's ``DPUService`` describes
-    a Helm chart rather than a network, so the network is a ConfigMap ``<tenant>-<network>`` in the
-    tenant's namespace, labelled ``composable-gpu.io/tenant`` and ``composable-gpu.io/network``, with
-    ``data`` ``{tenant, name, cidr, vxlanId, vlanId[, gateway]}``. It is the record a network operator
-    (OVS flows on the DPUs) and the tenant clusters' Multus attachments (``<namespace>/<network>``)
-    are derived from, readable with plain ``kubectl``.
+    Children:
 
-    Contract properties: ``tenant``, ``name``, ``cidr``, ``vxlan_id``, ``vlan_id``.
+    - ``<name>-nad``: Multus ``NetworkAttachmentDefinition`` ``<network>`` in the tenant's namespace
+      (``k8s.cni.cncf.io/v1``), CNI config from
+      :func:`components.manifests.tenant_network_cni_config`: the ``bridge`` plugin tags the VM port
+      with the VLAN, ``whereabouts`` allocates from the CIDR (with the gateway). The tenant cluster's
+      worker VMs reference it as ``<namespace>/<network>``; Multus (on the hypervisor nodes) reads it
+      when KubeVirt starts a VM's pod.
+    - ``<name>-segment``: ConfigMap ``vxlan-<tenant>-<network>`` in the infrastructure namespace,
+      labelled ``composable-gpu.io/segment=vxlan``, data
+      :func:`components.manifests.vxlan_segment_data` (VLAN -> VXLAN VNI): the record from which the
+      DPUs' OVS flows are programmed (no published CRD fits; see that function).
+
+    Contract properties: ``tenant``, ``name``, ``cidr``, ``vxlan_id``, ``vlan_id``, ``nad``
+    (``<namespace>/<network>``, the Multus network name VMs use).
     """
 
     tenant: pulumi.Output[str]
@@ -50,29 +66,41 @@ class TenantNetwork(pulumi.ComponentResource):
     cidr: pulumi.Output[str]
     vxlan_id: pulumi.Output[int]
     vlan_id: pulumi.Output[int]
-    config_map: pulumi.Output[str]
+    nad: pulumi.Output[str]
+    segment: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: TenantNetworkArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         c = args.config
+        nad_ref = network_attachment_ref(args.namespace, c.name)
         props = {
             "tenant": args.tenant,
             "name": c.name,
             "cidr": c.cidr,
             "vxlan_id": c.vxlan_id,
             "vlan_id": c.vlan_id,
+            "nad": nad_ref,
         }
         super().__init__(token("TenantNetwork"), name, props, opts)
-        cm_name = f"{args.tenant}-{c.name}"
+        labels = common_labels(tenant=args.tenant, network=c.name)
+        k8s.apiextensions.CustomResource(
+            f"{name}-nad",
+            api_version=NAD_API,
+            kind="NetworkAttachmentDefinition",
+            metadata={"name": c.name, "namespace": args.namespace, "labels": labels},
+            spec={"config": json.dumps(tenant_network_cni_config(args.tenant, c), sort_keys=True)},
+            opts=child_opts(self, provider=args.provider, depends_on=[args.namespace_resource]),
+        )
+        segment_name = f"vxlan-{args.tenant}-{c.name}"
         k8s.core.v1.ConfigMap(
-            f"{name}-network",
+            f"{name}-segment",
             metadata={
-                "name": cm_name,
-                "namespace": args.namespace,
-                "labels": common_labels(tenant=args.tenant, network=c.name),
+                "name": segment_name,
+                "namespace": args.segment_namespace or args.namespace,
+                "labels": {**labels, "composable-gpu.io/segment": "vxlan"},
             },
-            data=tenant_network_data(args.tenant, c),
+            data=vxlan_segment_data(args.tenant, c),
             opts=child_opts(self, provider=args.provider, depends_on=[args.namespace_resource]),
         )
         self.tenant = pulumi.Output.from_input(args.tenant)
@@ -80,7 +108,8 @@ class TenantNetwork(pulumi.ComponentResource):
         self.cidr = pulumi.Output.from_input(c.cidr)
         self.vxlan_id = pulumi.Output.from_input(c.vxlan_id)
         self.vlan_id = pulumi.Output.from_input(c.vlan_id)
-        self.config_map = pulumi.Output.from_input(cm_name)
+        self.nad = pulumi.Output.from_input(nad_ref)
+        self.segment = pulumi.Output.from_input(segment_name)
         self.register_outputs(
             {
                 "tenant": self.tenant,
@@ -88,6 +117,7 @@ class TenantNetwork(pulumi.ComponentResource):
                 "cidr": self.cidr,
                 "vxlan_id": self.vxlan_id,
                 "vlan_id": self.vlan_id,
-                "config_map": self.config_map,
+                "nad": self.nad,
+                "segment": self.segment,
             }
         )

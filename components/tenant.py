@@ -38,6 +38,8 @@ class TenantArgs:
         composer_pool: when the composer runs, label the namespace into the composer pool named after
             the tenant (the composer then enforces ``gpu_quota`` for its pods).
         gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
+        infra_namespace: the infrastructure namespace (its networks' VXLAN segment records go there);
+            default: the tenant's namespace.
     """
 
     config: TenantConfig
@@ -45,6 +47,7 @@ class TenantArgs:
     catalog: CatalogConfig
     hypervisor_clusters: Mapping[str, pulumi.Resource] = field(default_factory=dict)
     composer_pool: bool = False
+    infra_namespace: str | None = None
     gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
 
 
@@ -102,6 +105,7 @@ class Tenant(pulumi.ComponentResource):
                     config=n,
                     provider=args.provider,
                     namespace_resource=namespace,
+                    segment_namespace=args.infra_namespace,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -47,8 +47,9 @@ class TenantCluster(pulumi.ComponentResource):
     namespace (see :func:`components.manifests.tenant_cluster_spec` for the values).
 
     Contract properties: ``tenant``, ``name``, ``template``, ``hosted_control_plane``, ``networks``
-    (``tenant/network``), ``hypervisor_cluster``, ``gpu_mode``, ``gpu_model``, ``gpu_count`` (GPUs in
-    all), ``cni``.
+    (``tenant/network``), ``network_attachments`` (the Multus network names its VMs' interfaces
+    reference, ``<namespace>/<nad>``, read from the ClusterDeployment values), ``hypervisor_cluster``,
+    ``gpu_mode``, ``gpu_model``, ``gpu_count`` (GPUs in all), ``cni``.
     """
 
     tenant: pulumi.Output[str]
@@ -57,6 +58,7 @@ class TenantCluster(pulumi.ComponentResource):
     hypervisor_cluster: pulumi.Output[str]
     workers: pulumi.Output[int]
     networks: pulumi.Output[list[str]]
+    network_attachments: pulumi.Output[list[str]]
     gpu_mode: pulumi.Output[str]
     gpu_model: pulumi.Output[str | None]
     gpu_count: pulumi.Output[int]
@@ -67,12 +69,23 @@ class TenantCluster(pulumi.ComponentResource):
     ) -> None:
         c = args.config
         networks = [f"{args.tenant}/{n.name}" for n in args.networks]
+        spec = tenant_cluster_spec(
+            c,
+            tenant=args.tenant,
+            namespace=args.namespace,
+            networks=args.networks,
+            catalog=args.catalog,
+            catalogue=args.gpu_catalogue,
+        )
+        vm_networks = spec["config"]["worker"]["networks"]
+        attachments = [n["multus"]["networkName"] for n in vm_networks if "multus" in n]
         props = {
             "tenant": args.tenant,
             "name": c.name,
             "template": c.template,
             "hosted_control_plane": "hosted-cp" in c.template,
             "networks": networks,
+            "network_attachments": attachments,
             "hypervisor_cluster": c.hypervisor_cluster,
             "gpu_mode": c.gpu_mode,
             "gpu_model": c.gpu_model,
@@ -89,14 +102,7 @@ class TenantCluster(pulumi.ComponentResource):
                 "namespace": args.namespace,
                 "labels": common_labels(tenant=args.tenant, hypervisor_cluster=c.hypervisor_cluster),
             },
-            spec=tenant_cluster_spec(
-                c,
-                tenant=args.tenant,
-                namespace=args.namespace,
-                networks=args.networks,
-                catalog=args.catalog,
-                catalogue=args.gpu_catalogue,
-            ),
+            spec=spec,
             opts=child_opts(self, provider=args.provider, depends_on=args.depends_on),
         )
         self.tenant = pulumi.Output.from_input(args.tenant)
@@ -105,6 +111,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.hypervisor_cluster = pulumi.Output.from_input(c.hypervisor_cluster)
         self.workers = pulumi.Output.from_input(c.workers)
         self.networks = pulumi.Output.from_input(networks)
+        self.network_attachments = pulumi.Output.from_input(attachments)
         self.gpu_mode = pulumi.Output.from_input(c.gpu_mode)
         self.gpu_model = pulumi.Output.from_input(c.gpu_model)
         self.gpu_count = pulumi.Output.from_input(c.gpu_total)
@@ -117,6 +124,7 @@ class TenantCluster(pulumi.ComponentResource):
                 "hypervisor_cluster": self.hypervisor_cluster,
                 "workers": self.workers,
                 "networks": self.networks,
+                "network_attachments": self.network_attachments,
                 "gpu_mode": self.gpu_mode,
                 "gpu_model": self.gpu_model,
                 "gpu_count": self.gpu_count,

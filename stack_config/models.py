@@ -449,6 +449,9 @@ class TenantNetworkConfig(_Model):
     """VLAN ID on tenant ports, unique in the estate."""
     gateway: str | None = None
     """Gateway address inside ``cidr``; default: none."""
+    bridge: str = Field(default="br-tenant", min_length=1, max_length=15, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Linux bridge on each hypervisor host that tenant VM ports join (tagged with ``vlan_id``); its
+    uplink is the DPU's host port. A Linux interface name: at most 15 characters."""
 
 
 class TenantClusterConfig(_Model):
@@ -570,6 +573,10 @@ class GpuCompositionConfig(_Model):
         return len(self.device_names) or (self.count or 0)
 
 
+#: A container image reference with a tag: registry[:port]/path:tag.
+_IMAGE_REF = r"^[^\s:/@]+(:[0-9]+)?(/[^\s:/@]+)+:[\w][\w.-]{0,127}$"
+
+
 class ComposerConfig(_Model):
     """The composer controller (charts/composer): attaches pool GPUs to nodes on demand."""
 
@@ -596,6 +603,18 @@ class ComposerConfig(_Model):
     """Helm release name (also the name of its cluster-scoped ClusterRole and ClusterRoleBinding)."""
     chart_path: NonEmptyStr = "charts/composer"
     """Helm chart directory, relative to the project root."""
+    image: str | None = Field(default=None, pattern=_IMAGE_REF)
+    """Composer container image, ``registry/path:tag`` (default: the chart's
+    ``ghcr.io/composable-gpu/composer:<appVersion>``); build it from ``Containerfile``."""
+    director_endpoint: HttpUrl | None = None
+    """Director base URL as the composer's Pods reach it (default: ``fabric.director.endpoint``)."""
+    api_server: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
+    """``host:port`` where the composer's Pods reach the API server when the target cluster's
+    ``kubernetes`` Service is not routable (no kube-proxy, as in the lab); default: that Service."""
+    node_selector: dict[str, NonEmptyStr] = {}
+    """Node labels the composer's Pods must match (e.g. the system nodes)."""
+    tolerations: list[dict[str, str]] = []
+    """Pod tolerations (``key``, ``operator``, ``value``, ``effect``), e.g. for tainted system nodes."""
 
 
 # --------------------------------------------------------------------------- catalog

@@ -74,23 +74,36 @@ def _between(a: ResourceRecord, ta: Any, b: ResourceRecord, tb: Any) -> str:
 
 
 def check_cluster_networks(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
-    """``tenant-cluster-own-networks``: every entry ``<tenant>/<network>`` of a TenantCluster's
-    ``networks`` names a TenantNetwork declared in the stack whose ``tenant`` is the cluster's
-    own tenant."""
+    """``tenant-cluster-own-networks``: a TenantCluster attaches only to its own tenant's networks,
+    and its VMs' interfaces reference NetworkAttachmentDefinitions that exist and are its tenant's.
+
+    - every entry ``<tenant>/<network>`` of ``networks`` names a TenantNetwork declared in the
+      stack whose ``tenant`` is the cluster's own tenant;
+    - every entry of ``network_attachments`` (the Multus network names ``<namespace>/<nad>`` the
+      worker VMs use) is the ``nad`` of a TenantNetwork of the cluster's own tenant (a NAD of
+      another tenant, or one the stack does not create, fails).
+    """
     found = Findings(RULE_CLUSTER_NETWORKS.name)
     declared: dict[tuple[str, str], ResourceRecord] = {}
+    nads: dict[str, str] = {}  # NAD reference -> owning tenant
     for rec in of_type(resources, TENANT_NETWORK):
         tenant, name = rec.props.get("tenant"), rec.props.get("name", rec.name)
         if isinstance(tenant, str) and isinstance(name, str):
             declared.setdefault((tenant, name), rec)
-        # Unknown tenant/name: the network rule reports it; a reference to it fails below.
+        nad = rec.props.get("nad")
+        if isinstance(tenant, str) and isinstance(nad, str):
+            nads.setdefault(nad, tenant)
+        # Unknown tenant/name/nad: a reference to it fails below (cannot be proven).
 
     for rec in of_type(resources, TENANT_CLUSTER):
         tenant = read(rec, "tenant", found, kind=str)
         networks = read_str_list(rec, "networks", found, what="a list of '<tenant>/<network>' names")
-        if tenant is INVALID or networks is INVALID:
+        attachments = read_str_list(
+            rec, "network_attachments", found, what="a list of '<namespace>/<nad>' Multus network names"
+        )
+        if tenant is INVALID:
             continue
-        for ref in networks:
+        for ref in networks if networks is not INVALID else []:
             owner, sep, net = ref.partition("/")
             if not sep or not owner or not net:
                 found.add(rec, f"network reference {ref!r} is not of the form '<tenant>/<network>'",
@@ -105,6 +118,16 @@ def check_cluster_networks(resources: Sequence[ResourceRecord], config: Any = No
                 found.add(rec, f"network '{ref}' is not a TenantNetwork declared in this stack, so its "
                           "ownership cannot be proven",
                           f"declare TenantNetwork '{net}' for tenant '{tenant}' or remove the reference")
+        for ref in attachments if attachments is not INVALID else []:
+            owner = nads.get(ref)
+            if owner is None:
+                found.add(rec, f"VM interface references NetworkAttachmentDefinition '{ref}', which no "
+                          "TenantNetwork of this stack creates",
+                          f"attach {rec.label} only to the NADs of tenant '{tenant}''s TenantNetworks")
+            elif owner != tenant:
+                found.add(rec, f"VM interface of tenant '{tenant}' references NetworkAttachmentDefinition "
+                          f"'{ref}' of tenant '{owner}'",
+                          f"attach {rec.label} only to the NADs of tenant '{tenant}''s TenantNetworks")
     return found.violations
 
 
@@ -149,7 +172,7 @@ RULE_NETWORK_UNIQUENESS = Rule(
 )
 RULE_CLUSTER_NETWORKS = Rule(
     name="tenant-cluster-own-networks",
-    description="A tenant cluster attaches only to its own tenant's networks.",
+    description="A tenant cluster attaches only to its own tenant's networks and their NADs.",
     check=check_cluster_networks,
 )
 RULE_HOSTED_CONTROL_PLANE = Rule(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pulumi_kubernetes as k8s
 import yaml
 
@@ -50,16 +52,29 @@ def test_tenant_children_and_props(mocks: Recorder) -> None:
     ]
 
 
-def test_tenant_network_is_a_config_map_in_the_tenant_namespace(mocks: Recorder) -> None:
-    run(lambda: _tenant(1))
-    (cm,) = mocks.children_of("blue-blue-a", "composable:infra:TenantNetwork")
-    assert cm.typ == "kubernetes:core/v1:ConfigMap"
-    assert (
-        cm.inputs["metadata"]["name"] == "blue-blue-a" and cm.inputs["metadata"]["namespace"] == "tenant-blue"
-    )
-    assert cm.inputs["data"] == {
+def test_tenant_network_is_a_nad_in_the_tenant_namespace_and_a_vxlan_record(mocks: Recorder) -> None:
+    run(lambda: _tenant(1, infra_namespace="infra"))
+    children = {r.name: r for r in mocks.children_of("blue-blue-a", "composable:infra:TenantNetwork")}
+    assert set(children) == {"blue-blue-a-nad", "blue-blue-a-segment"}
+    nad = children["blue-blue-a-nad"]
+    assert nad.typ == "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition"
+    assert (nad.inputs["metadata"]["name"], nad.inputs["metadata"]["namespace"]) == ("blue-a", "tenant-blue")
+    assert json.loads(nad.inputs["spec"]["config"]) == {
+        "cniVersion": "0.3.1",
+        "name": "blue-blue-a",
+        "type": "bridge",
+        "bridge": "br-tenant",
+        "vlan": 12,
+        "ipam": {"type": "whereabouts", "range": "10.2.0.0/24", "gateway": "10.2.0.1"},
+    }
+    seg = children["blue-blue-a-segment"]
+    assert seg.typ == "kubernetes:core/v1:ConfigMap"
+    meta = seg.inputs["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("vxlan-blue-blue-a", "infra")
+    assert seg.inputs["metadata"]["labels"]["composable-gpu.io/segment"] == "vxlan"
+    assert seg.inputs["data"] == {
         "tenant": "blue",
-        "name": "blue-a",
+        "network": "blue-a",
         "cidr": "10.2.0.0/24",
         "vxlanId": "102",
         "vlanId": "12",
@@ -71,7 +86,20 @@ def test_tenant_network_is_a_config_map_in_the_tenant_namespace(mocks: Recorder)
         "cidr": "10.2.0.0/24",
         "vxlan_id": 102,
         "vlan_id": 12,
+        "nad": "tenant-blue/blue-a",
     }
+
+
+def test_vm_interfaces_reference_the_nads_the_tenant_creates(mocks: Recorder) -> None:
+    run(lambda: _tenant(1))
+    nads = {
+        f"{r.inputs['metadata']['namespace']}/{r.inputs['metadata']['name']}"
+        for r in mocks.of_type("kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition")
+    }
+    cd = mocks.named("blue-blue-k8s", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment")
+    spec = cd.inputs["spec"]
+    refs = {n["multus"]["networkName"] for n in spec["config"]["worker"]["networks"] if "multus" in n}
+    assert refs and refs <= nads
 
 
 def test_tenant_cluster_deployment(mocks: Recorder) -> None:
@@ -104,6 +132,7 @@ def test_tenant_cluster_deployment(mocks: Recorder) -> None:
         "template": "kubevirt-hosted-cp",
         "hosted_control_plane": True,
         "networks": ["red/red-net"],
+        "network_attachments": ["tenant-red/red-net"],
         "hypervisor_cluster": "hv",
         "gpu_mode": "passthrough",
         "gpu_model": "NVIDIA-A100-PCIE-40GB",

@@ -103,6 +103,7 @@ def compliant() -> Layout:
                 "cidr": "10.10.0.0/24",
                 "vxlan_id": 5001,
                 "vlan_id": 101,
+                "nad": "tenant-tenant-a/net-a",
             },
         },
         {
@@ -114,6 +115,7 @@ def compliant() -> Layout:
                 "cidr": "10.20.0.0/24",
                 "vxlan_id": 5002,
                 "vlan_id": 102,
+                "nad": "tenant-tenant-b/net-b",
             },
         },
         {
@@ -213,6 +215,7 @@ def _tenant_cluster(name: str, tenant: str, network: str) -> dict[str, Any]:
             "template": "kubevirt-hosted-cp",
             "hosted_control_plane": True,
             "networks": [f"{tenant}/{network}"],
+            "network_attachments": [f"tenant-{tenant}/{network}"],
             "hypervisor_cluster": "hv-cluster",
             "gpu_mode": "passthrough",
             "gpu_model": "Tesla-T4",
@@ -261,6 +264,19 @@ VIOLATIONS: dict[str, Callable[[Layout], None]] = {
     "credentials-are-secrets": _set("hv-1", bmc_password="plaintext-password"),
     "bmc-tls-verification": _set("estate", environment="production"),
     "composer-not-cluster-admin": _set("composer", cluster_admin=True),
+}
+
+# Further single changes, each violating one rule alone (case name -> (rule, change)): the parts of a
+# rule that one VIOLATIONS entry does not reach.
+EXTRA_VIOLATIONS: dict[str, tuple[str, Callable[[Layout], None]]] = {
+    "vm-uses-nad-of-other-tenant": (
+        "tenant-cluster-own-networks",
+        _set("b-cluster", network_attachments=["tenant-tenant-a/net-a"]),
+    ),
+    "vm-uses-nad-not-created": (
+        "tenant-cluster-own-networks",
+        _set("b-cluster", network_attachments=["tenant-tenant-b/net-z"]),
+    ),
 }
 
 # Per rule, a needed value made unknown: the rule must fail saying it cannot be proven.

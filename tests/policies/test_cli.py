@@ -23,7 +23,7 @@ import pytest
 
 from policies.rules import RULES
 
-from .layouts import UNKNOWNS, VIOLATIONS, Layout, compliant, find, variant
+from .layouts import EXTRA_VIOLATIONS, UNKNOWNS, VIOLATIONS, Layout, compliant, find, variant
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK = ROOT / "policies"
@@ -49,6 +49,7 @@ def _production(layout: Layout) -> None:
 CASES: dict[str, tuple[Layout, Path | None]] = {
     "compliant": (compliant(), None),
     **{f"violates-{rule}": (variant(VIOLATIONS[rule]), None) for rule in MANDATORY_RULES},
+    **{case: (variant(change), None) for case, (_, change) in EXTRA_VIOLATIONS.items()},
     "unknown-vxlan-id": (variant(UNKNOWNS["tenant-network-uniqueness"]), None),
     "tls-off-in-staging": (variant(_staging), None),
     "tls-off-in-production": (variant(_production), PACK / "config" / "production.json"),
@@ -148,6 +149,15 @@ def test_violating_stack_fails_and_names_its_rule(previews, case):
     assert "preview failed" in result.output
     assert {r for _, r in result.violations()} == {rule}, result.output
     assert all(level == "mandatory" for level, _ in result.violations())
+    assert "Fix: " in result.output
+
+
+@pytest.mark.parametrize("case", sorted(EXTRA_VIOLATIONS))
+def test_each_further_violation_fails_its_rule_alone(previews, case):
+    rule = EXTRA_VIOLATIONS[case][0]
+    result = _result(previews, case)
+    assert result.returncode != 0, result.output
+    assert {r for _, r in result.violations()} == {rule}, result.output
     assert "Fix: " in result.output
 
 

@@ -97,7 +97,14 @@ def layouts(draw: st.DrawFn) -> Layout:
             {
                 "type": "composable:infra:TenantNetwork",
                 "name": f"{t}-net",
-                "props": {"tenant": t, "name": "net", "cidr": cidr, "vxlan_id": vxlan, "vlan_id": vlan},
+                "props": {
+                    "tenant": t,
+                    "name": "net",
+                    "cidr": cidr,
+                    "vxlan_id": vxlan,
+                    "vlan_id": vlan,
+                    "nad": f"ns-{t}/net",
+                },
             }
         )
     # Hosts partitioned into hypervisor clusters.
@@ -116,6 +123,7 @@ def layouts(draw: st.DrawFn) -> Layout:
     for t in tenants:
         for i in range(draw(st.integers(0, 2))):
             net_owner = draw(st.sampled_from(tenants)) if draw(RARELY) else t  # mostly its own network
+            nad_owner = draw(st.sampled_from(tenants)) if draw(RARELY) else t  # and its own NAD
             layout.append(
                 {
                     "type": "composable:infra:TenantCluster",
@@ -126,6 +134,7 @@ def layouts(draw: st.DrawFn) -> Layout:
                         "template": "kubevirt-hosted-cp",
                         "hosted_control_plane": True,
                         "networks": [f"{net_owner}/net"],
+                        "network_attachments": [f"ns-{nad_owner}/net"],
                         "hypervisor_cluster": draw(st.sampled_from(sorted(members))),
                         "gpu_mode": draw(st.sampled_from(["passthrough", "none", "vgpu"])),
                         "gpu_model": MODELS[0],
@@ -209,6 +218,9 @@ def cross_tenant_sharing(layout: Layout) -> list[str]:
         for ref in c["networks"]:
             if ref.split("/")[0] != c["tenant"]:
                 found.append(f"cluster {c['name']} of {c['tenant']} on network {ref}")
+        for ref in c["network_attachments"]:
+            if ref.split("/")[0] != f"ns-{c['tenant']}":
+                found.append(f"cluster {c['name']} of {c['tenant']} uses NAD {ref}")
     holders: dict[str, int] = {}
     for comp in _of(layout, "GpuComposition"):
         for d in comp["device_names"]:
@@ -254,7 +266,7 @@ def test_pack_passes_exactly_the_layouts_without_cross_tenant_sharing(layout):
 
 ISOLATION_FIELDS = {
     "TenantNetwork": ["tenant", "cidr", "vxlan_id"],
-    "TenantCluster": ["tenant", "networks", "gpu_mode"],
+    "TenantCluster": ["tenant", "networks", "network_attachments", "gpu_mode"],
     "GpuComposition": ["host", "device_names"],
     "GpuSharing": ["hosts", "strategy", "tenants"],
     "HypervisorCluster": ["hosts"],

@@ -8,7 +8,17 @@ import pytest
 from policies.rules import RULES, RULES_BY_NAME, RuleConfigError, evaluate, parse_config, run_rule
 from policies.rules.model import UNKNOWN, ResourceRecord
 
-from .layouts import UNKNOWNS, VIOLATIONS, compliant, find, secret, to_records, unknown, variant
+from .layouts import (
+    EXTRA_VIOLATIONS,
+    UNKNOWNS,
+    VIOLATIONS,
+    compliant,
+    find,
+    secret,
+    to_records,
+    unknown,
+    variant,
+)
 
 RULE_NAMES = [r.name for r in RULES]
 
@@ -34,6 +44,13 @@ def test_violating_fixture_fails_exactly_its_rule(rule):
         assert violation.rule == rule
         assert "Fix: " in violation.message
         assert violation.urn is None or violation.urn.startswith("urn:pulumi:test::policy-fixture::")
+
+
+@pytest.mark.parametrize("case", sorted(EXTRA_VIOLATIONS))
+def test_extra_violating_fixture_fails_exactly_its_rule(case):
+    rule, change = EXTRA_VIOLATIONS[case]
+    results = evaluate(to_records(variant(change)))
+    assert failing(results) == {rule}, results
 
 
 @pytest.mark.parametrize("rule", RULE_NAMES)
@@ -111,6 +128,25 @@ def test_cluster_network_references(networks, needle):
         "tenant-cluster-own-networks", variant(lambda lay: find(lay, "b-cluster").update(networks=networks))
     )
     assert len(messages) == 1 and needle in messages[0], messages
+
+
+@pytest.mark.parametrize(
+    ("case", "needle"),
+    [
+        ("vm-uses-nad-of-other-tenant", "references NetworkAttachmentDefinition 'tenant-tenant-a/net-a' of "
+         "tenant 'tenant-a'"),
+        ("vm-uses-nad-not-created", "'tenant-tenant-b/net-z', which no TenantNetwork of this stack creates"),
+    ],
+)
+def test_vm_network_attachments_must_be_own_tenants_nads(case, needle):
+    messages = _messages("tenant-cluster-own-networks", variant(EXTRA_VIOLATIONS[case][1]))
+    assert len(messages) == 1 and needle in messages[0], messages
+
+
+def test_unknown_network_attachment_cannot_be_proven():
+    layout = variant(lambda lay: find(lay, "a-cluster").update(network_attachments=[unknown()]))
+    messages = _messages("tenant-cluster-own-networks", layout)
+    assert any("cannot be proven" in m for m in messages), messages
 
 
 # --- tenant-cluster-hosted-control-plane ---------------------------------------------------
