@@ -5,7 +5,7 @@ Names (all prefixed ``composer_``):
 - ``pending_to_composed_seconds`` (histogram): pod creation -> its GPUs attached by the Director.
 - ``pending_to_advertised_seconds`` (histogram): pod creation -> the node advertises them.
 - ``free_gpus{model,pool}`` (gauge): the Director's free pool as the planner sees it.
-- ``pending_gpu_pods`` (gauge): unschedulable pods requesting GPUs.
+- ``pending_gpu_pods`` (gauge): unschedulable or gated pods requesting GPUs.
 - ``compositions_total`` / ``composition_failures_total{reason}`` (counters): compose calls.
 - ``decompositions_total`` / ``decomposition_failures_total{reason}`` (counters): decompose calls.
 - ``composed_gpus_total`` / ``decomposed_gpus_total`` (counters): devices moved.
@@ -54,7 +54,7 @@ class Metrics:
             "composer_free_gpus", "Free GPUs in the Director pool", ["model", "pool"], registry=r
         )
         self.pending_pods = Gauge(
-            "composer_pending_gpu_pods", "Unschedulable pods requesting GPUs", registry=r
+            "composer_pending_gpu_pods", "Unschedulable or gated pods requesting GPUs", registry=r
         )
         self.compositions = Counter("composer_compositions_total", "Successful compose calls", registry=r)
         self.composition_failures = Counter(
