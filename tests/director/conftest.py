@@ -62,8 +62,8 @@ class Sim:
         ``connection_history``), which record that something was tried and undone.
         """
         s = self.state()
-        s.pop("counters")
-        s.pop("digests")
+        for key in ("counters", "digests", "violations", "jobs_running"):
+            s.pop(key)
         for m in s["machines"]:
             m.pop("mtime_ms")
             m.pop("history")
@@ -80,9 +80,17 @@ class Sim:
         return next(m["mach_id"] for m in self.state()["machines"] if m["name"] == name)
 
 
-def start_sim(inventory: str = "rich.yaml", *, state_file: Path | None = None, latency: float = 0.0) -> Sim:
+def start_sim(
+    inventory: str = "rich.yaml",
+    *,
+    state_file: Path | None = None,
+    latency: float = 0.0,
+    async_seconds: float | None = None,
+) -> Sim:
+    """A simulator on a free port; ``async_seconds``: every change answers HTTP 202 with a job."""
     fabric = Fabric(load_inventory(INVENTORIES / inventory), state_file=state_file, hotplug_latency=latency)
-    server = SimulatorServer(create_app(fabric, username=USER, password=PASSWORD), quiet=True).start()
+    app = create_app(fabric, username=USER, password=PASSWORD, async_seconds=async_seconds)
+    server = SimulatorServer(app, quiet=True).start()
     return Sim(server, fabric)
 
 

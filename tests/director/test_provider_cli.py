@@ -1,5 +1,6 @@
 """GpuComposition through the real ``pulumi`` CLI: preview with unknowns, up, refresh after an
-out-of-band detach, up again, destroy; secrets never in plaintext in the exported state."""
+out-of-band detach, up again, destroy; secrets never in plaintext in the exported state. Once
+more with a Director that answers every change with HTTP 202 and a job of 2 s."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from .conftest import PASSWORD, ROOT, USER, Sim, start_sim
 
@@ -101,7 +103,24 @@ def sim() -> Iterator[Sim]:
 
 
 @pytest.fixture
+def async_sim() -> Iterator[Sim]:
+    """The dev inventory; every change answers HTTP 202 with a job that ends 2 s later."""
+    s = start_sim("dev.yaml", async_seconds=2.0)
+    yield s
+    s.server.stop()
+
+
+@pytest.fixture
 def project(tmp_path: Path, sim: Sim) -> Iterator[Project]:
+    yield from _project(tmp_path, sim)
+
+
+@pytest.fixture
+def async_project(tmp_path: Path, async_sim: Sim) -> Iterator[Project]:
+    yield from _project(tmp_path, async_sim)
+
+
+def _project(tmp_path: Path, sim: Sim) -> Iterator[Project]:
     if not (TOOLCHAIN / "pulumi").exists() or not (VENV / "bin" / "python").exists():
         pytest.skip("toolchain not built: run `make setup`")
     proj = tmp_path / "proj"
@@ -169,3 +188,21 @@ def test_up_refresh_after_out_of_band_detach_up_destroy(project: Project, sim: S
 
     project.run("destroy", "--yes", "--skip-preview")
     assert sim.fabric_state() == before  # detached, tags cleared, back in the system pool
+
+
+def test_up_and_destroy_when_every_change_answers_202(async_project: Project, async_sim: Sim) -> None:
+    """LIQID's SDK polls a 202 answer's job link before its next call (LiqidClientBase.java:176-237);
+    the simulator refuses, and records, any change that arrives while a job still runs."""
+    sim = async_sim
+    before = sim.fabric_state()
+    async_project.run("up", "--yes", "--skip-preview")
+    outs = json.loads(async_project.run("stack", "output", "--json").stdout)
+    assert outs["device_names"] == ["gpu0", "gpu1"]
+    assert sim.gpu("gpu0")["mach_id"] == sim.gpu("gpu1")["mach_id"] == sim.machine_id("blade-slot-1")
+    async_project.run("destroy", "--yes", "--skip-preview")
+    assert sim.fabric_state() == before
+    calls = requests.get(f"{sim.url}/_sim/calls", timeout=5).json()
+    changes = [c for c in calls if c["method"] != "GET" and not c["path"].startswith("digest")]
+    assert changes and all(c["status"] == 202 for c in changes), changes
+    assert not [c for c in changes if c["path"].endswith("cancel")]
+    assert sim.state()["violations"] == []
