@@ -44,8 +44,13 @@ def director_url() -> str:
 
 
 def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
-                     advertise_delay_seconds: float = 1.0, inventory: Path | None = None) -> None:
+                     advertise_delay_seconds: float = 1.0, inventory: Path | None = None,
+                     async_seconds: float | None = None) -> None:
     """Start the Director and Redfish simulators (idempotent) and wait until they answer.
+
+    ``async_seconds``: the Director simulator answers every change with HTTP 202 and a job of
+    that many seconds (``--async-seconds``; ``None`` leaves it to ``$DIRECTOR_SIM_ASYNC_SECONDS``,
+    e.g. ``DIRECTOR_SIM_ASYNC_SECONDS=2 make lab-up``).
 
     Raises:
         processes.LabProcessError: a simulator did not start; the message quotes its log.
@@ -58,6 +63,7 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
         "--inventory", str(inventory or ROOT / "lab" / "inventories" / "dev.yaml"),
         "--state-file", str(state / "director.json"),
         "--hotplug-latency", str(hotplug_latency_seconds),
+        *(["--async-seconds", str(async_seconds)] if async_seconds is not None else []),
     ], env={"DIRECTOR_SIM_USERNAME": DIRECTOR_USER, "DIRECTOR_SIM_PASSWORD": DIRECTOR_PASSWORD},
         cwd=ROOT, ports=[DIRECTOR_PORT])
     processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
