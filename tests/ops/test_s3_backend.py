@@ -220,18 +220,20 @@ def test_a_stale_lock_from_a_killed_update_is_cleared_with_pulumi_cancel(
     pending = json.loads(pulumi_cli.run("stack", "export").stdout)["deployment"].get("pending_operations")
     assert [op["type"] for op in pending] == ["creating"]
     assert pending[0]["resource"]["urn"].endswith("::bmc-credential")
-    if recovery == "clear":  # docs/environments.md: the create did not happen
+    if recovery == "clear":  # docs/environments.md, the recovery it gives
         pulumi_cli.run("refresh", "--yes", "--clear-pending-creates")
-    else:  # it did: import it under the ID the provider would have answered
+    else:
+        # The import form the CLI accepts (the flag repeated: URN, then ID). The pinned CLI
+        # (v3.260.0) drops the pending create instead of importing it; docs/environments.md
+        # says so and recommends clear + up. This fails when a newer CLI imports it.
         pulumi_cli.run("refresh", "--yes", "--import-pending-creates", pending[0]["resource"]["urn"],
                        "--import-pending-creates", "bmc-credential")
     deployment = json.loads(pulumi_cli.run("stack", "export").stdout)["deployment"]
     assert not deployment.get("pending_operations")
-    imported = [r for r in deployment.get("resources", []) if r["urn"].endswith("::bmc-credential")]
-    assert [r.get("id") for r in imported] == ([] if recovery == "clear" else ["bmc-credential"])
+    assert [r for r in deployment.get("resources", []) if r["urn"].endswith("::bmc-credential")] == []
 
     up = pulumi_cli.run("up", "--yes")
-    assert ("+ 1 created" in up.stdout) == (recovery == "clear"), up.stdout
+    assert "+ 1 created" in up.stdout
     assert pulumi_cli.run("stack", "output", "id").stdout.strip() == "bmc-credential"
 
 
