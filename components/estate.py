@@ -18,7 +18,7 @@ from components.gpu_composition import GpuComposition, GpuCompositionArgs
 from components.host import Host, HostArgs
 from components.hypervisor_cluster import HypervisorCluster, HypervisorClusterArgs
 from components.manifests import HOST_GPU_MODE, common_labels, device_plugin_config, host_node_labels, to_yaml
-from components.service_template import service_template
+from components.service_template import cluster_template, service_template
 from components.tenant import Tenant, TenantArgs, sharing_name
 from stack_config.loader import resolve_path
 from stack_config.models import MOTHERSHIP, EstateConfig, GpuSharingConfig
@@ -132,6 +132,8 @@ class Estate(pulumi.ComponentResource):
       target-cluster provider ``<name>-composer-target``).
     - ``<name>-namespace``: the infrastructure namespace.
     - ``<name>-gpu-operator`` / ``<name>-kubevirt``: ServiceTemplates used by the hypervisor clusters.
+    - ``<name>-template-<template>``: ClusterTemplates of the hypervisor clusters and the DPU cluster
+      (``catalog.cluster_templates``), in the infrastructure namespace.
     - :class:`~components.host.Host` per host (each with its :class:`~components.dpu.Dpu`),
       :class:`~components.dpu_cluster.DpuCluster`, :class:`~components.hypervisor_cluster.HypervisorCluster`
       per cluster, :class:`~components.tenant.Tenant` per tenant,
@@ -191,6 +193,25 @@ class Estate(pulumi.ComponentResource):
                 )
             )
 
+        # ClusterTemplates of the infrastructure clusters (hypervisor clusters, DPU cluster).
+        infra_templates = sorted(
+            {c.template for c in cfg.hypervisor_clusters}
+            | ({cfg.dpu_cluster.template} if cfg.dpu_cluster is not None else set())
+        )
+        for t_name in infra_templates:
+            declared = cfg.catalog.cluster_template(t_name)
+            assert declared is not None  # guaranteed by stack_config.rules
+            templates.append(
+                cluster_template(
+                    f"{name}-template-{t_name}",
+                    declared,
+                    namespace=ms_cfg.namespace,
+                    provider=provider,
+                    parent=self,
+                    depends_on=[namespace],
+                )
+            )
+
         # Hosts (and their DPUs).
         self.hosts = {}
         for h in cfg.hosts:
@@ -224,7 +245,10 @@ class Estate(pulumi.ComponentResource):
             self.dpu_cluster = DpuCluster(
                 cfg.dpu_cluster.name,
                 DpuClusterArgs(
-                    config=cfg.dpu_cluster, members=members, mothership=mothership, depends_on=dpus
+                    config=cfg.dpu_cluster,
+                    members=members,
+                    mothership=mothership,
+                    depends_on=[*dpus, *templates],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )

@@ -34,6 +34,7 @@ import yaml
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct, vgpu_resource_name
 from stack_config.models import (
     CatalogConfig,
+    ClusterTemplateConfig,
     DpuServiceConfig,
     GpuSharingConfig,
     HostConfig,
@@ -264,6 +265,24 @@ def service_template_spec(template: ServiceTemplateConfig) -> dict[str, Any]:
                 "sourceRef": {"kind": "HelmRepository", "name": template.repository},
             }
         }
+    }
+
+
+def cluster_template_spec(template: ClusterTemplateConfig) -> dict[str, Any]:
+    """ClusterTemplate ``spec``: the pinned chart from a Flux HelmRepository in the same namespace and
+    the CAPI providers it needs (``spec.providers``; k0rdent CRD ``clustertemplates``, whose
+    ``spec`` is immutable)."""
+    return {
+        "helm": {
+            "chartSpec": {
+                "chart": template.chart,
+                "version": template.version,
+                "interval": "10m",
+                "reconcileStrategy": "ChartVersion",
+                "sourceRef": {"kind": "HelmRepository", "name": template.repository},
+            }
+        },
+        "providers": list(template.providers),
     }
 
 

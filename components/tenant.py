@@ -12,7 +12,7 @@ from components._base import child_opts, token
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
-from components.service_template import service_template
+from components.service_template import cluster_template, service_template
 from components.tenant_cluster import TenantCluster, TenantClusterArgs
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, TenantConfig
@@ -63,7 +63,9 @@ class Tenant(pulumi.ComponentResource):
     - ``<name>-<cluster>``: a :class:`~components.tenant_cluster.TenantCluster` per child cluster.
     - ``<name>-gpu-operator`` / ``<name>-cilium``: ServiceTemplates in its namespace, when its
       clusters use GPUs / Cilium (k0rdent resolves templates in the ClusterDeployment's namespace;
-      the ``kubevirt-hosted-cp`` ClusterTemplate and the KubeVirt Credential are platform-provided).
+      the KubeVirt Credential is platform-provided).
+    - ``<name>-template-<template>``: the ClusterTemplates its clusters use (declared in
+      ``catalog.cluster_templates``: pinned chart, CAPI providers, control-plane kind).
     - ``<name>-gpu-sharing``: a :class:`~components.gpu_sharing.GpuSharing` when configured.
 
     Contract properties: ``name``, ``gpu_quota``, ``allowed_models``.
@@ -134,6 +136,20 @@ class Tenant(pulumi.ComponentResource):
                     depends_on=[namespace],
                 )
             )
+        for t_name in sorted({cl.template for cl in c.clusters}):
+            declared = args.catalog.cluster_template(t_name)
+            if declared is None:
+                continue  # reported by stack_config.rules.cluster_templates_declared
+            templates.append(
+                cluster_template(
+                    f"{name}-template-{t_name}",
+                    declared,
+                    namespace=ns_name,
+                    provider=args.provider,
+                    parent=self,
+                    depends_on=[namespace],
+                )
+            )
         by_name = {n.name: n for n in c.networks}
         clusters = []
         for cl in c.clusters:
@@ -152,6 +168,7 @@ class Tenant(pulumi.ComponentResource):
                         depends_on=[
                             namespace,
                             *networks,
+                            *templates,
                             args.hypervisor_clusters.get(cl.hypervisor_cluster),
                         ],
                     ),

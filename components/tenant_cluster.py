@@ -46,7 +46,11 @@ class TenantCluster(pulumi.ComponentResource):
     Child ``<name>``: ClusterDeployment from the ``kubevirt-hosted-cp`` template in the tenant's
     namespace (see :func:`components.manifests.tenant_cluster_spec` for the values).
 
-    Contract properties: ``tenant``, ``name``, ``template``, ``hosted_control_plane``, ``networks``
+    ``hosted_control_plane`` and ``control_plane`` come from the ClusterTemplate's declaration
+    (``catalog.cluster_templates``: the CAPI control-plane kind its chart renders), not its name.
+
+    Contract properties: ``tenant``, ``name``, ``template``, ``hosted_control_plane``,
+    ``control_plane`` (CAPI control-plane kind of the template), ``networks``
     (``tenant/network``), ``network_attachments`` (the Multus network names its VMs' interfaces
     reference, ``<namespace>/<nad>``, read from the ClusterDeployment values), ``hypervisor_cluster``,
     ``gpu_mode``, ``gpu_model``, ``gpu_count`` (GPUs in all), ``cni``.
@@ -68,6 +72,7 @@ class TenantCluster(pulumi.ComponentResource):
         self, name: str, args: TenantClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         c = args.config
+        template = args.catalog.cluster_template(c.template)
         networks = [f"{args.tenant}/{n.name}" for n in args.networks]
         spec = tenant_cluster_spec(
             c,
@@ -83,7 +88,8 @@ class TenantCluster(pulumi.ComponentResource):
             "tenant": args.tenant,
             "name": c.name,
             "template": c.template,
-            "hosted_control_plane": "hosted-cp" in c.template,
+            "hosted_control_plane": template.hosted_control_plane if template else False,
+            "control_plane": template.control_plane if template else None,
             "networks": networks,
             "network_attachments": attachments,
             "hypervisor_cluster": c.hypervisor_cluster,

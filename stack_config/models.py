@@ -620,6 +620,66 @@ class ComposerConfig(_Model):
 # --------------------------------------------------------------------------- catalog
 
 
+#: An exact chart version (SemVer 2, optional leading ``v``): no ranges, so a template change is a
+#: config change that ``pulumi preview`` shows.
+PINNED_VERSION_PATTERN = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$"
+PinnedVersion = Annotated[str, Field(pattern=PINNED_VERSION_PATTERN)]
+"""An exact chart version such as ``1.0.0`` or ``v25.3.0`` (Flux would accept a range; we do not)."""
+
+#: Cluster API control-plane kinds that run the control plane outside the cluster's machines, as
+#: pods in the management cluster: k0smotron's ``K0smotronControlPlane`` (k0smotron docs, "Cluster
+#: API control plane provider"; CRD ``controlplane.cluster.x-k8s.io_k0smotroncontrolplanes.yaml`` in
+#: ../shared/crds/k0smotron). ``K0sControlPlane`` and ``KubeadmControlPlane`` run on machines.
+HOSTED_CONTROL_PLANE_KINDS: tuple[str, ...] = ("K0smotronControlPlane",)
+
+
+class ClusterTemplateConfig(_Model):
+    """A k0rdent ClusterTemplate the program declares (``k0rdent.mirantis.com/v1beta1``): a pinned Helm
+    chart from a Flux HelmRepository, the CAPI providers it needs and the control-plane kind it renders."""
+
+    name: DnsLabel
+    """ClusterTemplate name, as ClusterDeployments reference it (``spec.template``)."""
+    chart: NonEmptyStr
+    """Chart name."""
+    version: PinnedVersion
+    """Exact chart version."""
+    repository: DnsLabel
+    """Flux HelmRepository name in the same namespace."""
+    providers: list[NonEmptyStr] = Field(min_length=1)
+    """CAPI providers the template needs (``spec.providers``), e.g. ``control-plane-k0sproject-k0smotron``."""
+    control_plane: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$")
+    """Kind of the CAPI control-plane object the chart renders (``K0smotronControlPlane``: hosted,
+    control plane as pods in the management cluster; ``K0sControlPlane``: on the cluster's machines)."""
+
+    @property
+    def hosted_control_plane(self) -> bool:
+        """True when :attr:`control_plane` is a hosted kind (:data:`HOSTED_CONTROL_PLANE_KINDS`)."""
+        return self.control_plane in HOSTED_CONTROL_PLANE_KINDS
+
+
+#: CAPI providers of k0smotron's hosted control plane (k0rdent ClusterTemplate charts' Chart.yaml
+#: ``cluster.x-k8s.io/provider`` annotations).
+_K0SMOTRON_PROVIDERS = ["control-plane-k0sproject-k0smotron", "bootstrap-k0sproject-k0smotron"]
+
+
+def _default_cluster_templates() -> list[ClusterTemplateConfig]:
+    return [
+        ClusterTemplateConfig(
+            name=name,
+            chart=name,
+            version="1.0.0",
+            repository="kcm-templates",
+            providers=[*infra, *_K0SMOTRON_PROVIDERS],
+            control_plane="K0smotronControlPlane",
+        )
+        for name, infra in (
+            ("capm3-hosted-cp", ["infrastructure-metal3"]),
+            ("kubevirt-hosted-cp", ["infrastructure-kubevirt"]),
+            ("dpu-hosted-cp", []),
+        )
+    ]
+
+
 class ServiceTemplateConfig(_Model):
     """A k0rdent ServiceTemplate the program publishes (a Helm chart from a Flux HelmRepository)."""
 
@@ -627,8 +687,8 @@ class ServiceTemplateConfig(_Model):
     """ServiceTemplate name."""
     chart: NonEmptyStr
     """Chart name."""
-    version: NonEmptyStr
-    """Chart version."""
+    version: PinnedVersion
+    """Exact chart version."""
     repository: DnsLabel
     """Flux HelmRepository name in the same namespace."""
     namespace: DnsLabel
@@ -636,7 +696,8 @@ class ServiceTemplateConfig(_Model):
 
 
 class CatalogConfig(_Model):
-    """Versions of the services the program installs into child clusters."""
+    """Templates the program declares: ClusterTemplates of its clusters and versions of the services it
+    installs into child clusters."""
 
     gpu_operator: ServiceTemplateConfig = ServiceTemplateConfig(
         name="gpu-operator-v25-3-0",
@@ -658,6 +719,13 @@ class CatalogConfig(_Model):
         name="cilium-1-17-4", chart="cilium", version="1.17.4", repository="cilium", namespace="kube-system"
     )
     """Cilium (for tenant clusters that choose it; k0s then runs with ``network.provider: custom``)."""
+    cluster_templates: list[ClusterTemplateConfig] = Field(default_factory=_default_cluster_templates)
+    """ClusterTemplates the clusters use (each referenced ``template`` must be declared here); the
+    program creates them in each namespace with ClusterDeployments that use them."""
+
+    def cluster_template(self, name: str) -> ClusterTemplateConfig | None:
+        """The declared ClusterTemplate called ``name``, or None."""
+        return next((t for t in self.cluster_templates if t.name == name), None)
 
 
 # --------------------------------------------------------------------------- estate

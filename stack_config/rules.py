@@ -397,6 +397,37 @@ def plaintext_private_keys(raw: Any) -> list[ConfigProblem]:
 # --------------------------------------------------------------------------- GPUs
 
 
+def cluster_templates_declared(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """ClusterTemplate names in ``catalog.cluster_templates`` are unique, and every ``template`` a
+    cluster references is declared there (the program creates it; its control-plane kind decides
+    ``hosted_control_plane``)."""
+    yield from _duplicates(
+        (
+            (f"catalog.cluster_templates[{i}].name", t.name)
+            for i, t in enumerate(estate.catalog.cluster_templates)
+        ),
+        "ClusterTemplate",
+    )
+    declared = sorted(t.name for t in estate.catalog.cluster_templates)
+    refs = [
+        (f"hypervisor_clusters[{i}].template", c.template) for i, c in enumerate(estate.hypervisor_clusters)
+    ]
+    if estate.dpu_cluster is not None:
+        refs.append(("dpu_cluster.template", estate.dpu_cluster.template))
+    refs += [
+        (f"tenants[{i}].clusters[{j}].template", c.template)
+        for i, t in enumerate(estate.tenants)
+        for j, c in enumerate(t.clusters)
+    ]
+    for path, name in refs:
+        if estate.catalog.cluster_template(name) is None:
+            yield ConfigProblem(
+                path,
+                f"ClusterTemplate {name!r} is not declared in catalog.cluster_templates "
+                f"(declared: {', '.join(declared) or 'none'})",
+            )
+
+
 def gpu_products_new(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A product declared under ``gpu_products`` is not built in and is declared once (a second
     set of facts for the same name would make the catalogue ambiguous)."""
@@ -814,6 +845,7 @@ RULES: tuple[Rule, ...] = (
     dpu_mlxconfig_valid,
     ssh_prep_kernel_settings_supported,
     unique_ssh_prep_targets,
+    cluster_templates_declared,
     gpu_products_new,
     pool_models_known,
     allowed_models_offered,

@@ -1,14 +1,13 @@
 """Tenant networks and tenant clusters: segment IDs, address ranges, attachments, control planes.
 
 Facts: VXLAN network identifiers are 24-bit (RFC 7348 section 5: 1..16777215 usable here);
-802.1Q VLAN IDs are 1..4094 (0 and 4095 reserved). k0rdent ships hosted-control-plane
-ClusterTemplates named ``<provider>-hosted-cp`` (BRIEF.md: ``kubevirt-hosted-cp``, k0smotron
-control plane in the management cluster).
+802.1Q VLAN IDs are 1..4094 (0 and 4095 reserved). A hosted control plane is one whose CAPI
+control-plane object runs it as pods in the management cluster: k0smotron's
+``K0smotronControlPlane`` (CRD ``controlplane.cluster.x-k8s.io_k0smotroncontrolplanes.yaml``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
@@ -136,32 +135,36 @@ class HostedControlPlaneConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    hosted_template_patterns: list[str] = Field(
-        default=[r"(^|-)hosted-cp($|-)"],
-        description="Regular expressions (re.search) a TenantCluster's ClusterTemplate name must match "
-        "to count as a hosted-control-plane template (k0rdent naming: '<provider>-hosted-cp[-<version>]').",
+    hosted_control_plane_kinds: list[str] = Field(
+        default=["K0smotronControlPlane"],
+        description="Cluster API control-plane kinds that run the control plane as pods in the management "
+        "cluster (hosted); a TenantCluster's ClusterTemplate must declare one of them as its control_plane "
+        "(k0smotron: K0smotronControlPlane; K0sControlPlane and KubeadmControlPlane run on machines).",
     )
 
 
 def check_hosted_control_plane(
     resources: Sequence[ResourceRecord], config: HostedControlPlaneConfig | None = None
 ) -> list[Violation]:
-    """``tenant-cluster-hosted-control-plane``: TenantClusters set ``hosted_control_plane: true``
-    and use a hosted-control-plane ClusterTemplate, so no control plane runs on tenant workers."""
+    """``tenant-cluster-hosted-control-plane``: TenantClusters set ``hosted_control_plane: true`` and
+    their ClusterTemplate declares a hosted control-plane kind (``control_plane``), so no control plane
+    runs on tenant workers. The template's name is not evidence: a template called ``*-hosted-cp``
+    whose chart renders ``K0sControlPlane`` fails."""
     cfg = config or HostedControlPlaneConfig()
-    patterns = [re.compile(p) for p in cfg.hosted_template_patterns]
     found = Findings(RULE_HOSTED_CONTROL_PLANE.name)
     for rec in of_type(resources, TENANT_CLUSTER):
         hosted = read(rec, "hosted_control_plane", found, kind=bool, what="true or false")
-        template = read(rec, "template", found, kind=str, what="a ClusterTemplate name")
+        kind = read(rec, "control_plane", found, kind=str, what="a Cluster API control-plane kind")
+        template = rec.props.get("template", "?")
         if hosted is False:
             found.add(rec, "hosted_control_plane is false: the control plane would run on tenant workers",
-                      "set hosted_control_plane: true and use a hosted-control-plane template such as "
-                      "kubevirt-hosted-cp")
-        if template is not INVALID and not any(p.search(template) for p in patterns):
-            found.add(rec, f"template '{template}' is not a hosted-control-plane ClusterTemplate "
-                      f"(patterns: {', '.join(cfg.hosted_template_patterns)})",
-                      "use a hosted-control-plane ClusterTemplate such as kubevirt-hosted-cp")
+                      "use a ClusterTemplate whose control plane is hosted (control_plane "
+                      f"{' or '.join(cfg.hosted_control_plane_kinds)})")
+        if kind is not INVALID and kind not in cfg.hosted_control_plane_kinds:
+            found.add(rec, f"template '{template}' declares control plane '{kind}', which is not a hosted "
+                      f"control plane ({', '.join(cfg.hosted_control_plane_kinds)})",
+                      "use a ClusterTemplate whose chart renders a hosted control plane such as "
+                      "K0smotronControlPlane")
     return found.violations
 
 

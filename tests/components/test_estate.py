@@ -85,6 +85,8 @@ def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
             ("Namespace", "estate-namespace"),
             ("ServiceTemplate", "estate-gpu-operator"),
             ("ServiceTemplate", "estate-kubevirt"),
+            ("ClusterTemplate", "estate-template-capm3-hosted-cp"),
+            ("ClusterTemplate", "estate-template-dpu-hosted-cp"),
             ("Host", "hv-1"),
             ("Host", "bm-1"),
             ("Host", "bm-2"),

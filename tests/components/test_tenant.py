@@ -29,6 +29,7 @@ def test_tenant_children_and_props(mocks: Recorder) -> None:
         ("kubernetes:core/v1:Namespace", "blue-namespace"),
         ("kubernetes:core/v1:ResourceQuota", "blue-gpu-quota"),
         ("kubernetes:k0rdent.mirantis.com/v1beta1:ServiceTemplate", "blue-cilium"),
+        ("kubernetes:k0rdent.mirantis.com/v1beta1:ClusterTemplate", "blue-template-kubevirt-hosted-cp"),
         ("composable:infra:TenantNetwork", "blue-blue-a"),
         ("composable:infra:TenantNetwork", "blue-blue-b"),
         ("composable:infra:TenantCluster", "blue-blue-k8s"),
@@ -131,6 +132,7 @@ def test_tenant_cluster_deployment(mocks: Recorder) -> None:
         "name": "red-k8s",
         "template": "kubevirt-hosted-cp",
         "hosted_control_plane": True,
+        "control_plane": "K0smotronControlPlane",
         "networks": ["red/red-net"],
         "network_attachments": ["tenant-red/red-net"],
         "hypervisor_cluster": "hv",
@@ -188,3 +190,76 @@ def test_gpu_sharing_mig(mocks: Recorder) -> None:
         "kubernetes:core/v1:ResourceQuota",
         "composable:infra:GpuSharing",
     }
+
+
+def test_tenant_declares_the_cluster_template_it_uses_pinned(mocks: Recorder) -> None:
+    run(lambda: _tenant(0))
+    tpl = mocks.named("red-template-kubevirt-hosted-cp").inputs
+    assert tpl["kind"] == "ClusterTemplate"
+    assert (tpl["metadata"]["name"], tpl["metadata"]["namespace"]) == ("kubevirt-hosted-cp", "tenant-red")
+    assert tpl["metadata"]["labels"]["composable-gpu.io/control-plane"] == "K0smotronControlPlane"
+    assert tpl["spec"]["helm"]["chartSpec"]["version"] == "1.0.0"
+    assert tpl["spec"]["providers"] == [
+        "infrastructure-kubevirt",
+        "control-plane-k0sproject-k0smotron",
+        "bootstrap-k0sproject-k0smotron",
+    ]
+
+
+def test_hosted_control_plane_comes_from_the_declared_control_plane_not_the_name(mocks: Recorder) -> None:
+    """A template whose name says hosted but whose chart renders machine control planes yields
+    ``hosted_control_plane: false``, and the policy pack rejects the cluster."""
+    from policies.rules import evaluate
+    from policies.rules.model import ResourceRecord
+
+    raw = valid_estate()
+    raw["catalog"] = {
+        "cluster_templates": [
+            {
+                "name": "kubevirt-hosted-cp",
+                "chart": "kubevirt-standalone-cp",
+                "version": "1.0.0",
+                "repository": "kcm-templates",
+                "providers": ["infrastructure-kubevirt", "control-plane-k0sproject-k0smotron"],
+                "control_plane": "K0sControlPlane",
+            },
+            {
+                "name": "capm3-hosted-cp",
+                "chart": "capm3-hosted-cp",
+                "version": "1.0.0",
+                "repository": "kcm-templates",
+                "providers": ["infrastructure-metal3"],
+                "control_plane": "K0smotronControlPlane",
+            },
+            {
+                "name": "dpu-hosted-cp",
+                "chart": "dpu-hosted-cp",
+                "version": "1.0.0",
+                "repository": "kcm-templates",
+                "providers": ["control-plane-k0sproject-k0smotron"],
+                "control_plane": "K0smotronControlPlane",
+            },
+        ]
+    }
+    estate = load_estate(raw)
+    cfg = estate.tenants[0]
+    run(
+        lambda: Tenant(
+            cfg.name,
+            TenantArgs(
+                config=cfg,
+                provider=k8s.Provider("mothership", kubeconfig="/dev/null"),
+                catalog=estate.catalog,
+            ),
+        )
+    )
+    props = mocks.named("red-red-k8s", "composable:infra:TenantCluster").inputs
+    assert props["template"] == "kubevirt-hosted-cp"
+    assert (props["hosted_control_plane"], props["control_plane"]) == (False, "K0sControlPlane")
+    records = [
+        ResourceRecord(type=r.typ, name=r.name, urn=r.urn, props=r.inputs)
+        for r in mocks.registrations
+        if r.typ.startswith("composable:infra:")
+    ]
+    failed = {name for name, violations in evaluate(records).items() if violations}
+    assert "tenant-cluster-hosted-control-plane" in failed

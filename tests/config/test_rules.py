@@ -155,6 +155,11 @@ CASES: dict[str, tuple[Mutation, str]] = {
         _do(_set("hosts[0].prep", host_prep()), _set("hosts[2].prep", host_prep())),
         "hosts[2].prep.host: duplicate host prep target '10.0.2.1:22' (first at hosts[0].prep.host)",
     ),
+    "cluster_templates_declared": (
+        _set("tenants[0].clusters[0].template", "kubevirt-standalone-cp"),
+        "tenants[0].clusters[0].template: ClusterTemplate 'kubevirt-standalone-cp' is not declared in "
+        "catalog.cluster_templates (declared: capm3-hosted-cp, dpu-hosted-cp, kubevirt-hosted-cp)",
+    ),
     "gpu_products_new": (
         _set("gpu_products", [{**A30, "product": "NVIDIA-L40S"}]),
         "gpu_products[0].product: 'NVIDIA-L40S' is built in; remove it from gpu_products",
@@ -373,3 +378,27 @@ def test_rules_run_only_on_structurally_valid_config() -> None:
 def test_stack_files_are_valid(stack: str) -> None:
     estate: EstateConfig = load_stack_file(ROOT / f"Pulumi.{stack}.yaml", require_secrets=(stack == "dev"))
     assert estate.environment == ("lab" if stack == "dev" else "production")
+
+
+def test_cluster_template_names_are_unique() -> None:
+    raw = valid_estate()
+    dup = {
+        "name": "kubevirt-hosted-cp",
+        "chart": "kubevirt-hosted-cp",
+        "version": "1.0.1",
+        "repository": "kcm-templates",
+        "providers": ["infrastructure-kubevirt"],
+        "control_plane": "K0sControlPlane",
+    }
+    raw["catalog"] = {"cluster_templates": [dup, dup]}
+    msgs = _problems(lambda r: r.update(catalog=raw["catalog"]))
+    assert "catalog.cluster_templates[1].name: duplicate ClusterTemplate 'kubevirt-hosted-cp' (first at " \
+        "catalog.cluster_templates[0].name)" in msgs
+
+
+@pytest.mark.parametrize("version", ["1.x", ">=1.0.0", "*", "1.0"])
+def test_template_versions_are_pinned(version: str) -> None:
+    msgs = _problems(_set("catalog", {"gpu_operator": {
+        "name": "gpu-operator", "chart": "gpu-operator", "version": version, "repository": "nvidia",
+        "namespace": "gpu-operator"}}))
+    assert len(msgs) == 1 and msgs[0].startswith("catalog.gpu_operator.version: "), msgs

@@ -214,6 +214,7 @@ def _tenant_cluster(name: str, tenant: str, network: str) -> dict[str, Any]:
             "name": name,
             "template": "kubevirt-hosted-cp",
             "hosted_control_plane": True,
+            "control_plane": "K0smotronControlPlane",
             "networks": [f"{tenant}/{network}"],
             "network_attachments": [f"tenant-{tenant}/{network}"],
             "hypervisor_cluster": "hv-cluster",
@@ -252,7 +253,10 @@ VIOLATIONS: dict[str, Callable[[Layout], None]] = {
     "tenant-network-uniqueness": _set("tenant-b-net-b", vxlan_id=5001),
     "tenant-cluster-own-networks": _set("b-cluster", networks=["tenant-a/net-a"]),
     "tenant-cluster-hosted-control-plane": _set(
-        "a-cluster", template="kubevirt-standalone-cp", hosted_control_plane=False
+        "a-cluster",
+        template="kubevirt-standalone-cp",
+        hosted_control_plane=False,
+        control_plane="K0sControlPlane",
     ),
     "tenant-host-dpu-zero-trust": _set("dpu-2", host_rshim="Enabled"),
     "gpu-host-iommu": _set("hv-2", kernel_args=["intel_iommu=on"]),
@@ -276,6 +280,12 @@ EXTRA_VIOLATIONS: dict[str, tuple[str, Callable[[Layout], None]]] = {
     "vm-uses-nad-not-created": (
         "tenant-cluster-own-networks",
         _set("b-cluster", network_attachments=["tenant-tenant-b/net-z"]),
+    ),
+    # The name says hosted and the program's flag agrees, but the template declares a control plane
+    # on machines: only the declared kind can catch it.
+    "hosted-name-machine-control-plane": (
+        "tenant-cluster-hosted-control-plane",
+        _set("a-cluster", template="kubevirt-hosted-cp", control_plane="K0sControlPlane"),
     ),
 }
 

@@ -133,6 +133,7 @@ def layouts(draw: st.DrawFn) -> Layout:
                         "name": f"{t}-c{i}",
                         "template": "kubevirt-hosted-cp",
                         "hosted_control_plane": True,
+                        "control_plane": "K0smotronControlPlane",
                         "networks": [f"{net_owner}/net"],
                         "network_attachments": [f"ns-{nad_owner}/net"],
                         "hypervisor_cluster": draw(st.sampled_from(sorted(members))),

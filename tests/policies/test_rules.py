@@ -152,19 +152,27 @@ def test_unknown_network_attachment_cannot_be_proven():
 # --- tenant-cluster-hosted-control-plane ---------------------------------------------------
 
 
-def test_hosted_template_patterns_are_configurable():
-    layout = variant(lambda lay: find(lay, "a-cluster").update(template="kubevirt-hcp-v2"))
+def test_hosted_kinds_are_configurable():
+    def other_kind(lay):
+        for name in ("a-cluster", "b-cluster"):
+            find(lay, name).update(control_plane="HostedControlPlane")
+
+    layout = variant(other_kind)
     rule = RULES_BY_NAME["tenant-cluster-hosted-control-plane"]
+    kinds = {"hosted_control_plane_kinds": ["HostedControlPlane"]}
     assert run_rule(rule, to_records(layout))
-    assert (
-        run_rule(rule, to_records(layout), {"hosted_template_patterns": [r"-hcp-", r"^kubevirt-hosted-cp$"]})
-        == []
-    )
-    assert run_rule(rule, to_records(compliant()), {"hosted_template_patterns": [r"-hcp-"]})
+    assert run_rule(rule, to_records(layout), kinds) == []
+    assert run_rule(rule, to_records(compliant()), kinds)
 
 
-def test_versioned_hosted_template_name_passes():
-    layout = variant(lambda lay: find(lay, "a-cluster").update(template="kubevirt-hosted-cp-1-0-0"))
+def test_a_hosted_sounding_name_is_not_evidence():
+    change = EXTRA_VIOLATIONS["hosted-name-machine-control-plane"][1]
+    [message] = _messages("tenant-cluster-hosted-control-plane", variant(change))
+    assert "template 'kubevirt-hosted-cp' declares control plane 'K0sControlPlane'" in message
+
+
+def test_any_template_name_with_a_hosted_control_plane_passes():
+    layout = variant(lambda lay: find(lay, "a-cluster").update(template="tenant-vms-v2"))
     assert _messages("tenant-cluster-hosted-control-plane", layout) == []
 
 
