@@ -14,6 +14,10 @@ POLICY_ENV ?= $(STACK)
 endif
 # Every preview and update runs the tenant-isolation policy pack with the stack's enforcement.
 POLICY := --policy-pack policies --policy-pack-config policies/config/$(POLICY_ENV).json
+# The stack config is validated offline first: a config error is reported one line per problem
+# and the CLI never runs, so it cannot print its policy-pack summary above a program that
+# stopped before the policies judged anything.
+CHECK := python -m stack_config validate Pulumi.$(STACK).yaml &&
 
 .PHONY: setup image demo lab-up lab-down lab-status preview review up destroy test lint bench ci
 
@@ -36,13 +40,13 @@ lab-status:
 	$(ENV) python -m lab status
 
 preview:
-	$(ENV) $(PASS) pulumi preview --stack $(STACK) --diff $(POLICY)
+	$(ENV) $(CHECK) $(PASS) pulumi preview --stack $(STACK) --diff $(POLICY)
 
 review:  ## Markdown preview summary (with the policy pack) for a pull-request comment
-	$(ENV) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
+	$(ENV) $(CHECK) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
 
 up:
-	$(ENV) $(PASS) pulumi up --stack $(STACK) --yes $(POLICY)
+	$(ENV) $(CHECK) $(PASS) pulumi up --stack $(STACK) --yes $(POLICY)
 
 destroy:
 	$(ENV) $(PASS) pulumi destroy --stack $(STACK) --yes
