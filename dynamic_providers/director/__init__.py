@@ -1,7 +1,8 @@
 """LIQID Director: typed client, composition planning, and the ``GpuComposition`` dynamic provider.
 
-Layers (imports point one way): ``models`` / ``errors`` <- ``_transport`` <- ``api.*`` (one
-module per API resource) <- ``client`` <- ``planning`` (pure) <- ``provider``.
+Layers (imports point one way): ``errors`` <- ``liqid`` (LIQID's wire facts as data) <- ``models``
+<- ``_transport`` <- ``api.*`` (one module per API resource) <- ``client`` <- ``planning`` (pure)
+<- ``provider``.
 
 Public names::
 
@@ -19,6 +20,8 @@ from .errors import (
     DirectorAuthError,
     DirectorConflictError,
     DirectorError,
+    DirectorJobFailedError,
+    DirectorJobRunningError,
     DirectorNotFoundError,
     DirectorProtocolError,
     DirectorRequestError,
@@ -38,6 +41,8 @@ __all__ = [
     "DirectorClient",
     "DirectorConflictError",
     "DirectorError",
+    "DirectorJobFailedError",
+    "DirectorJobRunningError",
     "DirectorNotFoundError",
     "DirectorProtocolError",
     "DirectorRequestError",

@@ -374,9 +374,10 @@ class DirectorClient:
         """Attach GPUs to a machine in one transaction; idempotent.
 
         GPUs already on the machine are left alone. GPUs in the system free pool are moved into
-        the machine's group pool first. All or nothing: after a final failure, GPUs this call
-        attached are detached again and pool moves undone (best effort; a note on the
-        exception says what could not be undone).
+        the machine's group pool first, in a pool transaction of their own; then one fabric
+        transaction attaches them all (see the module docstring). All or nothing: after a final
+        failure, GPUs this call attached are detached again and pool moves undone (best effort;
+        a note on the exception says what could not be undone), except while a job still runs.
 
         Args:
             machine: machine name, ``mach_id`` or :class:`Machine` record.
@@ -392,6 +393,9 @@ class DirectorClient:
                 an edit left open on the machine for longer than ``edit_wait``.
             DirectorServerError / DirectorTimeoutError / DirectorUnavailableError: still failing
                 after ``retries`` attempts.
+            DirectorJobFailedError: a job (HTTP 202) of the last attempt failed.
+            DirectorJobRunningError: a job still runs after ``job_timeout``; nothing was
+                cancelled or undone.
         """
         names = list(dict.fromkeys(device_names))
         m = self.machine(machine)
