@@ -225,3 +225,18 @@ def test_edit_already_open_is_a_conflict_by_liqids_message() -> None:
         from dynamic_providers.director.models import Machine
 
         fabric_api.open_edit(c._t, machine=Machine.model_validate(machine))
+
+
+def test_a_pool_edit_left_open_is_waited_for_then_reported(sim: Sim) -> None:
+    """A crashed client's pool edit: the compose waits ``edit_wait``, then fails without changing
+    anything; ``cancel_pool_edit`` clears it (LiqidClient.java:653-667)."""
+    requests.post(f"{sim.url}/_sim/faults", json={"kind": "open_pool_edit", "group": "gpu-pool"}, timeout=5)
+    before = sim.fabric_state()
+    with make_client(sim.url) as c:
+        with pytest.raises(errors.DirectorConflictError, match="pool of group gpu-pool is still being"):
+            c.compose("blade-slot-1", ["gpu0"])
+        assert sim.fabric_state() == before
+        assert "POST fabric/edit" not in _changes(_calls(sim))
+        c.cancel_pool_edit("gpu-pool")
+        c.compose("blade-slot-1", ["gpu0"])
+    assert sim.gpu("gpu0")["mach_id"] == sim.machine_id("blade-slot-1")

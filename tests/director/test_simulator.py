@@ -355,3 +355,30 @@ def test_module_entry_point_refuses_without_password(tmp_path: Path) -> None:
         timeout=30,
     )
     assert r.returncode == 2 and "no password" in r.stderr
+
+
+def test_a_change_while_a_job_runs_is_refused_and_recorded(sim: Sim) -> None:
+    """A client must wait for a job before its next call (LiqidClientBase.java:176-237)."""
+    sim.fault(kind="async", method="POST", path="fabric/edit", delay_seconds=0.5)
+    body = _relate_body(sim, "gpu2", "blade-slot-1")
+    assert api(sim, "POST", "fabric/edit", json=body["machine"]).status_code == 202
+    r = api(sim, "POST", "fabric/edit/cancel", json=body["machine"])  # the job still runs
+    assert r.status_code == 409 and "still running" in r.json()["response"]["errors"][0]["message"]
+    assert len(sim.state()["violations"]) == 1
+    time.sleep(0.6)
+    assert api(sim, "POST", "relate/gpu", json=body).json()["response"]["code"] == 0
+
+
+def test_a_failed_reprogram_job_leaves_the_edit_open_and_applies_nothing(sim: Sim) -> None:
+    body = _relate_body(sim, "gpu2", "blade-slot-1")
+    assert api(sim, "POST", "fabric/edit", json=body["machine"]).ok
+    assert api(sim, "POST", "relate/gpu", json=body).ok
+    sim.fault(kind="async", method="POST", path="fabric/reprogram", delay_seconds=0.2, fail=True)
+    r = api(sim, "POST", "fabric/reprogram", json=body["machine"])
+    href = r.json()["response"]["data"][0]["links"][0]["href"]
+    time.sleep(0.3)
+    poll = requests.get(href, auth=AUTH, timeout=5).json()["response"]["data"][0]
+    assert poll["command_execution_state"] == "FAILURE"
+    mid = sim.machine_id("blade-slot-1")
+    assert sim.gpu("gpu2")["mach_id"] is None and sim.state()["edits"][str(mid)]["attach"] == ["gpu2"]
+    assert api(sim, "POST", "fabric/edit/cancel", json=body["machine"]).ok
