@@ -268,6 +268,7 @@ class Estate(pulumi.ComponentResource):
                     device_plugin_configs={n: to_yaml(device_plugin_config(s)) for n, s in sharing},
                     mig_strategy=mig,
                     gpu_catalogue=gpu_catalogue,
+                    vgpu_types=cfg.vgpu_types_on(c.name),
                     depends_on=[*templates, *(self.hosts[h] for h in c.hosts)],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

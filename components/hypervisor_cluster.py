@@ -28,6 +28,8 @@ class HypervisorClusterArgs:
         mig_strategy: GPU Operator MIG strategy when any of its hosts uses MIG, else None.
         depends_on: resources to wait for (its Hosts, the ServiceTemplates).
         gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
+        vgpu_types: vGPU types its tenant clusters use (``vm-vgpu``: KubeVirt permitted mediated
+            devices, vGPU Device Manager default config).
     """
 
     config: HypervisorClusterConfig
@@ -38,6 +40,7 @@ class HypervisorClusterArgs:
     mig_strategy: str | None = None
     depends_on: Sequence[pulumi.Resource] = ()
     gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
+    vgpu_types: Sequence[str] = ()
 
 
 class HypervisorCluster(pulumi.ComponentResource):
@@ -77,6 +80,7 @@ class HypervisorCluster(pulumi.ComponentResource):
             device_plugin_configs=args.device_plugin_configs,
             mig_strategy=args.mig_strategy,
             catalogue=args.gpu_catalogue,
+            vgpu_types=args.vgpu_types,
         )
         k8s.apiextensions.CustomResource(
             name,

@@ -42,6 +42,7 @@ from stack_config.models import (
     ServiceTemplateConfig,
     TenantClusterConfig,
     TenantNetworkConfig,
+    VgpuManagerConfig,
 )
 
 #: API versions of the custom resources the components create (see /work/shared/crds).
@@ -304,18 +305,33 @@ def device_plugin_config(sharing: GpuSharingConfig) -> dict[str, Any]:
     return {"version": "v1", "sharing": {key: body}}
 
 
+def vgpu_device_config_name(vgpu_type: str) -> str:
+    """Name of the vGPU Device Manager config that creates ``vgpu_type`` on every GPU of a node: the
+    type without its vendor prefix, blanks as ``_`` (``GRID T4-4Q`` -> ``T4-4Q``, ``NVIDIA L40S-8Q``
+    -> ``L40S-8Q``), as the configs of the GPU Operator's ``default-vgpu-devices-config`` are named
+    (NVIDIA vgpu-device-manager ``examples/config-example.yaml``)."""
+    bare = vgpu_type.split(" ", 1)[1] if vgpu_type.startswith(("GRID ", "NVIDIA ")) else vgpu_type
+    return bare.replace(" ", "_")
+
+
 def gpu_operator_values(
     *,
     workload_mode: str,
     device_plugin_configs: Mapping[str, str] | None = None,
     mig_strategy: str | None = None,
+    vgpu_manager: VgpuManagerConfig | None = None,
+    vgpu_types: Sequence[str] = (),
 ) -> dict[str, Any]:
     """GPU Operator Helm values for a cluster in ``workload_mode``.
 
     ``vm-passthrough``: sandbox workloads on, VFIO manager on; ``vm-vgpu``: sandbox workloads on,
-    vGPU manager and vGPU device manager on; ``container``: driver and device plugin for pods.
-    ``device_plugin_configs`` (name -> config YAML) become ``devicePlugin.config`` with the data
-    inline; nodes pick one with the ``nvidia.com/device-plugin.config`` label.
+    vGPU manager on (``vgpu_manager``: the privately built image's ``repository``, ``image``,
+    ``version``, ``imagePullSecrets``) and vGPU device manager on, its default config creating the
+    cluster's vGPU type (``vgpu_types``, at most one; :func:`vgpu_device_config_name`);
+    ``container``: driver and device plugin for pods. ``device_plugin_configs`` (name -> config YAML)
+    become ``devicePlugin.config`` with the data inline; nodes pick one with the
+    ``nvidia.com/device-plugin.config`` label. Every key except ``devicePlugin.config.create`` /
+    ``.data`` (chart-only) is a ClusterPolicy ``spec`` field (:func:`cluster_policy_overrides`).
     """
     vm = workload_mode != "container"
     values: dict[str, Any] = {
@@ -337,7 +353,36 @@ def gpu_operator_values(
         }
     if mig_strategy:
         values["mig"] = {"strategy": mig_strategy}
+    if workload_mode == "vm-vgpu" and vgpu_manager is not None:
+        manager: dict[str, Any] = {
+            "enabled": True,
+            "repository": vgpu_manager.repository,
+            "image": vgpu_manager.image,
+            "version": vgpu_manager.version,
+        }
+        if vgpu_manager.image_pull_secrets:
+            manager["imagePullSecrets"] = list(vgpu_manager.image_pull_secrets)
+        values["vgpuManager"] = manager
+    if workload_mode == "vm-vgpu" and vgpu_types:
+        values["vgpuDeviceManager"]["config"] = {"default": vgpu_device_config_name(vgpu_types[0])}
     return values
+
+
+#: Helm-only keys of the GPU Operator values (the chart turns them into a ConfigMap); everything
+#: else the program sets is a ClusterPolicy ``spec`` field of the same path.
+_CHART_ONLY = {"devicePlugin": ("create", "data")}
+
+
+def cluster_policy_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ClusterPolicy ``spec`` fragment our GPU Operator Helm values set (``nvidia.com/v1``; the
+    chart renders its values into the ClusterPolicy), chart-only keys dropped, for validation
+    against the CRD schema in ``../shared/crds/gpu-operator``."""
+    spec = {k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()}
+    for section, keys in _CHART_ONLY.items():
+        config = spec.get(section, {}).get("config")
+        if isinstance(config, Mapping):
+            spec[section]["config"] = {k: v for k, v in config.items() if k not in keys}
+    return spec
 
 
 def kubevirt_values(
@@ -345,10 +390,18 @@ def kubevirt_values(
     workload_mode: str,
     gpu_models: Iterable[str],
     catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
+    vgpu_types: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """KubeVirt Helm values: GPU/HostDevices feature gates and, for ``vm-passthrough``, the GPUs
-    permitted for passthrough (advertised by the GPU Operator: ``externalResourceProvider``);
-    ``gpu_models`` are looked up in ``catalogue`` (models missing from it are skipped)."""
+    """KubeVirt Helm values: GPU/HostDevices feature gates; for ``vm-passthrough`` the GPUs permitted
+    for passthrough (``pciHostDevices``; ``gpu_models`` looked up in ``catalogue``, models missing from
+    it skipped); for ``vm-vgpu`` the mediated devices permitted (``mediatedDevices``:
+    ``mdevNameSelector`` = the vGPU type's name, ``resourceName`` = :func:`vgpu_resource_name`).
+
+    Both are ``externalResourceProvider: true``: the GPU Operator creates the devices (VFIO binding,
+    vGPU Device Manager) and its sandbox device plugin advertises them (GPU Operator docs, "GPU
+    Operator with KubeVirt"), so KubeVirt's own ``mediatedDevicesConfiguration`` (KubeVirt creating
+    mdevs itself) stays unset: two managers would create devices on the same GPUs.
+    """
     config: dict[str, Any] = {"developerConfiguration": {"featureGates": ["GPU", "HostDevices"]}}
     if workload_mode == "vm-passthrough":
         devices = [
@@ -362,6 +415,13 @@ def kubevirt_values(
         ]
         if devices:
             config["permittedHostDevices"] = {"pciHostDevices": devices}
+    if workload_mode == "vm-vgpu":
+        mdevs = [
+            {"mdevNameSelector": t, "resourceName": vgpu_resource_name(t), "externalResourceProvider": True}
+            for t in sorted(set(vgpu_types))
+        ]
+        if mdevs:
+            config["permittedHostDevices"] = {"mediatedDevices": mdevs}
     return {"kubevirt": {"configuration": config}}
 
 
@@ -382,6 +442,7 @@ def hypervisor_cluster_spec(
     device_plugin_configs: Mapping[str, str] | None = None,
     mig_strategy: str | None = None,
     catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
+    vgpu_types: Sequence[str] = (),
 ) -> dict[str, Any]:
     """ClusterDeployment ``spec`` of a hypervisor cluster on Metal3 hosts.
 
@@ -398,6 +459,8 @@ def hypervisor_cluster_spec(
                 workload_mode=cluster.gpu_workload_mode,
                 device_plugin_configs=device_plugin_configs,
                 mig_strategy=mig_strategy,
+                vgpu_manager=cluster.vgpu_manager,
+                vgpu_types=vgpu_types,
             ),
         )
     ]
@@ -407,7 +470,10 @@ def hypervisor_cluster_spec(
                 catalog.kubevirt,
                 "kubevirt",
                 kubevirt_values(
-                    workload_mode=cluster.gpu_workload_mode, gpu_models=models, catalogue=catalogue
+                    workload_mode=cluster.gpu_workload_mode,
+                    gpu_models=models,
+                    catalogue=catalogue,
+                    vgpu_types=vgpu_types,
                 ),
             )
         )

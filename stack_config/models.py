@@ -357,6 +357,21 @@ class HostConfig(_Model):
 # --------------------------------------------------------------------------- clusters
 
 
+class VgpuManagerConfig(_Model):
+    """The NVIDIA vGPU Manager image the GPU Operator installs on ``vm-vgpu`` hosts (GPU Operator
+    ClusterPolicy ``vgpuManager``). NVIDIA does not publish it: build it from the vGPU software
+    package and push it to a private registry (GPU Operator docs, "GPU Operator with KubeVirt")."""
+
+    repository: NonEmptyStr
+    """Registry and path of the image, e.g. ``registry.example.net/nvidia``."""
+    image: NonEmptyStr = "vgpu-manager"
+    """Image name."""
+    version: NonEmptyStr
+    """Image tag: the vGPU Manager driver version and OS, e.g. ``580.82.07-ubuntu22.04``."""
+    image_pull_secrets: list[DnsLabel] = Field(default_factory=list)
+    """Secrets (in the GPU Operator namespace of the cluster) for pulling the image."""
+
+
 class HypervisorClusterConfig(_Model):
     """A k0rdent child cluster on bare-metal hosts (Metal3/CAPI), with the GPU Operator and KubeVirt."""
 
@@ -378,6 +393,8 @@ class HypervisorClusterConfig(_Model):
     """k0s release of the cluster."""
     cni: Cni = "calico"
     """Cluster CNI."""
+    vgpu_manager: VgpuManagerConfig | None = None
+    """vGPU Manager image; required for ``vm-vgpu``, not used otherwise."""
 
 
 class DpuServiceConfig(_Model):
@@ -783,6 +800,18 @@ class EstateConfig(_Model):
     def cluster_of_host(self, host: str) -> HypervisorClusterConfig | None:
         """The (first) hypervisor cluster that lists ``host``, or None."""
         return next((c for c in self.hypervisor_clusters if host in c.hosts), None)
+
+    def vgpu_types_on(self, cluster: str) -> list[str]:
+        """The vGPU types (sorted) the tenant clusters on hypervisor cluster ``cluster`` use."""
+        catalogue = self.gpu_catalogue()
+        return sorted(
+            {
+                vt
+                for t in self.tenants
+                for c in t.clusters
+                if c.hypervisor_cluster == cluster and (vt := c.effective_vgpu_type(catalogue)) is not None
+            }
+        )
 
     def dpu_cluster_hosts(self) -> list[str]:
         """Hosts whose DPUs form the DPU cluster (empty without a DPU cluster)."""

@@ -397,6 +397,32 @@ def plaintext_private_keys(raw: Any) -> list[ConfigProblem]:
 # --------------------------------------------------------------------------- GPUs
 
 
+def vgpu_clusters_complete(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A ``vm-vgpu`` hypervisor cluster sets ``vgpu_manager`` (other modes do not), and its tenant
+    clusters use one vGPU type: the GPU Operator's vGPU Device Manager applies one config per node
+    and a time-sliced GPU carries vGPUs of one type (vGPU user guide, "equal-size mode")."""
+    for i, hv in enumerate(estate.hypervisor_clusters):
+        if hv.gpu_workload_mode != "vm-vgpu":
+            if hv.vgpu_manager is not None:
+                yield ConfigProblem(
+                    f"hypervisor_clusters[{i}].vgpu_manager",
+                    f"set but gpu_workload_mode is {hv.gpu_workload_mode}",
+                )
+            continue
+        if hv.vgpu_manager is None:
+            yield ConfigProblem(
+                f"hypervisor_clusters[{i}].vgpu_manager",
+                "required for vm-vgpu (repository and version of the vGPU Manager image)",
+            )
+        types = estate.vgpu_types_on(hv.name)
+        if len(types) > 1:
+            yield ConfigProblem(
+                f"hypervisor_clusters[{i}]",
+                f"tenant clusters on it use several vGPU types ({', '.join(types)}); use one per "
+                "hypervisor cluster",
+            )
+
+
 def cluster_templates_declared(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """ClusterTemplate names in ``catalog.cluster_templates`` are unique, and every ``template`` a
     cluster references is declared there (the program creates it; its control-plane kind decides
@@ -846,6 +872,7 @@ RULES: tuple[Rule, ...] = (
     ssh_prep_kernel_settings_supported,
     unique_ssh_prep_targets,
     cluster_templates_declared,
+    vgpu_clusters_complete,
     gpu_products_new,
     pool_models_known,
     allowed_models_offered,

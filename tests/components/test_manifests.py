@@ -315,3 +315,86 @@ def test_the_lab_installs_every_crd_the_program_creates_objects_of() -> None:
 
     installed = {p.name for p in default_crd_dirs()}
     assert {"multus", "kcm", "gpu-operator", "metal3", "dpf"} <= installed
+
+
+def test_vm_vgpu_cluster_gets_vgpu_manager_device_config_and_permitted_mdevs() -> None:
+    from components.manifests import vgpu_device_config_name
+    from stack_config.models import VgpuManagerConfig
+
+    manager = VgpuManagerConfig(
+        repository="registry.example/nvidia", version="580.82.07-ubuntu22.04", image_pull_secrets=["pull"]
+    )
+    values = gpu_operator_values(workload_mode="vm-vgpu", vgpu_manager=manager, vgpu_types=["NVIDIA L40S-8Q"])
+    assert values["vgpuManager"] == {
+        "enabled": True,
+        "repository": "registry.example/nvidia",
+        "image": "vgpu-manager",
+        "version": "580.82.07-ubuntu22.04",
+        "imagePullSecrets": ["pull"],
+    }
+    assert values["vgpuDeviceManager"] == {"enabled": True, "config": {"default": "L40S-8Q"}}
+    assert vgpu_device_config_name("GRID T4-4Q") == "T4-4Q"
+    kubevirt = kubevirt_values(workload_mode="vm-vgpu", gpu_models=[], vgpu_types=["NVIDIA L40S-8Q"])
+    config = kubevirt["kubevirt"]["configuration"]
+    assert config["permittedHostDevices"] == {
+        "mediatedDevices": [
+            {
+                "mdevNameSelector": "NVIDIA L40S-8Q",
+                "resourceName": "nvidia.com/NVIDIA_L40S-8Q",
+                "externalResourceProvider": True,
+            }
+        ]
+    }
+    assert "mediatedDevicesConfiguration" not in config  # the GPU Operator creates the mdevs
+
+
+def _cluster_policy_errors(values: dict) -> list[str]:
+    """Schema errors of the ClusterPolicy fragment our GPU Operator values set (CRD in
+    ../shared/crds/gpu-operator), each section checked against its ``spec`` property schema."""
+    import jsonschema
+
+    from components.manifests import cluster_policy_overrides
+    from tests.components.crd_schemas import schemas
+
+    spec_schema = schemas()[("nvidia.com/v1", "ClusterPolicy")]["properties"]["spec"]
+    errors = []
+    for key, section in cluster_policy_overrides(values).items():
+        if key not in spec_schema["properties"]:
+            errors.append(f"{key}: not a ClusterPolicy spec field")
+            continue
+        for e in jsonschema.Draft7Validator(spec_schema["properties"][key]).iter_errors(section):
+            errors.append(f"{key}.{'.'.join(str(p) for p in e.path)}: {e.message}")
+    return errors
+
+
+@requires_crds
+def test_cluster_policy_check_catches_mistakes() -> None:
+    assert _cluster_policy_errors({"vgpuManager": {"enabled": True, "versoin": "1"}, "migg": {}}) == [
+        "vgpuManager.: Additional properties are not allowed ('versoin' was unexpected)",
+        "migg: not a ClusterPolicy spec field",
+    ]
+
+
+@requires_crds
+@pytest.mark.parametrize("stack_file", ["Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.production.yaml"])
+def test_gpu_operator_values_match_the_cluster_policy_schema(mocks, tmp_path: Path, stack_file: str) -> None:
+    from stack_config.loader import load_stack_file
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_stack_file(root / stack_file, require_secrets=False)
+
+    @pulumi.runtime.test
+    def build() -> None:
+        Estate("estate", EstateArgs(config=cfg, stack="test", project_root=tmp_path))
+
+    build()
+    checked = 0
+    for r in mocks.registrations:
+        if r.typ != "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment":
+            continue
+        for service in r.inputs["spec"].get("serviceSpec", {}).get("services", []):
+            if service["name"] == "gpu-operator":
+                values = yaml.safe_load(service["values"])
+                assert _cluster_policy_errors(values) == [], (r.name, values)
+                checked += 1
+    assert checked >= 1

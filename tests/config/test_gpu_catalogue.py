@@ -153,6 +153,7 @@ def test_vgpu_type_of_a_declared_product() -> None:
     raw["tenants"][0]["allowed_models"].append("NVIDIA-A30")
     cluster = raw["tenants"][0]["clusters"][0]
     raw["hypervisor_clusters"][0]["gpu_workload_mode"] = "vm-vgpu"
+    raw["hypervisor_clusters"][0]["vgpu_manager"] = {"repository": "r.example/nvidia", "version": "580.82.07"}
     cluster.update(gpu_mode="vgpu", gpu_model="NVIDIA-A30", vgpu_type="NVIDIA A30-8C")
     msgs = _problems(raw)
     assert "tenants[0].clusters[0].vgpu_type: 'NVIDIA A30-8C' is not a vGPU type of NVIDIA-A30 " \

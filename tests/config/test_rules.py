@@ -160,6 +160,11 @@ CASES: dict[str, tuple[Mutation, str]] = {
         "tenants[0].clusters[0].template: ClusterTemplate 'kubevirt-standalone-cp' is not declared in "
         "catalog.cluster_templates (declared: capm3-hosted-cp, dpu-hosted-cp, kubevirt-hosted-cp)",
     ),
+    "vgpu_clusters_complete": (
+        _set("hypervisor_clusters[0].gpu_workload_mode", "vm-vgpu"),
+        "hypervisor_clusters[0].vgpu_manager: required for vm-vgpu (repository and version of the vGPU "
+        "Manager image)",
+    ),
     "gpu_products_new": (
         _set("gpu_products", [{**A30, "product": "NVIDIA-L40S"}]),
         "gpu_products[0].product: 'NVIDIA-L40S' is built in; remove it from gpu_products",
@@ -402,3 +407,27 @@ def test_template_versions_are_pinned(version: str) -> None:
         "name": "gpu-operator", "chart": "gpu-operator", "version": version, "repository": "nvidia",
         "namespace": "gpu-operator"}}))
     assert len(msgs) == 1 and msgs[0].startswith("catalog.gpu_operator.version: "), msgs
+
+
+def test_vgpu_manager_only_for_vm_vgpu() -> None:
+    manager = {"repository": "registry.example/nvidia", "version": "580.82.07"}
+    assert _rule_problems("vgpu_clusters_complete", _set("hypervisor_clusters[1].vgpu_manager", manager)) == [
+        "hypervisor_clusters[1].vgpu_manager: set but gpu_workload_mode is container"
+    ]
+
+
+def test_vgpu_cluster_serves_one_vgpu_type() -> None:
+    def two_types(raw: dict[str, Any]) -> None:
+        raw["hypervisor_clusters"][0].update(
+            gpu_workload_mode="vm-vgpu",
+            vgpu_manager={"repository": "r.example/nvidia", "version": "580.82.07"},
+        )
+        first = raw["tenants"][0]["clusters"][0]
+        first.update(gpu_mode="vgpu", gpu_model="NVIDIA-A100-PCIE-40GB", vgpu_type="GRID A100-4C")
+        second = {**first, "name": "red-k8s-2", "vgpu_type": "GRID A100-8C"}
+        raw["tenants"][0]["clusters"].append(second)
+
+    assert _rule_problems("vgpu_clusters_complete", two_types) == [
+        "hypervisor_clusters[0]: tenant clusters on it use several vGPU types (GRID A100-4C, GRID A100-8C); "
+        "use one per hypervisor cluster"
+    ]
