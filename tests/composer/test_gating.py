@@ -15,6 +15,7 @@ from composer.act import Executor
 from composer.controller import Controller
 from composer.decide import Policy
 from composer.gating import admission_response, batch_wait, gate_decision, release_patch, ungate_patch
+from composer.kube import KubeError
 from composer.metrics import Metrics
 from composer.podspec import pod_view
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
@@ -351,3 +352,33 @@ def test_batch_holds_new_gated_pods_until_the_window_closes(clock):
     d = run(ctrl)
     assert len(d.plan.placements) == 2  # planned together, bigger first
     assert d.plan.placements[0].key == "ml/b"
+
+
+def test_invalid_request_is_ungated_at_once_and_not_composed(clock):
+    w = world()
+    ctrl, _ = make(w, clock)
+    raw = pod("two-kinds", 1, gated=True, created=iso(clock.t))
+    raw["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.5gb"] = "1"
+    w.kube.add_pod(raw)
+    run(ctrl)
+    assert "schedulingGates" not in w.kube.pods["ml/two-kinds"]["spec"]
+    ev = next(e for e in w.kube.events if e.reason == "Ungated")
+    assert ev.type == "Warning" and "several GPU resources" in ev.message
+    assert w.fabric.attached() == {}
+
+
+def test_a_refused_release_is_tried_again_next_round(clock):
+    w = world()
+    ctrl, m = make(w, clock)
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    w.agent_step()
+    real = w.kube.patch_pod
+    w.kube.patch_pod = lambda *a: (_ for _ in ()).throw(KubeError("PATCH", "ml/pods/a", 409, "conflict"))
+    run(ctrl)
+    assert w.kube.pods["ml/a"]["spec"].get("schedulingGates")
+    assert metric(m, "composer_gate_patch_failures_total", kind="release") == 1
+    w.kube.patch_pod = real
+    run(ctrl)
+    assert "schedulingGates" not in w.kube.pods["ml/a"]["spec"]
+    assert [e.reason for e in w.kube.events if e.name == "a"].count("Released") == 1
