@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
@@ -173,8 +174,28 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
         api, "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", f"{run}-beta", "beta-k8s"
     )
     assert tenant_cluster["spec"]["template"] == "kubevirt-hosted-cp"
-    net = core.read_namespaced_config_map("beta-beta-net", f"{run}-beta")
-    assert net.data["vxlanId"] == "10020" and net.data["vlanId"] == "120"
+    # the tenant network is a NetworkAttachmentDefinition (multus CRD) that the VMs reference ...
+    nad = _custom(api, "k8s.cni.cncf.io", "v1", "network-attachment-definitions", f"{run}-beta", "beta-net")
+    cni = json.loads(nad["spec"]["config"])
+    assert (cni["type"], cni["vlan"]) == ("bridge", 120)
+    assert cni["ipam"] == {"type": "whereabouts", "range": "10.20.0.0/24", "gateway": "10.20.0.1"}
+    vm_networks = tenant_cluster["spec"]["config"]["worker"]["networks"]
+    assert {"name": "beta-net", "multus": {"networkName": f"{run}-beta/beta-net"}} in vm_networks
+    # ... and its VXLAN segment is a record beside the DPF objects
+    segment = core.read_namespaced_config_map("vxlan-beta-beta-net", infra)
+    assert segment.data["vxlanId"] == "10020" and segment.data["vlanId"] == "120"
+    # the ClusterTemplates are declared (pinned) where the ClusterDeployments use them
+    tpl = _custom(
+        api, "k0rdent.mirantis.com", "v1beta1", "clustertemplates", f"{run}-beta", "kubevirt-hosted-cp"
+    )
+    assert tpl["spec"]["helm"]["chartSpec"]["version"] == "1.0.0"
+    assert "control-plane-k0sproject-k0smotron" in tpl["spec"]["providers"]
+    assert tpl["metadata"]["labels"]["composable-gpu.io/control-plane"] == "K0smotronControlPlane"
+    infra_tpl = _custom(api, "k0rdent.mirantis.com", "v1beta1", "clustertemplates", infra, "capm3-hosted-cp")
+    assert "infrastructure-metal3" in infra_tpl["spec"]["providers"]
+    # the GPU Operator settings the hypervisor cluster carries are ClusterPolicy fields
+    gpu_operator = yaml.safe_load(workers["spec"]["serviceSpec"]["services"][0]["values"])
+    assert gpu_operator["sandboxWorkloads"] == {"enabled": False, "defaultWorkload": "container"}
     node = core.read_node("blade-slot-1")
     assert node.metadata.labels[label] == "container"
     ours = _label_owners(core, "blade-slot-1", label) - owners_before
