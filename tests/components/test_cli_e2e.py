@@ -188,7 +188,7 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     tpl = _custom(
         api, "k0rdent.mirantis.com", "v1beta1", "clustertemplates", f"{run}-beta", "kubevirt-hosted-cp"
     )
-    assert tpl["spec"]["helm"]["chartSpec"]["version"] == "1.0.0"
+    assert tpl["spec"]["helm"]["chartSpec"]["version"] == "1.0.11"
     assert "control-plane-k0sproject-k0smotron" in tpl["spec"]["providers"]
     assert tpl["metadata"]["labels"]["composable-gpu.io/control-plane"] == "K0smotronControlPlane"
     infra_tpl = _custom(api, "k0rdent.mirantis.com", "v1beta1", "clustertemplates", infra, "capm3-hosted-cp")
