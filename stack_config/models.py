@@ -674,25 +674,28 @@ class ClusterTemplateConfig(_Model):
         return self.control_plane in HOSTED_CONTROL_PLANE_KINDS
 
 
-#: CAPI providers of k0smotron's hosted control plane (k0rdent ClusterTemplate charts' Chart.yaml
-#: ``cluster.x-k8s.io/provider`` annotations).
+#: CAPI providers of k0smotron's hosted control plane (k0rdent/kcm
+#: ``templates/cluster/kubevirt-hosted-cp/Chart.yaml``, annotation ``cluster.x-k8s.io/provider``).
 _K0SMOTRON_PROVIDERS = ["control-plane-k0sproject-k0smotron", "bootstrap-k0sproject-k0smotron"]
 
 
 def _default_cluster_templates() -> list[ClusterTemplateConfig]:
+    """``kubevirt-hosted-cp`` is k0rdent's chart (k0rdent/kcm ``templates/cluster/kubevirt-hosted-cp``:
+    version 1.0.11, ``templates/k0smotroncontrolplane.yaml``); ``capm3-hosted-cp`` and
+    ``dpu-hosted-cp`` are the platform's own charts built the same way (not in kcm)."""
     return [
         ClusterTemplateConfig(
             name=name,
             chart=name,
-            version="1.0.0",
+            version=version,
             repository="kcm-templates",
             providers=[*infra, *_K0SMOTRON_PROVIDERS],
             control_plane="K0smotronControlPlane",
         )
-        for name, infra in (
-            ("capm3-hosted-cp", ["infrastructure-metal3"]),
-            ("kubevirt-hosted-cp", ["infrastructure-kubevirt"]),
-            ("dpu-hosted-cp", []),
+        for name, version, infra in (
+            ("capm3-hosted-cp", "1.0.0", ["infrastructure-metal3"]),
+            ("kubevirt-hosted-cp", "1.0.11", ["infrastructure-kubevirt"]),
+            ("dpu-hosted-cp", "1.0.0", []),
         )
     ]
 

@@ -198,7 +198,7 @@ def test_tenant_declares_the_cluster_template_it_uses_pinned(mocks: Recorder) ->
     assert tpl["kind"] == "ClusterTemplate"
     assert (tpl["metadata"]["name"], tpl["metadata"]["namespace"]) == ("kubevirt-hosted-cp", "tenant-red")
     assert tpl["metadata"]["labels"]["composable-gpu.io/control-plane"] == "K0smotronControlPlane"
-    assert tpl["spec"]["helm"]["chartSpec"]["version"] == "1.0.0"
+    assert tpl["spec"]["helm"]["chartSpec"]["version"] == "1.0.11"
     assert tpl["spec"]["providers"] == [
         "infrastructure-kubevirt",
         "control-plane-k0sproject-k0smotron",
