@@ -63,7 +63,7 @@ import requests
 import yaml
 
 from bench.labctl import free_port, isolated_control_plane
-from lab.scenario import local_gating_webhook
+from lab.scenario import local_gating_webhook, webhook_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_USER, SIM_PASSWORD = "admin", "bench-director-password"
@@ -406,17 +406,7 @@ def controller_argv(
         "INFO",
     ]
     if webhook is not None:
-        port, cert, key = webhook
-        flags += [
-            "--webhook-address",
-            "127.0.0.1",
-            "--webhook-port",
-            str(port),
-            "--webhook-cert-file",
-            str(cert),
-            "--webhook-key-file",
-            str(key),
-        ]
+        flags += webhook_flags(*webhook)
     if kind == "composer":
         return [sys.executable, "-m", "composer", *flags]
     return [

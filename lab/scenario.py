@@ -1,9 +1,10 @@
 """The article's scenario (2 hosts, 2 pooled GPUs) driven against the deployed composer.
 
-The chart deployed by the dev stack created the composer's ServiceAccount and RBAC; kwok runs
-no containers, so the controller runs here as a local lab process (``composer``) that
-authenticates with a token for that ServiceAccount from the TokenRequest API. Its RBAC is
-therefore exactly what the chart grants.
+By default the composer is the chart's Deployment as the dev stack installed it: its Pods run
+on the lab's real kubelet node (``lab.node``, ``mgmt-1``); :func:`deployed_composer` waits for
+them to be Ready and for one to hold the Lease. With ``local_process=True`` (the fast mode the
+kwok-only lab used) the controller runs here as lab process ``composer`` authenticated with a
+TokenRequest token of the chart's ServiceAccount, so its RBAC is exactly what the chart grants.
 
 Timeline printed by :func:`run_article_scenario`: pod on ``blade-slot-1`` asks for 2 GPUs →
 Pending, held by the composer's scheduling gate (the chart's admission webhook, served by the
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +108,7 @@ def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
         port, crt, key, _ = local_gating_webhook(api, namespace=DEMO_NAMESPACE, release="lab-demo",
                                                  out_dir=cfg.lab_dir / "composer-webhook",
                                                  replace_name=hook)
-        argv += ["--webhook-address", "127.0.0.1", "--webhook-port", str(port),
-                 "--webhook-cert-file", str(crt), "--webhook-key-file", str(key)]
+        argv += webhook_flags(port, crt, key)
     return processes.start(cfg.lab_dir, "composer", argv,
                            env={"COMPOSER_DIRECTOR_PASSWORD": services.DIRECTOR_PASSWORD},
                            cwd=controlplane.ROOT)
@@ -158,6 +159,12 @@ def local_gating_webhook(api: client.ApiClient, *, namespace: str, release: str,
     return port, cert, key, hook["metadata"]["name"]
 
 
+def webhook_flags(port: int, cert: Path, key: Path) -> list[str]:
+    """``python -m composer`` flags serving the gating webhook on 127.0.0.1:``port``."""
+    return ["--webhook-address", "127.0.0.1", "--webhook-port", str(port),
+            "--webhook-cert-file", str(cert), "--webhook-key-file", str(key)]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -183,13 +190,74 @@ def gpu_pod(name: str, host: str, count: int, model: str) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ComposerPod:
+    """A Ready Pod of the composer Deployment: ``name``, ``node``, ``image`` (spec) and
+    ``image_id`` (the runtime's image reference with digest, from the Pod status)."""
+
+    name: str
+    node: str
+    image: str
+    image_id: str
+
+
+def composer_pods(core: client.CoreV1Api, namespace: str) -> list[ComposerPod]:
+    """Ready (probes green), not terminating Pods of the composer chart in ``namespace``."""
+    out = []
+    for p in core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=composer").items:
+        statuses = [c for c in (p.status.container_statuses or []) if c.name == "composer"]
+        if p.metadata.deletion_timestamp is None and p.status.phase == "Running" and statuses \
+                and statuses[0].ready:
+            out.append(ComposerPod(p.metadata.name, p.spec.node_name, statuses[0].image,
+                                   statuses[0].image_id))
+    return sorted(out, key=lambda c: c.name)
+
+
+def deployed_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
+                      timeout_seconds: float = 180) -> tuple[ComposerPod, list[ComposerPod]]:
+    """Wait until the chart's composer Pods are Ready and one of them holds the Lease.
+
+    Returns:
+        (the leader, every Ready Pod).
+    Raises:
+        ScenarioError: no Ready leader in time (the message lists the Pods' states).
+    """
+    from components.composer import LEASE_NAME
+
+    api = kube.admin_client(cfg)
+    core = client.CoreV1Api(api)
+    ns = composer_out["namespace"]
+    coord = client.CoordinationV1Api(api)
+
+    def leader() -> tuple[ComposerPod, list[ComposerPod]] | None:
+        pods = composer_pods(core, ns)
+        try:
+            holder = coord.read_namespaced_lease(LEASE_NAME, ns).spec.holder_identity
+        except ApiException:
+            return None
+        lead = [p for p in pods if p.name == holder]
+        return (lead[0], pods) if lead else None
+
+    try:
+        return _wait(leader, what=f"a Ready composer Pod holding Lease {ns}/{LEASE_NAME}",
+                     timeout_seconds=timeout_seconds, interval=1.0)
+    except ScenarioError as exc:
+        states = [f"{p.metadata.name}: {p.status.phase} "
+                  f"{[(c.ready, str(c.state)[:200]) for c in (p.status.container_statuses or [])]}"
+                  for p in core.list_namespaced_pod(ns).items]
+        raise ScenarioError(f"{exc}; pods: {states or 'none'}") from exc
+
+
 def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
-                         idle_timeout_seconds: float,
+                         idle_timeout_seconds: float | None = None, local_process: bool = False,
                          step: Callable[[str], Callable[[str], None]]) -> list[str]:
     """Run the scenario; returns the device names that moved from host A to host B.
 
+    ``idle_timeout_seconds`` applies to the local process only; the deployed composer runs with
+    the stack's value.
     Raises:
-        ScenarioError: a step did not happen in time (composer log: .lab/logs/composer.log).
+        ScenarioError: a step did not happen in time (composer logs: ``kubectl logs`` of its
+            Pods, or .lab/logs/composer.log for the local process).
     """
     if not estate.get("composer"):
         raise ScenarioError("the stack declares no composer")
@@ -207,12 +275,22 @@ def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
 
     free = director.free_gpus()
     model = free[0].model if free else "Tesla-T4"
-    say = step("composer: controller with the chart's ServiceAccount token (TokenRequest)")
-    start_composer(cfg, estate["composer"], idle_timeout_seconds=idle_timeout_seconds)
     pool = sorted(g.name for g in free)
     stack_idle = estate["composer"].get("idle_timeout_seconds")
-    say(f"running; free pool: {pool} ({model}); idle timeout {idle_timeout_seconds:.0f} s for the demo "
-        f"(the stack's chart: {stack_idle} s)")
+    if local_process:
+        idle_timeout_seconds = idle_timeout_seconds or float(stack_idle or 60)
+        say = step("composer: controller with the chart's ServiceAccount token (TokenRequest)")
+        start_composer(cfg, estate["composer"], idle_timeout_seconds=idle_timeout_seconds)
+        say(f"running; free pool: {pool} ({model}); idle timeout {idle_timeout_seconds:.0f} s for the "
+            f"demo (the stack's chart: {stack_idle} s)")
+    else:
+        idle_timeout_seconds = float(stack_idle or 600)
+        say = step(f"composer: the chart's Deployment in {estate['composer']['namespace']}")
+        lead, pods = deployed_composer(cfg, estate["composer"])
+        for p in pods:
+            say(f"Pod {p.name} Ready on node {p.node}{' (leader)' if p is lead else ''}; "
+                f"image {p.image} digest {p.image_id.rsplit('@', 1)[-1]}")
+        say(f"free pool: {pool} ({model}); idle timeout {idle_timeout_seconds:.0f} s (the stack's)")
 
     def attached(host: str) -> list[str]:
         return sorted(g.name for g in director.attached_gpus(host))
