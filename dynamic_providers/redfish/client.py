@@ -31,6 +31,7 @@ on entry (or first use), reused, and deleted on exit::
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -40,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from dynamic_providers.redfish import errors
+from dynamic_providers.redfish import errors, privilege
 from dynamic_providers.redfish.models import (
     ActionInfo,
     AttrValue,
@@ -49,11 +50,14 @@ from dynamic_providers.redfish.models import (
     Collection,
     ComputerSystem,
     ErrorResponse,
+    ExternalHostPrivileges,
+    HostPrivilegeConfig,
     Manager,
     NvidiaSystem,
     RedfishMessage,
     ServiceRoot,
 )
+from dynamic_providers.redfish.posture import privilege_attribute_key
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,11 @@ RETRY_STATUSES = (500, 502, 503, 504)
 #: Reset types that restart a running system, in order of preference.
 RESTART_PREFERENCE = ("GracefulRestart", "ForceRestart", "PowerCycle")
 BLUEFIELD_SYSTEM_ID = "Bluefield"
+
+#: Which host-privilege interface each BMC offers, by ``(endpoint, firmware version)``: probed
+#: once per provider process (a firmware update changes the key, so it is probed again).
+_INTERFACE_CACHE: dict[tuple[str, str | None], privilege.Interface] = {}
+_INTERFACE_LOCK = threading.Lock()
 
 
 def pick_reset_type(allowed: Sequence[str] | None) -> str:
@@ -495,3 +504,108 @@ class RedfishClient:
         action = oem.actions.host_rshim_set
         target = action.target if action else f"{oem.odata_id}/Actions/HostRshim.Set"
         self._request("POST", target, json={"HostRshim": state})
+
+    # --- BlueField-3 host privilege (three firmware generations, see privilege) ------------
+
+    def privilege_interface(self, *, firmware: str | None = None) -> privilege.Interface:
+        """Which host-privilege interface this BMC offers: ``config`` (HostPrivilegeConfig,
+        25.10+), ``external`` (ExternalHostPrivileges, 24.10 to 25.07) or ``bios``.
+
+        The firmware version (``firmware``, else the manager's ``FirmwareVersion``) says which to
+        probe first (:func:`privilege.probe_order`); a probe is a GET of the documented resource
+        (for ``bios``: a BIOS listing a host-privilege attribute). The answer is cached per
+        endpoint and firmware version.
+
+        Raises:
+            errors.NotFoundError: the BMC offers none of the three.
+        """
+        if firmware is None:
+            firmware = self.manager().firmware_version
+        key = (self.endpoint, firmware)
+        with _INTERFACE_LOCK:
+            cached = _INTERFACE_CACHE.get(key)
+        if cached is not None:
+            return cached
+        for candidate in privilege.probe_order(firmware):
+            if self._offers(candidate):
+                with _INTERFACE_LOCK:
+                    _INTERFACE_CACHE[key] = candidate
+                return candidate
+        raise errors.NotFoundError(
+            f"BMC (firmware {firmware!r}) offers no host-privilege interface: no HostPrivilegeConfig, "
+            "no ExternalHostPrivileges and no HostPrivilegeLevel BIOS attribute", url=self.endpoint)
+
+    def _offers(self, interface: privilege.Interface) -> bool:
+        try:
+            if interface == "config":
+                self.host_privilege_config()
+            elif interface == "external":
+                self.external_host_privileges()
+            else:
+                return privilege_attribute_key(self.bios(BLUEFIELD_SYSTEM_ID).attributes) is not None
+        except errors.NotFoundError:
+            return False
+        return True
+
+    def external_host_privileges(self) -> ExternalHostPrivileges:
+        """``GET .../Oem/Nvidia/Connectx/ExternalHostPrivileges`` (the configured ``HostPriv*``).
+
+        Raises:
+            errors.NotFoundError: this firmware has no such resource.
+        """
+        return self._get(privilege.EXTERNAL_PATH, ExternalHostPrivileges)
+
+    def set_external_host_privileges(self, values: Mapping[str, str]) -> ExternalHostPrivileges:
+        """``POST .../Connectx/ExternalHostPrivileges`` with ``values`` (e.g. every ``HostPriv*``
+        set to ``Disabled``), as the 24.10-LTS ... 25.07 pages show; applies on the next reset.
+
+        Returns the resource as read back.
+
+        Raises:
+            errors.UnknownAttributeError: a property the BMC does not have (nothing written).
+            errors.BadRequestError: a value other than ``Default``/``Enabled``/``Disabled``.
+        """
+        self._request("POST", privilege.EXTERNAL_PATH, json=dict(values))
+        return self.external_host_privileges()
+
+    def host_privilege_config(self) -> HostPrivilegeConfig:
+        """``GET .../NvidiaNetworkAdapter/Oem/Nvidia/HostPrivilegeConfig``: the *effective*
+        ``PrivilegeMode`` and ``PrivilegeSettings``.
+
+        Raises:
+            errors.NotFoundError: this firmware has no such resource (before 25.10).
+        """
+        return self._get(privilege.CONFIG_PATH, HostPrivilegeConfig)
+
+    def host_privilege_config_settings(self, config: HostPrivilegeConfig | None = None,
+                                       ) -> HostPrivilegeConfig:
+        """The ``@Redfish.Settings`` object of HostPrivilegeConfig: what applies at the next
+        reset, with the ETag for ``If-Match``.
+
+        Raises:
+            errors.ProtocolError: the resource names no settings object.
+        """
+        config = config or self.host_privilege_config()
+        if config.settings_path is None:
+            raise errors.ProtocolError("HostPrivilegeConfig has no @Redfish.Settings; cannot stage a mode",
+                                       url=self._url(config.odata_id))
+        return self._get(config.settings_path, HostPrivilegeConfig)
+
+    def set_host_privilege_mode(self, mode: str, *, etag: str | None = None,
+                                config: HostPrivilegeConfig | None = None) -> HostPrivilegeConfig:
+        """Stage the preset ``PrivilegeMode`` (``Privileged``/``Restricted``) in the settings
+        object (PATCH with ``If-Match``); it applies at the next reset. Returns the settings read back.
+
+        Raises:
+            errors.PreconditionFailedError: the settings changed since ``etag`` (nothing written).
+            errors.BadRequestError: the mode is not accepted.
+        """
+        config = config or self.host_privilege_config()
+        if config.settings_path is None:
+            raise errors.ProtocolError("HostPrivilegeConfig has no @Redfish.Settings; cannot stage a mode",
+                                       url=self._url(config.odata_id))
+        if etag is None:
+            etag = self._get(config.settings_path, HostPrivilegeConfig).etag
+        headers = {"If-Match": etag} if etag else None
+        self._request("PATCH", config.settings_path, json={"PrivilegeMode": mode}, headers=headers)
+        return self._get(config.settings_path, HostPrivilegeConfig)

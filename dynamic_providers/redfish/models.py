@@ -248,3 +248,51 @@ class ActionInfo(_Model):
     """``@Redfish.ActionInfo`` target (ActionInfo schema)."""
 
     parameters: list[ActionInfoParameter] = Field(default_factory=list, alias="Parameters")
+
+
+class ExternalHostPrivileges(_Model):
+    """``GET /redfish/v1/Systems/Bluefield/Oem/Nvidia/Connectx/ExternalHostPrivileges``
+    (BlueField-3 BMC 24.10 LTS to 25.07; NVIDIA BlueField BMC Software docs, "NIC Subsystem
+    Management", releases 24.10-LTS ... 25.07: "Getting/Setting External Host Privileges").
+
+    ``privileges``: every ``HostPriv*`` property (``HostPrivFlashAccess``, ``HostPrivFwUpdate``,
+    ``HostPrivNicReset``, ``HostPrivNvGlobal``, ``HostPrivNvHost``, ``HostPrivNvInternalCpu``,
+    ``HostPrivNvPort``, ``HostPrivPccUpdate``) with its value ``Default`` | ``Enabled`` |
+    ``Disabled`` (the three states of the BMC 23.09 page's IPMI "Get external host privileges").
+    """
+
+    odata_id: str = Field(alias="@odata.id")
+    privileges: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            privs = {k: str(v) for k, v in data.items() if k.startswith("HostPriv")}
+            return {"@odata.id": data.get("@odata.id", ""), "privileges": privs}
+        return data
+
+
+class HostPrivilegeConfig(_Model):
+    """``GET /redfish/v1/Chassis/Card1/NetworkAdapters/NvidiaNetworkAdapter/Oem/Nvidia/HostPrivilegeConfig``
+    and its ``/Settings`` (BlueField-3 BMC 25.10 and 26.01; NVIDIA BlueField BMC Software docs
+    v25.10-LTS / v26.01, "NIC Subsystem Management", "Host Privileges Configuration").
+
+    ``mode``: ``PrivilegeMode`` (``Privileged`` | ``Restricted`` presets, ``Custom`` when the single
+    settings match neither); ``settings``: ``PrivilegeSettings`` (``HostPrivilegeLevel``,
+    ``FirmwareUpdate`` ... ``TracerEnabled``); ``settings_path``: the ``@Redfish.Settings``
+    object where changes are staged until the next reset.
+    """
+
+    odata_id: str = Field(alias="@odata.id")
+    mode: str | None = Field(None, alias="PrivilegeMode")
+    settings: dict[str, AttrValue] = Field(default_factory=dict, alias="PrivilegeSettings")
+    redfish_settings: SettingsObject | None = Field(None, alias="@Redfish.Settings")
+    etag: str | None = None
+
+    @property
+    def settings_path(self) -> str | None:
+        """URI of the pending-settings resource, or None when the BMC stages nothing."""
+        if self.redfish_settings is None or self.redfish_settings.settings_object is None:
+            return None
+        return self.redfish_settings.settings_object.odata_id

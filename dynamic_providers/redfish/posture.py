@@ -9,9 +9,11 @@ effect at the next reset. The value the system will run with after the next rese
 the desired value, so staging the same value twice, or re-staging a value that is
 already pending, never happens.
 
-BlueField-3 specifics (NVIDIA BlueField BMC docs): the host privilege level is the BIOS
+BlueField-3 specifics (NVIDIA BlueField BMC docs): the host privilege level is set through one
+of three interfaces depending on the firmware generation (see :mod:`privilege`): the BIOS
 attribute ``HostPrivilegeLevel`` (firmware before BF-24.10 spells it ``Host Privilege
-Level``); the DPU mode is set with ``Oem/Nvidia`` ``Mode.Set`` and reads back as ``Mode``;
+Level``), ``ExternalHostPrivileges`` (24.10 to 25.07) or ``HostPrivilegeConfig`` (25.10+);
+the DPU mode is set with ``Oem/Nvidia`` ``Mode.Set`` and reads back as ``Mode``;
 this project treats a pending mode as the pending ``NicMode`` BIOS attribute (see
 ``lab/redfish_sim/state.py``). Host rshim applies immediately.
 """
@@ -99,6 +101,12 @@ class DpuObserved:
         pending: pending BIOS settings (``Bios/Settings``).
         settings_etag: ETag of ``Bios/Settings`` when read (for ``If-Match``).
         firmware_version: the BMC's ``FirmwareVersion``.
+        interface: where the host privilege lives: ``bios`` (the BIOS attribute, read from
+            ``attributes``/``pending``), ``external`` or ``config`` (see :mod:`privilege`).
+        privilege_now, privilege_next: for ``external``/``config``, the level in effect and
+            the level after the next reset (``Privileged``, ``Restricted`` or ``Custom``).
+        privilege_pending: for ``config``, the staged settings that differ from the effective ones.
+        privilege_etag: ETag of the ``config`` settings object (for ``If-Match``).
     """
 
     mode: str | None
@@ -107,15 +115,27 @@ class DpuObserved:
     pending: Mapping[str, AttrValue] = field(default_factory=dict)
     settings_etag: str | None = None
     firmware_version: str | None = None
+    interface: str = "bios"
+    privilege_now: str | None = None
+    privilege_next: str | None = None
+    privilege_pending: Mapping[str, AttrValue] = field(default_factory=dict)
+    privilege_etag: str | None = None
 
     @property
     def privilege_key(self) -> str | None:
-        """``HostPrivilegeLevel`` or ``Host Privilege Level`` (None: neither exists)."""
+        """The property holding the level: ``HostPrivilegeLevel`` or ``Host Privilege Level``
+        (BIOS; None: neither exists), ``HostPriv*`` (external) or ``PrivilegeMode`` (config)."""
+        if self.interface == "external":
+            return "HostPriv*"
+        if self.interface == "config":
+            return "PrivilegeMode"
         return privilege_attribute_key(self.attributes)
 
     @property
     def host_privilege_level(self) -> str | None:
         """Effective host privilege level."""
+        if self.interface != "bios":
+            return self.privilege_now
         key = self.privilege_key
         value = self.attributes.get(key) if key else None
         return None if value is None else str(value)
@@ -129,6 +149,8 @@ class DpuObserved:
     @property
     def next_host_privilege(self) -> str | None:
         """Host privilege level after the next reset."""
+        if self.interface != "bios":
+            return self.privilege_next
         key = self.privilege_key
         if key is None:
             return None
@@ -142,6 +164,7 @@ class DpuPlan:
 
     Attributes:
         bios_attributes: to PATCH into ``Bios/Settings`` (privilege, with the BIOS's key spelling).
+        privilege: level to write through the ``external``/``config`` interface, or None.
         mode: value for ``Mode.Set``, or None.
         host_rshim: value for ``HostRshim.Set``, or None.
     """
@@ -149,11 +172,13 @@ class DpuPlan:
     bios_attributes: dict[str, AttrValue] = field(default_factory=dict)
     mode: str | None = None
     host_rshim: str | None = None
+    privilege: str | None = None
 
     @property
     def empty(self) -> bool:
         """Nothing to write."""
-        return not self.bios_attributes and self.mode is None and self.host_rshim is None
+        return (not self.bios_attributes and self.privilege is None and self.mode is None
+                and self.host_rshim is None)
 
     @property
     def settings(self) -> list[str]:
@@ -161,7 +186,7 @@ class DpuPlan:
         names = []
         if self.mode is not None:
             names.append("mode")
-        if self.bios_attributes:
+        if self.bios_attributes or self.privilege is not None:
             names.append("host_privilege")
         if self.host_rshim is not None:
             names.append("host_rshim")
@@ -176,15 +201,19 @@ def plan_dpu_posture(desired: DpuDesired, observed: DpuObserved) -> DpuPlan:
     """The writes that make the next-boot posture equal ``desired``.
 
     Raises:
-        NoPrivilegeAttributeError: the BIOS exposes no host-privilege attribute.
+        NoPrivilegeAttributeError: the BIOS interface is in use and exposes no host-privilege attribute.
     """
+    mode = None if observed.next_mode == desired.mode else desired.mode
+    rshim = None if observed.host_rshim == desired.host_rshim else desired.host_rshim
+    privilege_ok = observed.next_host_privilege == desired.host_privilege
+    if observed.interface != "bios":
+        level = None if privilege_ok else desired.host_privilege
+        return DpuPlan(privilege=level, mode=mode, host_rshim=rshim)
     key = observed.privilege_key
     if key is None:
         raise NoPrivilegeAttributeError(
             f"BIOS has none of {list(PRIVILEGE_KEYS)}; attributes: {sorted(observed.attributes)[:40]}")
-    bios = {} if observed.next_host_privilege == desired.host_privilege else {key: desired.host_privilege}
-    mode = None if observed.next_mode == desired.mode else desired.mode
-    rshim = None if observed.host_rshim == desired.host_rshim else desired.host_rshim
+    bios = {} if privilege_ok else {key: desired.host_privilege}
     return DpuPlan(bios_attributes=bios, mode=mode, host_rshim=rshim)
 
 

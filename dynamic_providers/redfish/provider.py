@@ -2,9 +2,12 @@
 
 Resources:
 
-- :class:`DpuPosture`: DPU mode (``Oem/Nvidia`` ``Mode.Set``), host privilege level (BIOS
-  ``HostPrivilegeLevel`` or, on older firmware, ``Host Privilege Level``) and host rshim
-  (``HostRshim.Set``) of one BlueField-3, through its BMC.
+- :class:`DpuPosture`: DPU mode (``Oem/Nvidia`` ``Mode.Set``), host privilege level and host
+  rshim (``HostRshim.Set``) of one BlueField-3, through its BMC. The privilege goes through
+  whichever interface the BMC's firmware generation offers (probed once per BMC, see
+  :mod:`dynamic_providers.redfish.privilege`): ``HostPrivilegeConfig`` ``PrivilegeMode``
+  (25.10+), ``ExternalHostPrivileges`` (24.10 to 25.07: every ``HostPriv*`` ``Disabled`` is
+  Restricted) or the BIOS attribute ``HostPrivilegeLevel`` / ``Host Privilege Level``.
 - :class:`BiosAttributes`: any BIOS attributes of a host's ComputerSystem (virtualisation,
   IOMMU, SR-IOV ...), staged in ``Bios/Settings``.
 
@@ -52,7 +55,7 @@ from pulumi.dynamic import (
 from pulumi.runtime import rpc
 
 from dynamic_providers import oneline, preflight
-from dynamic_providers.redfish import errors, posture
+from dynamic_providers.redfish import errors, posture, privilege
 from dynamic_providers.redfish.client import BLUEFIELD_SYSTEM_ID, RedfishClient
 from dynamic_providers.redfish.models import AttrValue
 
@@ -198,13 +201,28 @@ def _wait_until(deadline_seconds: float, probe: Callable[[], bool], what: str) -
 
 
 def _observe_dpu(bmc: RedfishClient) -> posture.DpuObserved:
+    """Read mode, rshim, BIOS and the host privilege through the interface this BMC offers."""
     bios = bmc.bios(BLUEFIELD_SYSTEM_ID)
     settings = bmc.bios_settings(BLUEFIELD_SYSTEM_ID, bios=bios)
     oem = bmc.nvidia_system(BLUEFIELD_SYSTEM_ID)
-    manager = bmc.manager()
+    firmware = bmc.manager().firmware_version
+    interface = bmc.privilege_interface(firmware=firmware)
+    extra: dict[str, Any] = {}
+    if interface == "external":
+        level = privilege.level_from_external(bmc.external_host_privileges().privileges)
+        extra = {"privilege_now": level, "privilege_next": level}
+    elif interface == "config":
+        config = bmc.host_privilege_config()
+        staged = bmc.host_privilege_config_settings(config)
+        if staged.mode != config.mode:
+            pending: dict[str, Any] = {"PrivilegeMode": staged.mode}
+        else:
+            pending = {k: v for k, v in staged.settings.items() if config.settings.get(k) != v}
+        extra = {"privilege_now": config.mode, "privilege_next": staged.mode,
+                 "privilege_pending": pending, "privilege_etag": staged.etag}
     return posture.DpuObserved(mode=oem.mode, host_rshim=oem.host_rshim, attributes=dict(bios.attributes),
                                pending=dict(settings.attributes), settings_etag=settings.etag,
-                               firmware_version=manager.firmware_version)
+                               firmware_version=firmware, interface=interface, **extra)
 
 
 def _dpu_desired(props: Mapping[str, Any]) -> posture.DpuDesired:
@@ -236,8 +254,10 @@ def _dpu_outputs(props: Mapping[str, Any], desired: posture.DpuDesired,
         "host_privilege_level": observed.host_privilege_level,
         "host_rshim": observed.host_rshim,
         "privilege_attribute": observed.privilege_key,
-        "reset_pending": bool(observed.pending),
-        "pending_attributes": dict(observed.pending),
+        "privilege_interface": observed.interface,
+        "next_host_privilege": observed.next_host_privilege,
+        "reset_pending": bool(observed.pending or observed.privilege_pending),
+        "pending_attributes": {**observed.pending, **observed.privilege_pending},
         "awaiting_reset": posture.dpu_awaiting_reset(desired, observed),
         "drift": drift,
         "firmware_version": observed.firmware_version,
@@ -255,12 +275,19 @@ def _converge_dpu(props: Mapping[str, Any]) -> dict[str, Any]:
             if plan.bios_attributes:
                 bmc.set_bios_attributes(BLUEFIELD_SYSTEM_ID, plan.bios_attributes,
                                         etag=observed.settings_etag)
+            if plan.privilege is not None and observed.interface == "external":
+                bmc.set_external_host_privileges(privilege.external_values(plan.privilege))
+            elif plan.privilege is not None:
+                bmc.set_host_privilege_mode(plan.privilege, etag=observed.privilege_etag)
             if plan.mode is not None:
                 bmc.set_dpu_mode(plan.mode)
             if plan.host_rshim is not None:
                 bmc.set_host_rshim(plan.host_rshim)
             observed = _observe_dpu(bmc)
-            if props.get("apply_reset") and posture.dpu_awaiting_reset(desired, observed):
+            # ExternalHostPrivileges shows configured values only: a write there is owed a reset
+            # that no read can confirm, so it is reset for once, right after the write.
+            unobservable = plan.privilege is not None and observed.interface == "external"
+            if props.get("apply_reset") and (posture.dpu_awaiting_reset(desired, observed) or unobservable):
                 bmc.reset_system(BLUEFIELD_SYSTEM_ID)
 
                 def applied() -> bool:
@@ -302,11 +329,21 @@ class DpuPostureProvider(ResourceProvider):
             return early
         if olds.get("privilege_attribute") is None or olds.get("mode") is None:
             return DiffResult(changes=True)
-        observed = posture.DpuObserved(
-            mode=olds.get("mode"), host_rshim=olds.get("host_rshim"),
-            attributes={olds["privilege_attribute"]: olds.get("host_privilege_level"),
-                        posture.MODE_ATTRIBUTE: olds.get("mode")},
-            pending=olds.get("pending_attributes") or {})
+        interface = olds.get("privilege_interface") or "bios"
+        if interface == "bios":
+            observed = posture.DpuObserved(
+                mode=olds.get("mode"), host_rshim=olds.get("host_rshim"),
+                attributes={olds["privilege_attribute"]: olds.get("host_privilege_level"),
+                            posture.MODE_ATTRIBUTE: olds.get("mode")},
+                pending=olds.get("pending_attributes") or {})
+        else:
+            pending = olds.get("pending_attributes") or {}
+            observed = posture.DpuObserved(
+                mode=olds.get("mode"), host_rshim=olds.get("host_rshim"),
+                attributes={posture.MODE_ATTRIBUTE: olds.get("mode")},
+                pending={k: v for k, v in pending.items() if k == posture.MODE_ATTRIBUTE},
+                interface=interface, privilege_now=olds.get("host_privilege_level"),
+                privilege_next=olds.get("next_host_privilege"))
         desired = _dpu_desired(news)
         if not posture.plan_dpu_posture(desired, observed).empty:
             return DiffResult(changes=True)
@@ -363,7 +400,10 @@ class DpuPosture(Resource, module="redfish", name="DpuPosture"):
     ``reset_pending`` (bool: anything pending on the BMC), ``pending_attributes`` (dict),
     ``awaiting_reset`` (list of our settings staged but not effective), ``drift`` (list of
     settings whose next-boot value is not the desired one; empty after a successful up),
-    ``privilege_attribute`` (key spelling the firmware uses), ``firmware_version``,
+    ``privilege_attribute`` (key spelling the firmware uses), ``privilege_interface`` (``bios``,
+    ``external`` or ``config``: which of the firmware generations' host-privilege interfaces
+    the BMC offers, see :mod:`dynamic_providers.redfish.privilege`), ``next_host_privilege``
+    (the level after the next reset), ``firmware_version``,
     ``desired`` (the posture last applied: ``{mode, host_privilege, host_rshim}``).
     """
 
@@ -375,6 +415,8 @@ class DpuPosture(Resource, module="redfish", name="DpuPosture"):
     awaiting_reset: pulumi.Output[list]
     drift: pulumi.Output[list]
     privilege_attribute: pulumi.Output[str]
+    privilege_interface: pulumi.Output[str]
+    next_host_privilege: pulumi.Output[str]
     firmware_version: pulumi.Output[str]
     desired: pulumi.Output[dict]
 
@@ -392,7 +434,7 @@ class DpuPosture(Resource, module="redfish", name="DpuPosture"):
             "apply_reset": apply_reset, "reset_timeout_seconds": reset_timeout_seconds,
             "host_privilege_level": None, "reset_pending": None, "pending_attributes": None,
             "awaiting_reset": None, "drift": None, "privilege_attribute": None, "firmware_version": None,
-            "desired": None,
+            "desired": None, "privilege_interface": None, "next_host_privilege": None,
         }
         opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
         super().__init__(DpuPostureProvider(), resource_name, props, opts)

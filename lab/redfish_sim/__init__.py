@@ -3,7 +3,8 @@
 Nothing here is a real BMC. It follows the published Redfish shapes (DMTF DSP0266 and
 schemas; NVIDIA BlueField BMC Software documentation for ``Systems/Bluefield``,
 ``Bios``/``Bios/Settings``, ``Oem/Nvidia`` ``Mode.Set``/``HostRshim.Set`` and
-``Managers/Bluefield_BMC``) closely enough for the project's Redfish client and dynamic
+``Managers/Bluefield_BMC``, the host-privilege resources of each firmware generation in
+``privileges``) closely enough for the project's Redfish client and dynamic
 providers to be tested over real HTTP(S) on 127.0.0.1.
 
 One process serves several BMCs, one port each::

@@ -7,7 +7,9 @@ Usage::
 
 - ``firmware`` ``BF-*`` (default ``BF-24.10-17`` for names containing ``dpu``) makes a
   BlueField-3 BMC; anything else a host BMC with ``Systems/1``. Before ``BF-24.10`` the
-  BIOS uses the spaced ``Host Privilege Level`` key.
+  BIOS uses the spaced ``Host Privilege Level`` key. The firmware also picks the host-privilege
+  generation (``docs/bluefield-bmc-generations.md``): the BIOS attribute before ``BF-24.10``,
+  ``ExternalHostPrivileges`` from ``BF-24.10``, ``HostPrivilegeConfig`` from ``BF-25.10``.
 - ``PORT`` 0 picks a free port. Once every BMC listens, ``DIR/endpoints.json`` maps each
   name to ``{"url", "port", "kind", "firmware"}`` and one ``READY`` line goes to stdout.
 - Credentials: ``--username``/``--password`` or ``REDFISH_SIM_USERNAME``/``REDFISH_SIM_PASSWORD``

@@ -86,7 +86,7 @@ def _authenticate(state: BmcState) -> Response | None:
 def create_app(state: BmcState) -> Flask:
     """The Flask app serving ``state``'s BMC. Routes live in ``service``, ``systems``,
     ``managers`` (the Redfish tree) and ``control`` (``/_sim``)."""
-    from lab.redfish_sim import control, managers, service, systems
+    from lab.redfish_sim import control, managers, privileges, service, systems
 
     app = Flask(f"redfish_sim.{state.spec.name}")
     app.url_map.strict_slashes = False
@@ -133,5 +133,6 @@ def create_app(state: BmcState) -> Flask:
     app.register_blueprint(service.bp)
     app.register_blueprint(systems.bp)
     app.register_blueprint(managers.bp)
+    app.register_blueprint(privileges.bp)
     app.register_blueprint(control.bp)
     return app

@@ -20,6 +20,25 @@ Behaviour this stand-in chooses, where NVIDIA's documentation is silent:
 - Firmware older than ``BF-24.10`` exposes the spaced attribute keys of BSP 4.8.0
   (``Host Privilege Level``); ``BF-24.10`` and newer the compact keys of BSP 4.9
   (``HostPrivilegeLevel``). The cut-over is this stand-in's reading of those two pages.
+- Host privilege, one interface per firmware generation (NVIDIA BlueField BMC Software, "NIC
+  Subsystem Management", one page per release): before ``BF-24.10`` only the BIOS attribute;
+  ``BF-24.10`` to ``BF-25.07`` ``Systems/Bluefield/Oem/Nvidia/Connectx/ExternalHostPrivileges``
+  (the 24.04 page documents it too; this stand-in leaves it out of 24.04 so that one simulated
+  firmware offers the BIOS generation alone); ``BF-25.10`` and newer
+  ``Chassis/Card1/NetworkAdapters/NvidiaNetworkAdapter/Oem/Nvidia/HostPrivilegeConfig``. The
+  BIOS attribute stays in the BIOS of newer firmware but is a separate value here; the
+  newer resources are what the generation's page tells administrators to use.
+- ``ExternalHostPrivileges``: a POST stores the ``HostPriv*`` values as NV configuration that
+  the next reset makes effective (NVIDIA's UEFI page "BlueField External Host Priv
+  Configuration": "A reboot is needed"); GET shows the stored values, as the resource has no
+  pending/effective split. ``/_sim/state`` shows both.
+- ``HostPrivilegeConfig``: GET shows the effective ``PrivilegeMode``/``PrivilegeSettings``; a
+  PATCH of its ``/Settings`` stages a change that the next reset applies. ``PrivilegeMode``
+  ``Privileged``/``Restricted`` sets every setting to the preset (26.01 table "Configuration
+  Breakdown by Mode"); ``PrivilegeSettings`` changes single settings, after the preset when
+  both are sent (this stand-in's reading of "Parameter Precedence", a section the stored copy
+  of the page does not show in full); ``PrivilegeMode`` reads ``Custom`` when the settings match
+  no preset, and ``Custom`` cannot be written (400).
 - ETags are a hash of the resource's changing content, so they change exactly when it does.
 """
 
@@ -45,6 +64,11 @@ DEFAULT_BLUEFIELD_FIRMWARE = "BF-24.10-17"
 DEFAULT_HOST_FIRMWARE = "1.0.0"
 #: Firmware from which BlueField BMCs use compact BIOS attribute keys.
 COMPACT_KEYS_SINCE = (24, 10)
+#: Firmware from which the privilege lives in ExternalHostPrivileges, then in HostPrivilegeConfig.
+EXTERNAL_PRIVILEGES_SINCE = (24, 10)
+PRIVILEGE_CONFIG_SINCE = (25, 10)
+PrivilegeInterface = Literal["bios", "external", "config", "none"]
+EXTERNAL_VALUES = ("Default", "Enabled", "Disabled")
 SESSION_TIMEOUT_SECONDS = 1800
 RESTART_TYPES = frozenset({"GracefulRestart", "ForceRestart", "PowerCycle"})
 OFF_TYPES = frozenset({"GracefulShutdown", "ForceOff"})
@@ -100,15 +124,42 @@ class BmcSpec:
         return "Bluefield" if self.kind == "bluefield" else "1"
 
     @property
+    def privilege_interface(self) -> PrivilegeInterface:
+        """Where this firmware keeps the host privilege (``none`` on a host BMC)."""
+        if self.kind != "bluefield":
+            return "none"
+        release = firmware_release(self.firmware)
+        if release is not None and release >= PRIVILEGE_CONFIG_SINCE:
+            return "config"
+        if release is not None and release >= EXTERNAL_PRIVILEGES_SINCE:
+            return "external"
+        return "bios"
+
+    @property
     def manager_id(self) -> str:
         """``Bluefield_BMC`` on a DPU BMC, ``1`` on a host BMC."""
         return "Bluefield_BMC" if self.kind == "bluefield" else "1"
 
 
+def firmware_release(firmware: str) -> tuple[int, int] | None:
+    """``(year, month)`` of a BlueField BMC firmware ``BF-YY.MM-N``; None for other versions."""
+    m = re.match(r"BF-(\d+)\.(\d+)", firmware)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def uses_spaced_keys(firmware: str) -> bool:
     """True when BlueField BMC ``firmware`` (``BF-YY.MM-N``) predates the compact attribute keys."""
-    m = re.match(r"BF-(\d+)\.(\d+)", firmware)
-    return bool(m) and (int(m.group(1)), int(m.group(2))) < COMPACT_KEYS_SINCE
+    release = firmware_release(firmware)
+    return release is not None and release < COMPACT_KEYS_SINCE
+
+
+def privilege_mode_of(settings: dict[str, Any]) -> str:
+    """``Privileged``/``Restricted`` when ``settings`` equal that preset, else ``Custom``."""
+    for name, preset in fixtures.template("host_privilege_presets.json").items():
+        if all(k in settings and settings[k] == v and isinstance(settings[k], bool) == isinstance(v, bool)
+               for k, v in preset.items()):
+            return name
+    return "Custom"
 
 
 def etag_of(value: Any) -> str:
@@ -169,9 +220,17 @@ class BmcState:
             system = fixtures.template("system_host.json")
             rshim = None
         boot = {k: v for k, v in system["Boot"].items() if "@" not in k}
+        external = {k: v for k, v in fixtures.template("external_host_privileges.json").items()
+                    if k.startswith("HostPriv")}
+        config = fixtures.template("host_privilege_config.json")["PrivilegeSettings"]
         return {
             "kind": self.spec.kind,
             "firmware": self.spec.firmware,
+            "privilege_interface": self.spec.privilege_interface,
+            "external_privileges": external,
+            "external_privileges_effective": dict(external),
+            "privilege_settings": config,
+            "privilege_settings_pending": None,
             "attributes": fixtures.template(name)["Attributes"],
             "pending": {},
             "host_rshim": rshim,
@@ -183,7 +242,8 @@ class BmcState:
     def _load_or_factory(self) -> dict[str, Any]:
         if self.path.exists():
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("firmware") == self.spec.firmware and data.get("kind") == self.spec.kind:
+            if (data.get("firmware") == self.spec.firmware and data.get("kind") == self.spec.kind
+                    and data.get("privilege_interface") == self.spec.privilege_interface):
                 return data
         data = self._factory()
         self._write(data)
@@ -339,6 +399,82 @@ class BmcState:
             self.data["host_rshim"] = value
             self.save()
 
+    # --- host privilege (ExternalHostPrivileges, HostPrivilegeConfig) ---------------------
+
+    def set_external_privileges(self, values: dict[str, Any]) -> None:
+        """POST ``ExternalHostPrivileges``: store ``HostPriv*`` values for the next reset, all or nothing.
+
+        Raises:
+            SimHttpError: 400 for an empty body, unknown properties or values outside
+                ``Default``/``Enabled``/``Disabled``.
+        """
+        with self.lock:
+            known = self.data["external_privileges"]
+            problems = []
+            for key, value in values.items():
+                if key not in known:
+                    problems.append(fixtures.message("PropertyUnknown", key, related=[f"#/{key}"]))
+                elif value not in EXTERNAL_VALUES:
+                    problems.append(fixtures.message("PropertyValueNotInList", json.dumps(value), key,
+                                                     related=[f"#/{key}"]))
+            if not values:
+                problems.append(fixtures.message("PropertyMissing", "HostPriv*"))
+            if problems:
+                raise SimHttpError(400, problems)
+            known.update(values)
+            self.save()
+
+    def privilege_settings_next(self) -> dict[str, Any]:
+        """``PrivilegeSettings`` after the next reset (the staged ones, else the effective ones)."""
+        pending = self.data["privilege_settings_pending"]
+        return dict(pending if pending is not None else self.data["privilege_settings"])
+
+    def privilege_settings_etag(self) -> str:
+        """ETag of ``HostPrivilegeConfig/Settings`` (changes with the staged settings)."""
+        return etag_of(self.privilege_settings_next())
+
+    def patch_privilege_settings(self, body: dict[str, Any], if_match: str | None) -> None:
+        """PATCH ``HostPrivilegeConfig/Settings``: stage a preset and/or single settings.
+
+        Raises:
+            SimHttpError: 412 on a stale ``if_match``; 400 for unknown properties, ``Custom`` or
+                another value outside the presets, or a wrongly typed setting; nothing staged on error.
+        """
+        presets = fixtures.template("host_privilege_presets.json")
+        with self.lock:
+            if if_match and if_match != "*" and if_match != self.privilege_settings_etag():
+                raise SimHttpError(412, [fixtures.message("PreconditionFailed")])
+            problems = [fixtures.message("PropertyUnknown", k, related=[f"#/{k}"])
+                        for k in body if k not in ("PrivilegeMode", "PrivilegeSettings")]
+            staged = self.privilege_settings_next()
+            mode = body.get("PrivilegeMode")
+            if "PrivilegeMode" in body and mode not in presets:
+                problems.append(fixtures.message("PropertyValueNotInList", json.dumps(mode), "PrivilegeMode",
+                                                 related=["#/PrivilegeMode"]))
+            elif mode is not None:
+                staged = dict(presets[mode])
+            singles = body.get("PrivilegeSettings", {})
+            if not isinstance(singles, dict):
+                problems.append(fixtures.message("PropertyValueTypeError", json.dumps(singles),
+                                                 "PrivilegeSettings", related=["#/PrivilegeSettings"]))
+                singles = {}
+            for key, value in singles.items():
+                pointer = f"#/PrivilegeSettings/{key}"
+                allowed = {p[key] for p in presets.values()} if key in staged else None
+                if allowed is None:
+                    problems.append(fixtures.message("PropertyUnknown", key, related=[pointer]))
+                elif not _same_type(staged[key], value) or value not in allowed:
+                    problems.append(fixtures.message("PropertyValueNotInList", json.dumps(value), key,
+                                                     related=[pointer]))
+            if not body:
+                problems.append(fixtures.message("PropertyMissing", "PrivilegeMode"))
+            if problems:
+                raise SimHttpError(400, problems)
+            staged.update(singles)
+            same = staged == self.data["privilege_settings"]
+            self.data["privilege_settings_pending"] = None if same else staged
+            self.save()
+
     # --- systems ---------------------------------------------------------------------------
 
     def reset(self, reset_type: str) -> None:
@@ -350,6 +486,10 @@ class BmcState:
                 if reset_type in RESTART_TYPES or self.data["power_state"] == "Off":
                     self.attributes.update(self.pending)
                     self.pending.clear()
+                    self.data["external_privileges_effective"] = dict(self.data["external_privileges"])
+                    if self.data["privilege_settings_pending"] is not None:
+                        self.data["privilege_settings"] = self.data["privilege_settings_pending"]
+                        self.data["privilege_settings_pending"] = None
                 self.data["power_state"] = "On"
             self.data["reset_count"] += 1
             self.save()
@@ -380,6 +520,12 @@ class BmcState:
                 "pending": dict(self.pending),
                 "mode": self.mode if self.spec.kind == "bluefield" else None,
                 "host_rshim": self.data["host_rshim"],
+                "privilege_interface": self.spec.privilege_interface,
+                "external_privileges": dict(self.data["external_privileges"]),
+                "external_privileges_effective": dict(self.data["external_privileges_effective"]),
+                "privilege_mode": privilege_mode_of(self.data["privilege_settings"]),
+                "privilege_settings": dict(self.data["privilege_settings"]),
+                "privilege_settings_pending": self.data["privilege_settings_pending"],
                 "power_state": self.data["power_state"],
                 "boot": dict(self.data["boot"]),
                 "reset_count": self.data["reset_count"],
@@ -393,12 +539,17 @@ class BmcState:
         """Change the hardware behind the BMC's back (drift), without validation.
 
         Keys: ``attributes`` (merged into effective), ``pending`` (replaces pending),
-        ``mode``, ``host_rshim``, ``power_state``, ``password`` (until restart or reset).
+        ``mode``, ``host_rshim``, ``power_state``, ``password`` (until restart or reset),
+        ``external_privileges`` (``HostPriv*`` values, stored and effective at once),
+        ``privilege_mode`` (a preset made effective at once), ``privilege_settings`` (single
+        settings merged into the effective ones), ``privilege_pending_mode`` (a preset staged in
+        ``HostPrivilegeConfig/Settings``, as another client would).
 
         Raises:
             ValueError: an unknown key.
         """
-        known = {"attributes", "pending", "mode", "host_rshim", "power_state", "password"}
+        known = {"attributes", "pending", "mode", "host_rshim", "power_state", "password",
+                 "external_privileges", "privilege_mode", "privilege_settings", "privilege_pending_mode"}
         unknown = set(change) - known
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -415,6 +566,17 @@ class BmcState:
                 self.data["power_state"] = change["power_state"]
             if "password" in change:
                 self.password = change["password"]
+            if "external_privileges" in change:
+                self.data["external_privileges"].update(change["external_privileges"])
+                self.data["external_privileges_effective"].update(change["external_privileges"])
+            if "privilege_mode" in change:
+                presets = fixtures.template("host_privilege_presets.json")
+                self.data["privilege_settings"] = dict(presets[change["privilege_mode"]])
+            if "privilege_settings" in change:
+                self.data["privilege_settings"].update(change["privilege_settings"])
+            if "privilege_pending_mode" in change:
+                presets = fixtures.template("host_privilege_presets.json")
+                self.data["privilege_settings_pending"] = dict(presets[change["privilege_pending_mode"]])
             self.save()
 
     def log_request(self, method: str, path: str, status: int) -> None:

@@ -3,8 +3,10 @@
 Two simulator processes per test session (ports chosen by the OS, read from
 ``endpoints.json``):
 
-- HTTP: ``dpu`` (BF-24.10-17, compact keys), ``dpu-legacy`` (BF-24.04-5, spaced
-  ``Host Privilege Level``), ``host`` (generic host BMC, ``Systems/1``);
+- HTTP: one BlueField BMC per host-privilege generation: ``dpu-legacy`` (BF-24.04-5, BIOS
+  attribute with the spaced ``Host Privilege Level`` key), ``dpu`` (BF-24.10-17,
+  ``ExternalHostPrivileges``; its BIOS has the compact keys), ``dpu-2510`` (BF-25.10-4) and
+  ``dpu-2601`` (BF-26.01-2, ``HostPrivilegeConfig``); ``host`` (generic host BMC, ``Systems/1``);
 - HTTPS (``--tls``): ``dpu-tls``, verified with the simulator's ``tls/ca.pem``.
 
 Every test starts from factory state (``POST /_sim/reset`` on each BMC).
@@ -119,6 +121,20 @@ class Sim:
         """Drop every session on the BMC."""
         self._post(name, "/_sim/expire-sessions", {})
 
+    def host_privilege(self, name: str) -> str:
+        """The host privilege in effect on the simulated card, read behind the BMC's back:
+        ``Privileged``, ``Restricted`` or ``Custom`` (for the interface its firmware has)."""
+        st = self.state(name)
+        if st["privilege_interface"] == "external":
+            values = set(st["external_privileges_effective"].values())
+            if values == {"Disabled"}:
+                return "Restricted"
+            return "Custom" if "Disabled" in values else "Privileged"
+        if st["privilege_interface"] == "config":
+            return st["privilege_mode"]
+        attrs = st["attributes"]
+        return attrs.get("HostPrivilegeLevel", attrs.get("Host Privilege Level"))
+
     def requests_to(self, name: str, method: str, path: str) -> list[dict[str, Any]]:
         """Logged requests with this method and path."""
         return [r for r in self.state(name)["requests"] if r["method"] == method and r["path"] == path]
@@ -132,7 +148,8 @@ class Sim:
 @pytest.fixture(scope="session")
 def sim_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     base = tmp_path_factory.mktemp("redfish-sim")
-    http = start_sim(base / "http", ["dpu=0", "dpu-legacy=0:BF-24.04-5", "host=0"])
+    http = start_sim(base / "http", ["dpu=0", "dpu-legacy=0:BF-24.04-5", "dpu-2510=0:BF-25.10-4",
+                                        "dpu-2601=0:BF-26.01-2", "host=0"])
     try:
         https = start_sim(base / "https", ["dpu-tls=0"], tls=True)
     except Exception:

@@ -119,8 +119,8 @@ def test_up_drift_refresh_destroy(project, sim):
     assert outputs["reset_pending"] is False and outputs["firmware"] == "BF-24.10-17"
     assert outputs["bios"] == {"ProcVirtualization": "Enabled", "IOMMU": "Enabled",
                                "SriovGlobalEnable": "Enabled"}
-    dpu_state = sim.state("dpu-tls")
-    assert dpu_state["attributes"]["HostPrivilegeLevel"] == "Restricted" and dpu_state["reset_count"] == 1
+    # BF-24.10 firmware: the privilege went through ExternalHostPrivileges and its reset applied it
+    assert sim.host_privilege("dpu-tls") == "Restricted" and sim.state("dpu-tls")["reset_count"] == 1
 
     # 3. no plaintext secret anywhere in the state; the credentials are ciphertext
     text, state = _export(run)
@@ -130,20 +130,23 @@ def test_up_drift_refresh_destroy(project, sim):
         assert "ciphertext" in props["password"] and "ciphertext" in props["username"]
 
     # 4. out-of-band drift; refresh shows it
-    sim.drift("dpu-tls", mode="NicMode", host_rshim="Enabled")
+    sim.drift("dpu-tls", mode="NicMode", host_rshim="Enabled",
+              external_privileges={"HostPrivFwUpdate": "Enabled"})
     refreshed = run("refresh", "--yes", "--diff").stdout
     assert re.search(r'~ mode\s*: "DpuMode" => "NicMode"', refreshed), refreshed
     assert re.search(r'~ host_rshim\s*: "Disabled" => "Enabled"', refreshed), refreshed
+    assert re.search(r'~ host_privilege_level\s*: "Restricted" => "Custom"', refreshed), refreshed
     text, state = _export(run)
     dpu = _resource(state, "redfish:DpuPosture")
     assert (dpu["outputs"]["mode"], dpu["outputs"]["host_rshim"]) == ("NicMode", "Enabled")
-    assert dpu["outputs"]["drift"] == ["mode", "host_rshim"]
+    assert dpu["outputs"]["drift"] == ["mode", "host_privilege", "host_rshim"]
     assert sim.password not in text, "still no plaintext secret after refresh"
 
     # 5. the next preview proposes the correction
     preview = run("preview", "--diff").stdout
     assert re.search(r'~ mode\s*: "NicMode" => "DpuMode"', preview), preview
     assert re.search(r'~ host_rshim\s*: "Enabled" => "Disabled"', preview), preview
+    assert re.search(r'~ host_privilege\s*: "Custom" => "Restricted"', preview), preview
 
     # 6. destroy forgets the resources and leaves the hardware as it is
     before = sim.state("dpu-tls")

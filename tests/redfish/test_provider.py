@@ -40,73 +40,129 @@ B = BiosAttributesProvider()
 # --- DPU posture ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "key"), [("dpu", "HostPrivilegeLevel"),
-                                           ("dpu-legacy", "Host Privilege Level"),
-                                           ("dpu-tls", "HostPrivilegeLevel")])
-def test_create_stages_posture_without_reset(sim, name, key):
+#: One simulated BMC per host-privilege generation (see conftest): name, interface, the
+#: property the output names, what a create stages for ``host_privilege`` (besides the mode).
+GENERATIONS = [
+    ("dpu-legacy", "bios", "Host Privilege Level", {"Host Privilege Level": "Restricted"}),
+    ("dpu", "external", "HostPriv*", {}),
+    ("dpu-tls", "external", "HostPriv*", {}),
+    ("dpu-2510", "config", "PrivilegeMode", {"PrivilegeMode": "Restricted"}),
+    ("dpu-2601", "config", "PrivilegeMode", {"PrivilegeMode": "Restricted"}),
+]
+NAMES = [g[0] for g in GENERATIONS]
+
+
+@pytest.mark.parametrize(("name", "interface", "key", "staged"), GENERATIONS)
+def test_create_stages_posture_without_reset(sim, name, interface, key, staged):
     sim.drift(name, mode="NicMode")
     res = P.create(dpu_props(sim, name))
     outs = res.outs
     assert res.id == f"{sim.url(name)}/redfish/v1/Systems/Bluefield"
     assert outs["host_rshim"] == "Disabled", "rshim is immediate"
-    assert outs["mode"] == "NicMode" and outs["host_privilege_level"] == "Privileged", "effective until reset"
+    assert outs["mode"] == "NicMode", "effective until reset"
+    assert outs["privilege_interface"] == interface and outs["privilege_attribute"] == key
     assert outs["reset_pending"] is True
-    assert outs["pending_attributes"] == {key: "Restricted", "NicMode": "DpuMode"}
-    assert outs["awaiting_reset"] == ["mode", "host_privilege"] and outs["drift"] == []
-    assert outs["privilege_attribute"] == key
+    assert outs["pending_attributes"] == {**staged, "NicMode": "DpuMode"}
+    assert outs["next_host_privilege"] == "Restricted" and outs["drift"] == []
+    if interface == "external":
+        # the resource shows the stored NV configuration only: no pending/effective split
+        assert outs["host_privilege_level"] == "Restricted" and outs["awaiting_reset"] == ["mode"]
+        assert set(sim.state(name)["external_privileges"].values()) == {"Disabled"}
+    else:
+        assert outs["host_privilege_level"] == "Privileged"
+        assert outs["awaiting_reset"] == ["mode", "host_privilege"]
     assert outs["firmware_version"] == sim.endpoints[name]["firmware"]
     st = sim.state(name)
     assert st["reset_count"] == 0 and st["sessions_active"] == 0
+    assert sim.host_privilege(name) == "Privileged", "nothing applies before a reset"
 
 
-def test_create_with_apply_reset_applies_and_reports_nothing_pending(sim):
-    sim.drift("dpu", mode="NicMode")
-    outs = P.create(dpu_props(sim, apply_reset=True)).outs
+@pytest.mark.parametrize("name", NAMES)
+def test_create_with_apply_reset_applies_and_reports_nothing_pending(sim, name):
+    sim.drift(name, mode="NicMode")
+    outs = P.create(dpu_props(sim, name, apply_reset=True)).outs
     posture = (outs["mode"], outs["host_privilege_level"], outs["host_rshim"])
     assert posture == ("DpuMode", "Restricted", "Disabled")
     assert outs["reset_pending"] is False and outs["awaiting_reset"] == []
     assert outs["pending_attributes"] == {}
-    st = sim.state("dpu")
-    assert st["reset_count"] == 1 and st["attributes"]["HostPrivilegeLevel"] == "Restricted"
-    resets = sim.requests_to("dpu", "POST", "/redfish/v1/Systems/Bluefield/Actions/ComputerSystem.Reset")
+    assert sim.state(name)["reset_count"] == 1 and sim.host_privilege(name) == "Restricted"
+    resets = sim.requests_to(name, "POST", "/redfish/v1/Systems/Bluefield/Actions/ComputerSystem.Reset")
     assert len(resets) == 1
 
 
-def test_converged_dpu_is_not_written_or_reset_again(sim):
-    first = P.create(dpu_props(sim, apply_reset=True)).outs
-    before = len(sim.state("dpu")["requests"])
-    assert P.diff("id", first, dpu_props(sim, apply_reset=True)).changes is False
-    again = P.update("id", first, dpu_props(sim, apply_reset=True)).outs
-    new = sim.state("dpu")["requests"][before:]
+def test_external_privileges_alone_still_get_their_reset(sim):
+    """ExternalHostPrivileges never shows a pending value, so a write there is reset for at once."""
+    outs = P.create(dpu_props(sim, "dpu", apply_reset=True)).outs
+    assert outs["awaiting_reset"] == [] and sim.state("dpu")["reset_count"] == 1
+    assert sim.host_privilege("dpu") == "Restricted"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_converged_dpu_is_not_written_or_reset_again(sim, name):
+    first = P.create(dpu_props(sim, name, apply_reset=True)).outs
+    before = len(sim.state(name)["requests"])
+    assert P.diff("id", first, dpu_props(sim, name, apply_reset=True)).changes is False
+    again = P.update("id", first, dpu_props(sim, name, apply_reset=True)).outs
+    new = sim.state(name)["requests"][before:]
     assert not [r for r in new if r["method"] in ("PATCH", "POST") and "Sessions" not in r["path"]]
-    assert again["drift"] == [] and sim.state("dpu")["reset_count"] == 1
+    assert again["drift"] == [] and sim.state(name)["reset_count"] == 1
 
 
-def test_refresh_reports_out_of_band_drift_and_update_repairs_it(sim):
-    outs = P.create(dpu_props(sim, apply_reset=True)).outs
-    sim.drift("dpu", mode="NicMode", host_rshim="Enabled", attributes={"HostPrivilegeLevel": "Privileged"})
+#: Out-of-band loosening of the host privilege, per generation.
+LOOSEN = {
+    "dpu-legacy": ({"attributes": {"Host Privilege Level": "Privileged"}}, "Privileged"),
+    "dpu": ({"external_privileges": {"HostPrivFwUpdate": "Enabled"}}, "Custom"),
+    "dpu-tls": ({"external_privileges": dict.fromkeys(
+        ["HostPrivFlashAccess", "HostPrivFwUpdate", "HostPrivNicReset", "HostPrivNvGlobal", "HostPrivNvHost",
+         "HostPrivNvInternalCpu", "HostPrivNvPort", "HostPrivPccUpdate"], "Default")}, "Privileged"),
+    "dpu-2510": ({"privilege_settings": {"FirmwareUpdate": "Enabled"}}, "Custom"),
+    "dpu-2601": ({"privilege_mode": "Privileged"}, "Privileged"),
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_refresh_reports_out_of_band_drift_and_update_repairs_it(sim, name):
+    outs = P.create(dpu_props(sim, name, apply_reset=True)).outs
+    change, seen = LOOSEN[name]
+    sim.drift(name, mode="NicMode", host_rshim="Enabled", **change)
     read = P.read("id", outs)
     assert read.id == "id"
     assert (read.outs["mode"], read.outs["host_rshim"], read.outs["host_privilege_level"]) == \
-        ("NicMode", "Enabled", "Privileged")
+        ("NicMode", "Enabled", seen)
     assert read.outs["drift"] == ["mode", "host_privilege", "host_rshim"]
     assert (read.inputs["mode"], read.inputs["host_rshim"], read.inputs["host_privilege"]) == \
-        ("NicMode", "Enabled", "Privileged"), "refreshed inputs make the next preview show the correction"
+        ("NicMode", "Enabled", seen), "refreshed inputs make the next preview show the correction"
     assert read.inputs["password"] == sim.password
-    diff = P.diff("id", read.outs, dpu_props(sim, apply_reset=True))
+    diff = P.diff("id", read.outs, dpu_props(sim, name, apply_reset=True))
     assert diff.changes is True and not diff.replaces
-    repaired = P.update("id", read.outs, dpu_props(sim, apply_reset=True)).outs
+    repaired = P.update("id", read.outs, dpu_props(sim, name, apply_reset=True)).outs
     assert repaired["drift"] == [] and repaired["mode"] == "DpuMode"
+    assert repaired["host_privilege_level"] == "Restricted" and sim.host_privilege(name) == "Restricted"
+
+
+def test_a_staged_loosening_on_hostprivilegeconfig_is_drift_and_undone(sim):
+    """Someone else staged Privileged in HostPrivilegeConfig/Settings: refresh shows it, up undoes it."""
+    outs = P.create(dpu_props(sim, "dpu-2601", apply_reset=True)).outs
+    sim.drift("dpu-2601", privilege_pending_mode="Privileged")
+    read = P.read("id", outs)
+    assert read.outs["host_privilege_level"] == "Restricted"
+    assert read.outs["next_host_privilege"] == "Privileged"
+    assert read.outs["drift"] == ["host_privilege"] and read.inputs["host_privilege"] == "Privileged"
+    assert read.outs["pending_attributes"] == {"PrivilegeMode": "Privileged"}
+    fixed = P.update("id", read.outs, dpu_props(sim, "dpu-2601")).outs
+    assert fixed["drift"] == [] and fixed["pending_attributes"] == {} and fixed["reset_pending"] is False
+    assert sim.state("dpu-2601")["privilege_settings_pending"] is None
 
 
 def test_etag_conflict_during_create_fails_and_writes_nothing(sim):
-    sim.concurrent_write("dpu", {"HostPrivilegeLevel": "Privileged"})
+    key = "Host Privilege Level"
+    sim.concurrent_write("dpu-legacy", {key: "Privileged"})
     with pytest.raises(errors.PreconditionFailedError) as info:
-        P.create(dpu_props(sim))
-    assert str(info.value).startswith(f"DpuPosture on {sim.url('dpu')}: PATCH")
+        P.create(dpu_props(sim, "dpu-legacy"))
+    assert str(info.value).startswith(f"DpuPosture on {sim.url('dpu-legacy')}: PATCH")
     assert "did not match" in str(info.value) and info.value.status == 412
-    st = sim.state("dpu")
-    assert st["pending"] == {"HostPrivilegeLevel": "Privileged"}, "only the concurrent writer's value"
+    st = sim.state("dpu-legacy")
+    assert st["pending"] == {key: "Privileged"}, "only the concurrent writer's value"
     assert st["host_rshim"] == "Enabled", "no later step ran"
     assert st["sessions_active"] == 0, "session closed on error"
 
@@ -138,12 +194,12 @@ def test_reset_that_does_not_apply_is_not_converged(sim, monkeypatch):
 
     monkeypatch.setattr(mod, "_POLL_SECONDS", 0.05)
     # the BMC acknowledges the reset (204) but the DPU never applies the pending settings
-    sim.fault("dpu", method="POST", path="/redfish/v1/Systems/Bluefield/Actions/ComputerSystem.Reset",
+    sim.fault("dpu-legacy", method="POST", path="/redfish/v1/Systems/Bluefield/Actions/ComputerSystem.Reset",
               status=204, count=1)
     with pytest.raises(errors.NotConvergedError, match="not observed within 0.3 s"):
-        P.create(dpu_props(sim, apply_reset=True, reset_timeout_seconds=0.3))
-    st = sim.state("dpu")
-    assert st["reset_count"] == 0 and st["pending"] == {"HostPrivilegeLevel": "Restricted"}
+        P.create(dpu_props(sim, "dpu-legacy", apply_reset=True, reset_timeout_seconds=0.3))
+    st = sim.state("dpu-legacy")
+    assert st["reset_count"] == 0 and st["pending"] == {"Host Privilege Level": "Restricted"}
 
 
 def test_check_validates_locally_and_passes_unknowns(sim):
@@ -209,6 +265,20 @@ def test_diff_is_pure_and_handles_unknowns(sim, free_port):
     staged = {**olds, "mode": "NicMode", "pending_attributes": {"NicMode": "DpuMode"}}
     assert P.diff("id", staged, news).changes is False, "staged, no reset wanted"
     assert P.diff("id", staged, {**news, "apply_reset": True}).changes is True, "reset now wanted"
+
+
+@pytest.mark.parametrize(("interface", "key"), [("external", "HostPriv*"), ("config", "PrivilegeMode")])
+def test_diff_on_newer_interfaces_uses_the_recorded_next_level(sim, free_port, interface, key):
+    dead = f"http://127.0.0.1:{free_port}"
+    olds = {**dpu_props(sim, bmc_endpoint=dead), "mode": "DpuMode", "host_rshim": "Disabled",
+            "host_privilege_level": "Privileged", "next_host_privilege": "Restricted",
+            "privilege_attribute": key, "privilege_interface": interface,
+            "pending_attributes": {"PrivilegeMode": "Restricted"} if interface == "config" else {}}
+    news = dpu_props(sim, bmc_endpoint=dead)
+    assert P.diff("id", olds, news).changes is False, "Restricted is staged: nothing to write"
+    assert P.diff("id", olds, {**news, "apply_reset": True}).changes is True, "a reset would apply it"
+    loosened = {**olds, "host_privilege_level": "Restricted", "next_host_privilege": "Custom"}
+    assert P.diff("id", loosened, news).changes is True
 
 
 def test_providers_pickle_without_state():
