@@ -13,7 +13,10 @@ One process serves several BMCs, one port each::
         --bmc dpu-a=18441 --bmc dpu-old=18443:BF-24.04-5 --bmc bmc-host-a=18451 \\
         [--username root --password ...]   # or REDFISH_SIM_USERNAME / REDFISH_SIM_PASSWORD
 
-See ``state`` for the behaviour chosen where the documentation is silent, ``control`` for
+DMTF's redfish-protocol-validator passes against it in the lab's mode (HTTPS, sessions); the
+figures and every assertion it cannot test here, with the reason, are in ``CONFORMANCE.md``.
+See ``protocol`` for the DSP0266 header/query rules and OData documents, ``state`` for the
+behaviour chosen where the documentation is silent, ``control`` for
 the test-only ``/_sim`` path, ``tls`` for the certificates (clients use ``DIR/tls/ca.pem``).
 The simulator never imports the product's clients or providers.
 """

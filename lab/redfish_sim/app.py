@@ -20,6 +20,8 @@ from lab.redfish_sim.state import BmcState, SimHttpError
 #: Paths served without authentication (DSP0266: service root, OData docs, login).
 OPEN_PATHS = frozenset({"/redfish", "/redfish/v1", "/redfish/v1/odata", "/redfish/v1/$metadata"})
 SESSIONS_PATH = "/redfish/v1/SessionService/Sessions"
+#: DSP0266 "POST (create)": a collection also takes a create at its ``Members`` property URI.
+LOGIN_PATHS = frozenset({SESSIONS_PATH, f"{SESSIONS_PATH}/Members"})
 
 
 def bmc() -> BmcState:
@@ -62,7 +64,7 @@ def _authenticate(state: BmcState) -> Response | None:
     path = request.path.rstrip("/") or "/"
     if path in OPEN_PATHS or not path.startswith("/redfish"):
         return None
-    if path == SESSIONS_PATH and request.method == "POST":
+    if path in LOGIN_PATHS and request.method == "POST":
         return None
     token = request.headers.get("X-Auth-Token")
     if token:
@@ -85,8 +87,9 @@ def _authenticate(state: BmcState) -> Response | None:
 
 def create_app(state: BmcState) -> Flask:
     """The Flask app serving ``state``'s BMC. Routes live in ``service``, ``systems``,
-    ``managers`` (the Redfish tree) and ``control`` (``/_sim``)."""
-    from lab.redfish_sim import control, managers, privileges, service, systems
+    ``managers``, ``privileges``, ``accounts`` (the Redfish tree), ``protocol`` (OData documents
+    and the header/query rules every answer follows) and ``control`` (``/_sim``)."""
+    from lab.redfish_sim import accounts, control, managers, privileges, protocol, service, systems
 
     app = Flask(f"redfish_sim.{state.spec.name}")
     app.url_map.strict_slashes = False
@@ -108,11 +111,12 @@ def create_app(state: BmcState) -> Flask:
                 key = "ServiceTemporarilyUnavailable" if status == 503 else "InternalError"
                 args = ["1"] if key == "ServiceTemporarilyUnavailable" else []
                 return error_response(status, [fixtures.message(key, *args)])
-        return _authenticate(state)
+        return protocol.check_request() or _authenticate(state)
 
     @app.after_request
     def _after(resp: Response) -> Response:
         if not request.path.startswith("/_sim"):
+            protocol.add_headers(resp)
             state.log_request(request.method, request.path, resp.status_code)
         return resp
 
@@ -127,12 +131,16 @@ def create_app(state: BmcState) -> Flask:
         return error_response(404, [fixtures.message("ResourceNotFound", kind, name)])
 
     @app.errorhandler(405)
-    def _not_allowed(_exc: Exception) -> Response:
-        return error_response(405, [fixtures.message("OperationNotAllowed")])
+    def _not_allowed(exc: Exception) -> Response:
+        allow = protocol.allowed_methods(getattr(exc, "valid_methods", None))
+        return error_response(405, [fixtures.message("OperationNotAllowed")],
+                              headers={"Allow": allow} if allow else None)
 
     app.register_blueprint(service.bp)
     app.register_blueprint(systems.bp)
     app.register_blueprint(managers.bp)
     app.register_blueprint(privileges.bp)
+    app.register_blueprint(accounts.bp)
+    app.register_blueprint(protocol.bp)
     app.register_blueprint(control.bp)
     return app

@@ -1,8 +1,9 @@
 """Service root and SessionService of the simulated BMC (hardware stand-in).
 
 - ``GET /redfish``, ``GET /redfish/v1``: open (DSP0266 "Service root").
-- ``POST /redfish/v1/SessionService/Sessions`` ``{"UserName", "Password"}`` → 201, headers
-  ``X-Auth-Token`` and ``Location`` (the session's URI); wrong credentials → 401.
+- ``POST /redfish/v1/SessionService/Sessions`` (or its ``Members`` property URI, DSP0266
+  "POST (create)") ``{"UserName", "Password"}`` → 201, headers ``X-Auth-Token`` and
+  ``Location`` (the session's URI); wrong credentials → 401.
 - ``DELETE /redfish/v1/SessionService/Sessions/<id>`` → 204 (log out).
 """
 
@@ -68,6 +69,7 @@ def sessions() -> Response:
 
 
 @bp.post(SESSIONS_PATH)
+@bp.post(f"{SESSIONS_PATH}/Members")
 def create_session() -> Response:
     """Log in. Body ``{"UserName": str, "Password": str}``."""
     body = request_json()

@@ -135,13 +135,6 @@ def bios(system_id: str) -> Response:
     return json_response(body, etag=etag)
 
 
-@bp.patch(f"{SYSTEMS}/<system_id>/Bios")
-def bios_patch(system_id: str) -> Response:
-    """The Bios resource itself is read-only; writes go to ``Bios/Settings``."""
-    _state_for(system_id)
-    abort(405)
-
-
 @bp.route(f"{SYSTEMS}/<system_id>/Bios/Settings", methods=["GET", "PATCH"])
 def bios_settings(system_id: str) -> Response:
     """GET pending attributes (with ETag); PATCH ``{"Attributes": {...}}``."""

@@ -152,3 +152,57 @@ def test_tls_files_are_reused(tmp_path):
     pem = first.ca.read_bytes()
     assert tls.ensure_tls(tmp_path).ca.read_bytes() == pem
     assert oct(first.key.stat().st_mode & 0o777) == "0o600"
+
+
+# --- protocol rules (DSP0266), checked with plain HTTP ---------------------------------------
+
+
+def test_odata_documents_are_open_and_well_formed(sim):
+    import xml.etree.ElementTree as ET
+
+    doc = call(sim, "dpu", "GET", "/redfish/v1/odata", auth=None)
+    assert doc.status_code == 200 and doc.headers["Content-Type"].startswith("application/json")
+    body = doc.json()
+    assert body["@odata.context"] == "/redfish/v1/$metadata"
+    assert {"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"} in body["value"]
+    meta = call(sim, "dpu", "GET", "/redfish/v1/$metadata", auth=None)
+    assert meta.status_code == 200 and meta.headers["Content-Type"].startswith("application/xml")
+    root = ET.fromstring(meta.content)
+    container = root.find(".//{http://docs.oasis-open.org/odata/ns/edm}EntityContainer")
+    assert container is not None and container.get("Extends") == "ServiceRoot.v1_15_0.ServiceContainer"
+
+
+def test_unsupported_odata_version_and_dollar_queries_are_refused(sim):
+    assert call(sim, "dpu", "GET", "/redfish/v1/", headers={"OData-Version": "4.1"}).status_code == 412
+    assert call(sim, "dpu", "GET", "/redfish/v1/", headers={"OData-Version": "4.0"}).status_code == 200
+    resp = call(sim, "dpu", "GET", "/redfish/v1/Systems?$expand=*")
+    assert resp.status_code == 501 and "$expand" in resp.json()["error"]["message"]
+    assert call(sim, "dpu", "GET", "/redfish/v1/Systems?other=1").status_code == 200
+
+
+def test_allow_cache_control_and_link_headers(sim):
+    root = call(sim, "dpu", "GET", "/redfish/v1/")
+    assert root.headers["Allow"] == "GET, HEAD" and root.headers["Cache-Control"] == "no-cache"
+    assert root.links["describedby"]["url"] == "https://redfish.dmtf.org/schemas/v1/ServiceRoot.v1_15_0.json"
+    sessions = call(sim, "dpu", "HEAD", "/redfish/v1/SessionService/Sessions")
+    assert sessions.headers["Allow"] == "GET, HEAD, POST" and sessions.headers["Cache-Control"] == "no-store"
+    for method in ("DELETE", "PATCH", "POST"):
+        refused = call(sim, "dpu", method, "/redfish/v1/", json={})
+        assert refused.status_code == 405 and refused.headers["Allow"] == "GET, HEAD", method
+    bios = call(sim, "dpu", "PATCH", "/redfish/v1/Systems/Bluefield/Bios", json={"Attributes": {}})
+    assert bios.status_code == 405 and bios.headers["Allow"] == "GET, HEAD", "writes go to Bios/Settings"
+
+
+def test_login_at_the_members_uri_and_predefined_roles(sim):
+    login = call(sim, "dpu", "POST", "/redfish/v1/SessionService/Sessions/Members", auth=None,
+                 json={"UserName": sim.username, "Password": sim.password})
+    assert login.status_code == 201 and login.headers["X-Auth-Token"]
+    roles = {}
+    for name in ("Administrator", "Operator", "ReadOnly"):
+        role = call(sim, "dpu", "GET", f"/redfish/v1/AccountService/Roles/{name}")
+        roles[name] = set(role.json()["AssignedPrivileges"])
+    assert roles["ReadOnly"] == {"Login", "ConfigureSelf"} and "ConfigureUsers" in roles["Administrator"]
+    assert call(sim, "dpu", "PATCH", "/redfish/v1/AccountService/Roles/ReadOnly",
+                json={"AssignedPrivileges": []}).status_code == 405
+    account = call(sim, "dpu", "GET", f"/redfish/v1/AccountService/Accounts/{sim.username}")
+    assert account.headers["ETag"] and "Password" not in account.json()
