@@ -106,7 +106,7 @@ def test_pod_is_hardened_and_probed():
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert spec["serviceAccountName"] == "gpu-composer"
     services = {d["metadata"]["name"]: d for d in by_kind(render("director.existingSecret=s"), "Service")}
-    assert services["gpu-composer"]["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert services["gpu-composer-metrics"]["spec"]["ports"][0]["targetPort"] == "metrics"
     assert services["gpu-composer-webhook"]["spec"]["ports"][0]["targetPort"] == "webhook"
 
 
@@ -148,7 +148,8 @@ def test_rendered_environment_is_accepted_by_the_controller(monkeypatch):
         "composer.idleTimeoutSeconds=90",
         "composer.unitsPerGpu.nvidia\\.com/gpu\\.shared=4",
         "composer.maxGpusPerNode=8",
-        "composer.batchIdleSeconds=0.5",
+        "composer.batchIdleSeconds=1",
+        "composer.batchMaxSeconds=3",
         "composer.reservationTimeoutSeconds=120",
     )
     (dep,) = by_kind(docs, "Deployment")
@@ -161,7 +162,11 @@ def test_rendered_environment_is_accepted_by_the_controller(monkeypatch):
     assert s.policy().quotas == {"team-a": 4} and s.policy().excluded == {"gpu7"}
     assert s.units_per_gpu == {"nvidia.com/gpu.shared": 4}
     assert s.director_url == "http://liqid-director:8080" and s.probe_port == 8080
-    assert s.batch_idle_seconds == 0.5 and s.policy().reservation_timeout_seconds == 120
+    assert (
+        s.batch_idle_seconds == 1
+        and s.batch_max_seconds == 3
+        and s.policy().reservation_timeout_seconds == 120
+    )
     assert s.webhook_port == 9443 and str(s.webhook_cert_file) == "/etc/composer/webhook/tls.crt"
 
 
