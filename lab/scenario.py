@@ -109,9 +109,13 @@ def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
                                                  out_dir=cfg.lab_dir / "composer-webhook",
                                                  replace_name=hook)
         argv += webhook_flags(port, crt, key)
-    return processes.start(cfg.lab_dir, "composer", argv,
-                           env={"COMPOSER_DIRECTOR_PASSWORD": services.DIRECTOR_PASSWORD},
-                           cwd=controlplane.ROOT)
+    pid = processes.start(cfg.lab_dir, "composer", argv,
+                          env={"COMPOSER_DIRECTOR_PASSWORD": services.DIRECTOR_PASSWORD},
+                          cwd=controlplane.ROOT)
+    if hook is not None:  # a pod created before the webhook listens is not gated
+        _wait(lambda: processes.port_open(port), what="composer webhook listening", timeout_seconds=60,
+              interval=0.2)
+    return pid
 
 
 def local_gating_webhook(api: client.ApiClient, *, namespace: str, release: str, out_dir: Path,

@@ -8,7 +8,9 @@ Per scenario it starts, on free ports and under a unique id:
 - the GPU-Operator stand-in (``python -m lab.gpu_agent``) for those Nodes;
 - the composer (``python -m composer``) authenticating as the chart's ServiceAccount with a
   TokenRequest token, so the chart's RBAC (rendered by ``helm template`` and applied to the lab
-  API server) is what it really gets.
+  API server) is what it really gets;
+- optionally the chart's pod-gating webhook, registered with a URL on 127.0.0.1 and served by
+  the composer over HTTPS with the chart-made certificate (:meth:`Scenario.enable_gating`).
 
 Every process is started by this harness in its own session and stopped by pid.
 """
@@ -35,6 +37,7 @@ from kubernetes import client, config, utils
 from kubernetes.client.exceptions import ApiException
 
 from lab import readiness
+from lab.processes import port_open
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "composer"
@@ -219,6 +222,7 @@ class Scenario:
     probe_port: int = 0
     procs: dict[str, Proc] = field(default_factory=dict)
     composer_args: list[str] = field(default_factory=list)
+    webhooks: list[str] = field(default_factory=list)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -285,7 +289,37 @@ class Scenario:
             self.tmp,
             env={"COMPOSER_DIRECTOR_PASSWORD": SIM_PASSWORD},
         )
+        args = [*self.composer_args, *extra]
+        if "--webhook-port" in args:  # pods created before it listens would not be gated
+            port = int(args[args.index("--webhook-port") + 1])
+            wait_for(lambda: port_open(port), timeout=30, what="composer webhook listening")
         return p
+
+    def enable_gating(self) -> list[str]:
+        """Register the chart's gating webhook for this scenario's namespace (URL on 127.0.0.1,
+        chart-made certificate); returns the composer flags that serve it. The configuration is
+        deleted when the scenario ends."""
+        from lab.scenario import local_gating_webhook, webhook_flags
+
+        port, cert, key, name = local_gating_webhook(
+            self.api, namespace=self.ns, release=f"g{self.sid}", out_dir=self.tmp
+        )
+        self.webhooks.append(name)
+        return webhook_flags(port, cert, key)
+
+    def delay_reprogram(self, seconds: float) -> None:
+        """The simulator's next ``fabric/reprogram`` answers ``seconds`` late (a slow hot-plug)."""
+        self.sim(
+            "POST",
+            "faults",
+            {
+                "kind": "delay",
+                "method": "POST",
+                "path": "fabric/reprogram",
+                "delay_seconds": seconds,
+                "times": 1,
+            },
+        )
 
     def start_agent(self, *extra: str) -> Proc:
         self.procs["agent"] = p = start_proc(
@@ -464,8 +498,13 @@ def scenario(
     core = sc.core
     try:
         sim = sc.procs["director-sim"]
-        readiness.wait_until(readiness.http_probe(f"{sc.director_url}/_sim/health"), what="director-sim",
-                             timeout_seconds=120, alive=lambda: sim.popen.poll() is None, log=sim.log)
+        readiness.wait_until(
+            readiness.http_probe(f"{sc.director_url}/_sim/health"),
+            what="director-sim",
+            timeout_seconds=120,
+            alive=lambda: sim.popen.poll() is None,
+            log=sim.log,
+        )
         for name in hosts.values():
             core.create_node(node_body(name, sid))
         wait_for(
@@ -475,6 +514,11 @@ def scenario(
         )
         yield sc
     finally:
+        for name in sc.webhooks:
+            try:
+                client.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(name)
+            except ApiException:
+                pass
         for p in reversed(list(sc.procs.values())):
             p.stop()
         for ns in (sc.ns, sc.ident.plugin_namespace):  # before the Nodes go, or pods stay Terminating

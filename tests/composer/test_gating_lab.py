@@ -1,0 +1,162 @@
+"""Scheduling gates end to end on the lab: the real API server calls the chart's webhook over
+HTTPS (chart-made certificate, URL on 127.0.0.1), the real scheduler places released pods, the
+composer runs as the chart's ServiceAccount (its RBAC, pods patch included, is all it gets)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from composer import annotations as ann
+from tests.composer.harness import free_port, wait_for
+from tests.composer.test_e2e_lab import _metric
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
+
+
+def _gates(sc, name: str) -> list[str]:
+    p = sc.pod(name)
+    return [g.name for g in (p.spec.scheduling_gates or [])] if p else []
+
+
+def _reservation(sc, name: str) -> dict:
+    p = sc.pod(name)
+    return json.loads((p.metadata.annotations or {}).get(ann.RESERVATION) or "{}") if p else {}
+
+
+def _intents(sc, node: str) -> str:
+    return (sc.node_obj(node).metadata.annotations or {}).get(ann.INTENTS, "")
+
+
+def test_two_pods_of_different_sizes_racing_each_get_their_own_gpus(make_scenario):
+    with make_scenario(inventory="rich.yaml", hotplug_latency=0.5) as sc:
+        sc.start_agent()
+        hook = sc.enable_gating()
+        sc.start_composer("--max-gpus-per-node", "2", "--idle-timeout-seconds", "60", *hook)
+        try:
+            sc.gpu_pod("big", 2, product=T4)
+            sc.gpu_pod("small", 1, product=T4)
+            assert _gates(sc, "big") == [ann.GATE] and _gates(sc, "small") == [ann.GATE]
+            sc.gpu_pod("huge", 3, product=T4)  # more than any host takes: ungated at once
+            big = wait_for(lambda: sc.running_on("big"), timeout=60, what="big running")
+            small = wait_for(lambda: sc.running_on("small"), timeout=60, what="small running")
+            assert big != small
+            assert _reservation(sc, "big")["node"] == big and len(_reservation(sc, "big")["devices"]) == 2
+            assert _reservation(sc, "small")["node"] == small
+            assert sc.pod("small").spec.node_selector["kubernetes.io/hostname"] == small
+            att = sc.attached()
+            assert len(att[big]) == 2 and len(att[small]) == 1
+            for name in ("big", "small"):
+                reasons = [r for _, r, _ in sc.events(name)]
+                assert {"Gated", "Reserved", "Composed", "Released"} <= set(reasons), reasons
+                assert "GpusTakenByAnotherPod" not in reasons
+            huge = [e for e in sc.events("huge") if e[1] == "Ungated"]
+            assert huge and huge[0][0] == "Warning" and "no host takes more than 2" in huge[0][2]
+            assert _gates(sc, "huge") == []
+            m = sc.metrics()
+            assert _metric(m, "composer_compositions_total") == 2
+            assert _metric(m, "composer_gpus_taken_by_another_pod_total") == 0
+            assert _metric(m, "composer_pods_gated_total") == 3
+            assert _metric(m, "composer_time_gated_seconds_count") == 3
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_gated_pod_deleted_mid_compose_leaves_no_reservation_and_no_leaked_gpu(make_scenario):
+    with make_scenario(inventory="dev.yaml") as sc:
+        a = sc.node("blade-slot-1")
+        sc.start_agent()
+        hook = sc.enable_gating()
+        sc.start_composer("--idle-timeout-seconds", "2", *hook)
+        try:
+            sc.delay_reprogram(2)
+            sc.gpu_pod("gone", 2, host=a)
+            wait_for(lambda: "Composing" in _intents(sc, a), timeout=30, what="reservation recorded")
+            sc.delete_pod("gone")
+            wait_for(lambda: sc.attached() == {a: ["gpu0", "gpu1"]}, timeout=20, what="hot-plug finishing")
+            wait_for(lambda: _intents(sc, a) == "", timeout=20, what="reservation released")
+            wait_for(lambda: sc.attached() == {}, timeout=30, what="GPUs reclaimed after the idle timeout")
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_webhook_down_pods_are_created_and_served_the_old_way(make_scenario):
+    with make_scenario(inventory="dev.yaml") as sc:
+        sc.start_agent()
+        sc.enable_gating()  # registered, but nothing serves it
+        sc.start_composer("--idle-timeout-seconds", "60")
+        try:
+            t0 = time.monotonic()
+            sc.gpu_pod("plain", 1, product=T4)
+            assert time.monotonic() - t0 < 5  # failurePolicy Ignore: refused connection, no wait
+            assert _gates(sc, "plain") == []
+            assert wait_for(lambda: sc.running_on("plain"), timeout=60, what="pod running")
+            assert "Gated" not in [r for _, r, _ in sc.events("plain")]
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_pool_empty_pod_is_ungated_with_an_event_after_the_wait(make_scenario):
+    with make_scenario(inventory="dev.yaml") as sc:
+        sc.start_agent()
+        hook = sc.enable_gating()
+        sc.start_composer("--unserved-wait-seconds", "3", *hook)
+        try:
+            sc.gpu_pod("no-a100", 1, product=A100)
+            assert _gates(sc, "no-a100") == [ann.GATE]
+            time.sleep(1)
+            assert _gates(sc, "no-a100") == [ann.GATE]  # still waiting
+            ev = wait_for(
+                lambda: [e for e in sc.events("no-a100") if e[1] == "Ungated"],
+                timeout=30,
+                what="Ungated event",
+            )
+            assert ev[0][0] == "Warning" and "NoFreeGpus" in ev[0][2]
+            p = sc.pod("no-a100")
+            assert not p.spec.scheduling_gates
+            assert "kubernetes.io/hostname" not in (p.spec.node_selector or {})  # unchanged
+            assert sc.attached() == {}
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_composer_killed_while_pods_are_gated_new_leader_finishes_without_double_compose(make_scenario):
+    with make_scenario(inventory="rich.yaml", hotplug_latency=0.2) as sc:
+        sc.start_agent()
+        hook = sc.enable_gating()
+        probe = free_port()
+        sc.start_composer("--idle-timeout-seconds", "60", *hook)
+        try:
+            sc.delay_reprogram(3)
+            sc.gpu_pod("first", 2, product=T4)
+            sc.gpu_pod("second", 1, product=T4)
+            wait_for(
+                lambda: sc.sim("GET", "state")["counters"].get("POST fabric/reprogram"),
+                timeout=30,
+                what="reprogram in flight",
+            )
+            assert _gates(sc, "first") == [ann.GATE]
+            sc.procs["composer"].kill()
+            time.sleep(4)  # the lease (3 s) runs out
+            sc.start_composer("--idle-timeout-seconds", "60", *hook, name="composer-2", probe_port=probe)
+            first = wait_for(lambda: sc.running_on("first"), timeout=60, what="first running")
+            second = wait_for(lambda: sc.running_on("second"), timeout=60, what="second running")
+            att = sc.attached()
+            assert sorted(len(v) for v in att.values()) == sorted({first: 2, second: 1}.values()) or (
+                first == second and len(att[first]) == 3
+            )
+            counters = sc.sim("GET", "state")["counters"]
+            assert counters.get("POST relate/gpu") == 3, counters  # each GPU related exactly once
+            for name, node in (("first", first), ("second", second)):
+                assert _reservation(sc, name)["node"] == node
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
