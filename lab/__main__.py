@@ -1,8 +1,10 @@
 """``python -m lab up|down|status``: the local lab (control plane and hardware simulators).
 
-- ``up [--nodes N]``: start etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-  kwok and the hardware simulators on 127.0.0.1; install the upstream CRDs; create Nodes
-  ``blade-slot-1..N``; write ``.lab/kubeconfig``. Idempotent.
+- ``up [--nodes N] [--no-node]``: start etcd, kube-apiserver, kube-controller-manager,
+  kube-scheduler, kwok and the hardware simulators on 127.0.0.1; install the upstream CRDs;
+  create Nodes ``blade-slot-1..N``; write ``.lab/kubeconfig``; start the real node ``mgmt-1``
+  (containerd, runc, kubelet: ``lab.node``) and load the composer image last built by
+  ``make image`` into it. Idempotent.
 - ``down [--wipe]``: stop every lab process (and with ``--wipe`` delete cluster and
   simulator state).
 - ``status``: one line per process.
@@ -14,7 +16,7 @@ import argparse
 import sys
 import time
 
-from lab import controlplane, processes, services
+from lab import controlplane, node, processes, services
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the lab")
     up.add_argument("--nodes", type=int, default=2, help="number of blade-slot-N Nodes (default 2)")
     up.add_argument("--no-simulators", action="store_true", help="control plane only")
+    up.add_argument("--no-node", action="store_true", help="without the real kubelet node mgmt-1")
     down = sub.add_parser("down", help="stop the lab")
     down.add_argument("--wipe", action="store_true", help="also delete cluster and simulator state")
     sub.add_parser("status", help="show lab processes")
@@ -41,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
                 if problem:
                     print(f"note: lab sshd not started ({problem}); host preparation over SSH "
                           "is unavailable", file=sys.stderr)
+            if not args.no_node:
+                try:
+                    node.start(cfg, images=node.built_images(cfg))
+                except processes.LabProcessError as exc:
+                    print(f"note: real node {node.NODE_NAME} not started: {exc}\nThe rest of the lab "
+                          "runs; the composer cannot run as a Pod (make lab-down stops what started).",
+                          file=sys.stderr)
         except processes.LabProcessError as exc:
             print(f"lab up failed: {exc}", file=sys.stderr)
             print("Stop what started with: make lab-down", file=sys.stderr)
@@ -56,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     cfg = controlplane.LabConfig()
-    for name in [*controlplane.CONTROL_PLANE, *services.SIMULATORS]:
+    for name in [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *node.PROCESSES]:
         pid = processes.running(cfg.lab_dir, name)
         print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")
     from lab import sshd

@@ -76,20 +76,17 @@ def _bin(cfg: LabConfig, name: str) -> str:
 
 
 def write_kubeconfig(cfg: LabConfig, path: Path | None = None, *, token: str | None = None,
-                     user: str = "lab-admin") -> Path:
+                     user: str = "lab-admin", client_cert: tuple[Path, Path] | None = None) -> Path:
     """Write a kubeconfig for the lab API server.
 
     With ``token`` the user authenticates with that bearer token (for example a
-    ServiceAccount token from the TokenRequest API); otherwise with the admin client cert.
+    ServiceAccount token from the TokenRequest API); with ``client_cert`` (cert, key paths) with
+    that certificate; otherwise with the admin client cert.
     """
     path = path or cfg.kubeconfig
+    crt, key = client_cert or (cfg.pki_dir / "admin.crt", cfg.pki_dir / "admin.key")
     user_entry: dict[str, str] = (
-        {"token": token}
-        if token
-        else {
-            "client-certificate": str(cfg.pki_dir / "admin.crt"),
-            "client-key": str(cfg.pki_dir / "admin.key"),
-        }
+        {"token": token} if token else {"client-certificate": str(crt), "client-key": str(key)}
     )
     doc = {
         "apiVersion": "v1",
@@ -169,6 +166,15 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         f"--cert-dir={cfg.lab_dir / 'apiserver-certs'}",
         "--endpoint-reconciler-type=none",
         "--enable-priority-and-fairness=false",
+        # The lab node's kubelet (lab/node.py) authenticates the API server by this client
+        # cert (logs, exec) and is reached at its InternalIP.
+        f"--kubelet-client-certificate={p}/admin.crt",
+        f"--kubelet-client-key={p}/admin.key",
+        "--kubelet-preferred-address-types=InternalIP",
+        # No kube-proxy: webhook Services are called at their endpoint address. In v1.34.4 the flag
+        # picks the EndpointSlice-based resolver (cmd/kube-apiserver/app/server.go:283-303), which
+        # the admission webhooks use (pkg/controlplane/apiserver/config.go:364).
+        "--enable-aggregator-routing=true",
         "--v=1",
     ], ports=[APISERVER_PORT])
     processes.wait_until(lambda: _apiserver_ready(cfg), what="kube-apiserver /readyz",
@@ -236,6 +242,9 @@ def stop(cfg: LabConfig | None = None, *, wipe: bool = False) -> list[str]:
     Returns the names of the processes that were stopped.
     """
     cfg = cfg or LabConfig()
+    from lab import node  # the real node first: its pods are killed through its containerd
+
+    node.stop(cfg)
     services = [n for n in processes.recorded(cfg.lab_dir) if n not in CONTROL_PLANE]
     stopped = processes.stop_all(cfg.lab_dir, order=[*services, *reversed(CONTROL_PLANE)])
     if wipe:

@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("COMPOSABLE_GPU_CACHE", Path.home() / ".cache" / "composable-gpu")) / "images"
 #: Local image name of the composer (the chart's default repository is the published one).
 IMAGE_REPOSITORY = "localhost/composable-gpu/composer"
+#: The tag the dev stack names (Pulumi.dev.yaml): the lab's current build.
+LAB_TAG = "lab"
 SUITE = "bookworm"
 MIRRORS = (
     "deb http://deb.debian.org/debian bookworm main",
@@ -149,12 +151,12 @@ class Built:
 
 
 def build(*, tag: str | None = None, base: str | None = None, builder: str | None = None,
-          log: Callable[[str], None] = print) -> Built:
+          extra_tags: Sequence[str] = (), log: Callable[[str], None] = print) -> Built:
     """Build ``Containerfile`` (podman, runc, host network for pip) and tag it.
 
     ``base``/``builder`` default to the lab's Debian images (made if missing). The tag defaults to
     ``<chart appVersion>-<12 hex of the image id>``, so a changed image gets a new tag (and a
-    Deployment that names it rolls); ``:<appVersion>`` is tagged too.
+    Deployment that names it rolls); ``:<appVersion>`` and ``extra_tags`` are tagged too.
     Raises:
         ImageError: a step failed.
     """
@@ -172,7 +174,8 @@ def build(*, tag: str | None = None, base: str | None = None, builder: str | Non
               "-t", f"{IMAGE_REPOSITORY}:{version}", str(ROOT)], what="podman build")
         image_id = iidfile.read_text().strip()
     ref = f"{IMAGE_REPOSITORY}:{tag or version + '-' + image_id.removeprefix('sha256:')[:12]}"
-    _run([*PODMAN, "tag", image_id, ref], what="podman tag")
+    _run([*PODMAN, "tag", image_id, ref, *(f"{IMAGE_REPOSITORY}:{t}" for t in extra_tags)],
+         what="podman tag")
     return Built(ref=ref, image_id=image_id, seconds=time.monotonic() - t0)
 
 
@@ -305,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--builder", help="image that runs pip (default: the lab's Debian builder)")
     b.add_argument("--tag", help="tag (default: <appVersion>-<image id>)")
     b.add_argument("--ref-file", type=Path, help="write the built image reference here")
+    b.add_argument("--also-tag", action="append", default=[], help=f"extra tag (e.g. {LAB_TAG})")
     c = sub.add_parser("check", help="labels, user, entrypoint and no credentials")
     c.add_argument("image")
     sub.add_parser("base", help="make the lab's Debian base images only")
@@ -319,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_base("python-builder", BUILDER_PACKAGES, log=log))
             return 0
         if args.cmd == "build":
-            built = build(tag=args.tag, base=args.base, builder=args.builder, log=log)
+            built = build(tag=args.tag, base=args.base, builder=args.builder, extra_tags=args.also_tag,
+                          log=log)
             info = summary(built.ref)
             log(f"built {built.ref} ({built.image_id[:19]}, {int(info['size'] or 0) / 1e6:.0f} MB) "
                 f"in {built.seconds:.0f} s")

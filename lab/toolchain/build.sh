@@ -135,29 +135,60 @@ GO
   stamp_write etcd "$key"
 }
 
-build_kubernetes() {
-  local key="kubernetes=$KUBERNETES_VERSION"
-  stamp_ok kubernetes "$key" kube-apiserver kube-controller-manager kube-scheduler kubectl && { log "kubernetes $KUBERNETES_VERSION: cached"; return; }
-  log "kubernetes $KUBERNETES_VERSION: building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cold: ~15 min)"
+# kubernetes_wrapper NAME: wrapper module requiring k8s.io/kubernetes at the pin, with every
+# staging module upstream replaces with ./staging/... set to its published release.
+kubernetes_wrapper() {
   go mod download "k8s.io/kubernetes@$KUBERNETES_VERSION"
-  local dir; dir="$(wrapper kubernetes)"
+  local dir; dir="$(wrapper "$1")"
   local upstream="$MODCACHE/k8s.io/kubernetes@$KUBERNETES_VERSION/go.mod"
   local staging_version="v0.${KUBERNETES_VERSION#v1.}"
   local args=(-require="k8s.io/kubernetes@$KUBERNETES_VERSION")
   local m
-  # Every staging module upstream replaces with ./staging/... gets the published release.
   for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$upstream"); do
     args+=(-replace="$m=$m@$staging_version")
   done
+  (cd "$dir" && go mod edit "${args[@]}")
+  echo "$dir"
+}
+
+kubernetes_ldflags() {
   local pkg="k8s.io/component-base/version"
-  local ld="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
+  echo "-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
+}
+
+build_kubernetes() {
+  local key="kubernetes=$KUBERNETES_VERSION"
+  stamp_ok kubernetes "$key" kube-apiserver kube-controller-manager kube-scheduler kubectl && { log "kubernetes $KUBERNETES_VERSION: cached"; return; }
+  log "kubernetes $KUBERNETES_VERSION: building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cold: ~15 min)"
+  local dir ld; dir="$(kubernetes_wrapper kubernetes)"; ld="$(kubernetes_ldflags)"
   (cd "$dir"
-    go mod edit "${args[@]}"
     for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
       log "  $cmd"
       go build -trimpath -ldflags "$ld" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd"
     done)
   stamp_write kubernetes "$key"
+}
+
+# The kubelet of the lab's real node (lab/node.py), same module and pin as the control plane;
+# a stamp of its own, so adding it does not rebuild the control plane.
+build_kubelet() {
+  local key="kubelet=$KUBERNETES_VERSION"
+  stamp_ok kubelet "$key" kubelet && { log "kubelet $KUBERNETES_VERSION: cached"; return; }
+  log "kubelet $KUBERNETES_VERSION: building (cold: ~5 min after the control plane)"
+  local dir ld; dir="$(kubernetes_wrapper kubelet)"; ld="$(kubernetes_ldflags)"
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$BIN/kubelet" k8s.io/kubernetes/cmd/kubelet)
+  stamp_write kubelet "$key"
+}
+
+# The pod sandbox ("pause") process of the lab node's containerd (lab/toolchain/pause).
+build_pause() {
+  local key; key="pause=$(sha256sum "$here/pause/main.go" | cut -c1-16)"
+  stamp_ok pause "$key" pause && { log "pause: cached"; return; }
+  log "pause: building"
+  local dir; dir="$(wrapper pause)"
+  cp "$here/pause/main.go" "$dir/"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$BIN/pause" .)
+  stamp_write pause "$key"
 }
 
 build_kwok() {
@@ -183,7 +214,7 @@ build_helm() {
   stamp_write helm "$key"
 }
 
-all=(pulumi langhost kubernetes_provider etcd kubernetes kwok helm)
+all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause kwok helm)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do "build_$t"; done
 log "toolchain ready in $BIN"

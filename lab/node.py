@@ -1,0 +1,441 @@
+"""The lab's one real node: containerd + runc + kubelet, registered as Node ``mgmt-1``.
+
+Beside the kwok Nodes (which run no containers) the lab runs a real kubelet so that the
+composer chart's Pods really run. Parts, all from Debian packages except the kubelet:
+
+- ``containerd`` (Debian) with the ``runc`` runtime (Debian) and the ``cgroupfs`` cgroup driver:
+  this machine mounts cgroup v1 with a v2 hierarchy beside it ("hybrid"), which ``crun``
+  refuses and the systemd driver does not fit. containerd's CRI spec leaves RLIMIT_NOFILE at
+  1024:1024 and does not touch RLIMIT_NPROC, below the machine's hard limits (the process lacks
+  CAP_SYS_RESOURCE, so raising them fails with "Operation not permitted"), and
+  ``restrict_oom_score_adj`` keeps the kubelet's oom_score_adj requests within what the process
+  may set.
+- CNI: Debian's ``containernetworking-plugins`` ``bridge`` + ``host-local`` on bridge
+  ``labnode0``, pods in ``10.89.0.0/24``; the bridge address ``10.89.0.1`` is the node's
+  address (Node ``InternalIP``).
+- the kubelet, built from ``k8s.io/kubernetes`` at the lab's pin (``lab/toolchain/build.sh``),
+  with a client certificate ``system:node:mgmt-1`` and the taint
+  ``composable-gpu.io/system=true:NoSchedule`` (only system workloads that tolerate it land).
+- the pod sandbox image ``localhost/composable-gpu/pause:lab`` (``lab/toolchain/pause``) and the
+  composer image, loaded into containerd's ``k8s.io`` namespace from podman.
+- ``node-proxy``: the lab has no kube-proxy and its API server and simulators listen on
+  127.0.0.1 only; this relays the node address's ports (API server 16443, Director 18080) to
+  them, so a Pod reaches them at ``10.89.0.1`` (:mod:`lab.node_proxy`).
+
+Everything lives under ``<lab dir>/node``; :func:`stop` kills every pod container through
+containerd, stops kubelet and containerd, and unmounts what the kubelet mounted there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lab import pki, processes
+
+if TYPE_CHECKING:
+    from lab.controlplane import LabConfig
+
+NODE_NAME = "mgmt-1"
+#: Taint of the real node and the toleration a system workload needs to land there.
+TAINT_KEY = "composable-gpu.io/system"
+TAINT = {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+NODE_LABELS = {"composable-gpu.io/role": "system"}
+BRIDGE = "labnode0"
+POD_SUBNET = "10.89.0.0/24"
+NODE_IP = "10.89.0.1"
+KUBELET_PORT = 10250
+KUBELET_HEALTHZ_PORT = 10248
+PAUSE_IMAGE = "localhost/composable-gpu/pause:lab"
+PROCESSES = ("containerd", "node-proxy", "kubelet")
+#: Debian packages the node needs (``lab/setup.sh`` installs them as root).
+REQUIRED = {"containerd": "containerd", "ctr": "containerd", "runc": "runc", "ip": "iproute2",
+            "podman": "podman"}
+CNI_BIN = Path("/usr/lib/cni")
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """Files of the node under ``<lab dir>/node``."""
+
+    base: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.base / "containerd.sock"
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.base / "kubelet"
+
+
+def paths(cfg: LabConfig) -> NodePaths:
+    """The node's directory layout for lab ``cfg``."""
+    return NodePaths(cfg.lab_dir / "node")
+
+
+def unavailable_reason(cfg: LabConfig) -> str | None:
+    """Why the real node cannot run here (missing binary, not root), or None."""
+    if os.geteuid() != 0:
+        return "the real node needs root (containerd, network namespaces, mounts)"
+    missing = sorted({pkg for b, pkg in REQUIRED.items() if not shutil.which(b)})
+    if missing:
+        return f"Debian package(s) missing: {', '.join(missing)} (make setup installs them as root)"
+    if not (CNI_BIN / "bridge").exists():
+        return "Debian package containernetworking-plugins missing (make setup installs it as root)"
+    for b in ("kubelet", "pause"):
+        if not (cfg.bin_dir / b).exists():
+            return f"{cfg.bin_dir / b} missing: run `make setup`"
+    return None
+
+
+# --------------------------------------------------------------------------- configuration (pure)
+
+
+def containerd_config(p: NodePaths) -> str:
+    """containerd 1.6 config (version 2 TOML): own root/state/socket, CRI with runc + cgroupfs,
+    the lab's pause image, CNI from Debian's plugins."""
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""version = 2
+root = "{p.base / 'containerd' / 'root'}"
+state = "{p.base / 'containerd' / 'state'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = "{p.socket}"
+
+[ttrpc]
+  address = "{p.socket}.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{p.base / 'containerd' / 'opt'}"
+
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[{cri}.containerd.runtimes.runc.options]
+  BinaryName = "{shutil.which('runc') or '/usr/bin/runc'}"
+  SystemdCgroup = false
+
+[{cri}.cni]
+  bin_dir = "{CNI_BIN}"
+  conf_dir = "{p.base / 'cni'}"
+"""
+
+
+def cni_config() -> dict:
+    """CNI network list: ``bridge`` (gateway = the node address) + ``host-local`` IPAM + loopback
+    is implicit in containerd; ``portmap`` is not needed (no hostPorts)."""
+    return {
+        "cniVersion": "1.0.0",
+        "name": "lab-node",
+        "plugins": [{
+            "type": "bridge",
+            "bridge": BRIDGE,
+            "isGateway": True,
+            "ipMasq": False,
+            "hairpinMode": True,
+            "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET, "gateway": NODE_IP}]],
+                     "routes": [{"dst": "0.0.0.0/0"}]},
+        }],
+    }
+
+
+def kubelet_config(p: NodePaths, pki_dir: Path) -> dict:
+    """KubeletConfiguration (kubelet.config.k8s.io/v1beta1) for this machine: cgroupfs, the lab's
+    containerd, authn by client cert (the API server's kubelet client cert) and webhook authz,
+    no swap check, no image GC or disk eviction surprises on a shared disk."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": NODE_IP,
+        "port": KUBELET_PORT,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": KUBELET_HEALTHZ_PORT,
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,  # this machine's cgroups are v1 (a v2 hierarchy is only mounted beside)
+        "containerRuntimeEndpoint": f"unix://{p.socket}",
+        "failSwapOn": False,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(pki_dir / "ca.crt")}},
+        "authorization": {"mode": "Webhook"},
+        "registerWithTaints": [TAINT],
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "resolvConf": "/etc/resolv.conf",
+        "staticPodPath": "",
+        "serializeImagePulls": False,
+        "maxPods": 20,
+        "podPidsLimit": 1024,
+        "localStorageCapacityIsolation": False,
+    }
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _run(argv: list[str], *, what: str, timeout: float = 300) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise processes.LabProcessError(f"{what}: {' '.join(argv[:4])} ... exit {proc.returncode}: "
+                                        f"{(proc.stderr or proc.stdout).strip()[-1500:]}")
+    return proc.stdout
+
+
+def _ensure_bridge() -> None:
+    """Create bridge ``labnode0`` with the node address (the CNI bridge plugin reuses it)."""
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True, check=False).returncode != 0:
+        _run(["ip", "link", "add", BRIDGE, "type", "bridge"], what="create bridge")
+    addrs = _run(["ip", "-o", "-4", "addr", "show", "dev", BRIDGE], what="bridge address")
+    if f" {NODE_IP}/" not in addrs:
+        _run(["ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE], what="bridge address")
+    _run(["ip", "link", "set", BRIDGE, "up"], what="bridge up")
+
+
+def ctr(p: NodePaths, *args: str, timeout: float = 300) -> str:
+    """``ctr`` against the node's containerd, namespace ``k8s.io``; returns stdout."""
+    return _run(["ctr", "--address", str(p.socket), "--namespace", "k8s.io", *args],
+                what="ctr " + " ".join(args[:2]), timeout=timeout)
+
+
+def load_image(p: NodePaths, ref: str) -> str:
+    """Copy podman image ``ref`` into the node's containerd (``podman save`` -> ``ctr import``).
+
+    Returns the image's config digest (``sha256:...``), as the kubelet reports it in
+    ``imageID``. Skips the copy when containerd already holds ``ref`` with that config.
+    """
+    from lab import image
+
+    image_id = "sha256:" + image.inspect(ref)["Id"].removeprefix("sha256:")
+    marker = p.base / "images" / (ref.replace("/", "_").replace(":", "_") + ".id")
+    listed = ctr(p, "images", "ls", "-q").split()
+    if ref in listed and marker.exists() and marker.read_text() == image_id:
+        return image_id
+    archive = p.base / "images" / (ref.replace("/", "_").replace(":", "_") + ".tar")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    archive.unlink(missing_ok=True)
+    _run([*image.PODMAN, "save", "--format", "oci-archive", "-o", str(archive), ref],
+         what=f"podman save {ref}")
+    try:
+        ctr(p, "images", "import", "--base-name", ref.rsplit(":", 1)[0], str(archive))
+    finally:
+        archive.unlink(missing_ok=True)
+    marker.write_text(image_id)
+    return image_id
+
+
+def ensure_pause_image(cfg: LabConfig) -> str:
+    """Podman image ``localhost/composable-gpu/pause:lab``: one file, the lab's ``pause``."""
+    from lab import image
+
+    if image.image_exists(PAUSE_IMAGE):
+        return PAUSE_IMAGE
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tar = Path(tmp) / "pause.tar"
+        with tarfile.open(tar, "w") as tf:
+            tf.add(cfg.bin_dir / "pause", arcname="pause")
+        _run([*image.PODMAN, "import", "--change", 'ENTRYPOINT ["/pause"]', "--change", "USER 65535:65535",
+              str(tar), PAUSE_IMAGE], what="podman import pause")
+    return PAUSE_IMAGE
+
+
+def built_images(cfg: LabConfig) -> tuple[str, ...]:
+    """The composer image ``make image`` last built (``<lab dir>/composer-image``), if podman has it."""
+    from lab import image
+
+    ref_file = cfg.lab_dir / "composer-image"
+    ref = ref_file.read_text().strip() if ref_file.exists() else ""
+    return (ref,) if ref and image.image_exists(ref) else ()
+
+
+def write_configs(cfg: LabConfig) -> NodePaths:
+    """Write containerd, CNI and kubelet configuration and the kubelet's kubeconfig."""
+    from lab.controlplane import write_kubeconfig
+
+    p = paths(cfg)
+    for d in (p.base / "cni", p.base / "containerd", p.kubelet_root, p.base / "kubelet-pki"):
+        d.mkdir(parents=True, exist_ok=True)
+    (p.base / "containerd.toml").write_text(containerd_config(p))
+    (p.base / "cni" / "10-lab-node.conflist").write_text(json.dumps(cni_config(), indent=2))
+    (p.base / "kubelet-config.yaml").write_text(json.dumps(kubelet_config(p, cfg.pki_dir), indent=2))
+    crt, key = pki.ensure_node_cert(cfg.pki_dir, NODE_NAME)
+    write_kubeconfig(cfg, p.base / "kubelet.kubeconfig", user=f"system:node:{NODE_NAME}",
+                     client_cert=(crt, key))
+    return p
+
+
+def _kubelet_healthy() -> bool:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{KUBELET_HEALTHZ_PORT}/healthz", timeout=2) as r:
+        return r.status == 200
+
+
+def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
+    """Start containerd, node-proxy and the kubelet (idempotent), load ``images`` and wait until
+    Node ``mgmt-1`` is Ready.
+
+    Raises:
+        processes.LabProcessError: a part is missing or did not get ready (the message quotes
+            its log), e.g. the kubelet's own error when it cannot run on this machine.
+    """
+    reason = unavailable_reason(cfg)
+    if reason:
+        raise processes.LabProcessError(f"real node {NODE_NAME}: {reason}")
+    p = write_configs(cfg)
+    _ensure_bridge()
+    processes.start(cfg.lab_dir, "containerd", ["containerd", "--config", str(p.base / "containerd.toml")])
+    processes.wait_until(lambda: p.socket.exists() and bool(ctr(p, "version", timeout=10)),
+                         what="containerd", timeout_seconds=60, lab_dir=cfg.lab_dir, name="containerd")
+    load_image(p, ensure_pause_image(cfg))
+    for ref in images:
+        load_image(p, ref)
+    from lab import services
+    from lab.controlplane import APISERVER_PORT
+
+    processes.start(cfg.lab_dir, "node-proxy", [
+        sys.executable, "-m", "lab.node_proxy", "--listen", NODE_IP,
+        "--port", str(APISERVER_PORT), "--port", str(services.DIRECTOR_PORT)])
+    processes.wait_until(lambda: processes.port_open(APISERVER_PORT, NODE_IP), what="node-proxy",
+                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="node-proxy")
+    processes.start(cfg.lab_dir, "kubelet", [
+        str(cfg.bin_dir / "kubelet"),
+        f"--config={p.base / 'kubelet-config.yaml'}",
+        f"--kubeconfig={p.base / 'kubelet.kubeconfig'}",
+        f"--root-dir={p.kubelet_root}",
+        f"--cert-dir={p.base / 'kubelet-pki'}",
+        f"--hostname-override={NODE_NAME}",
+        f"--node-ip={NODE_IP}",
+        "--node-labels=" + ",".join(f"{k}={v}" for k, v in NODE_LABELS.items()),
+        "--v=1",
+    ])
+    processes.wait_until(_kubelet_healthy, what="kubelet /healthz", timeout_seconds=90,
+                         lab_dir=cfg.lab_dir, name="kubelet")
+    from lab import kube
+
+    api = kube.admin_client(cfg)
+    processes.wait_until(lambda: kube.nodes_ready(api, (NODE_NAME,)), what=f"Node {NODE_NAME} Ready",
+                         timeout_seconds=120, lab_dir=cfg.lab_dir, name="kubelet")
+    return p
+
+
+def _mounts_under(base: Path) -> list[str]:
+    prefix = str(base.resolve()) + "/"
+    found = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        target = line.split()[1].replace("\\040", " ")
+        if target.startswith(prefix):
+            found.append(target)
+    return sorted(found, key=len, reverse=True)
+
+
+def _shim_pids(p: NodePaths) -> list[int]:
+    """Pids of the containerd-shim processes of this node's containerd (their command line
+    names its socket), which run in sessions of their own."""
+    needle = str(p.socket).encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"containerd-shim" in cmd and needle in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+def stop(cfg: LabConfig) -> list[str]:
+    """Stop the kubelet, every pod container, containerd and node-proxy; unmount the kubelet's
+    volumes. Returns the names of the processes that were stopped."""
+    p = paths(cfg)
+    stopped = [n for n in ("kubelet",) if processes.stop(cfg.lab_dir, n)]
+    if processes.running(cfg.lab_dir, "containerd") and p.socket.exists():
+        try:
+            for cid in ctr(p, "tasks", "ls", "-q", timeout=30).split():
+                subprocess.run(["ctr", "--address", str(p.socket), "-n", "k8s.io", "tasks", "kill",
+                                "-s", "SIGKILL", cid], capture_output=True, timeout=30, check=False)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and ctr(p, "tasks", "ls", "-q", timeout=30).strip():
+                for cid in ctr(p, "tasks", "ls", "-q", timeout=30).split():
+                    subprocess.run(["ctr", "--address", str(p.socket), "-n", "k8s.io", "tasks", "delete",
+                                    "-f", cid], capture_output=True, timeout=30, check=False)
+                time.sleep(0.5)
+        except (processes.LabProcessError, subprocess.TimeoutExpired):
+            pass
+    shims = _shim_pids(p)
+    stopped += [n for n in ("containerd", "node-proxy") if processes.stop(cfg.lab_dir, n)]
+    for pid in shims + _shim_pids(p):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    for target in _mounts_under(p.base):
+        subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+    return stopped
+
+
+def image_digests(cfg: LabConfig, ref: str) -> set[str]:
+    """``sha256:...`` digests that name image ``ref`` in the node's containerd: its manifest
+    digest (``ctr images ls``) and its config digest (podman's image id)."""
+    from lab import image
+
+    found = {"sha256:" + image.inspect(ref)["Id"].removeprefix("sha256:")}
+    for line in ctr(paths(cfg), "images", "ls").splitlines()[1:]:
+        cols = line.split()
+        if cols and cols[0] == ref:
+            found.add(cols[2])
+    return found
+
+
+def roll_if_stale(cfg: LabConfig, namespace: str, ref: str) -> str | None:
+    """Restart the composer Deployment in ``namespace`` when a Pod runs ``ref`` with another image
+    than the one loaded now (a moving tag such as ``:lab`` does not change the Pod spec).
+    Returns the Deployment name when restarted."""
+    from datetime import UTC, datetime
+
+    from kubernetes import client
+
+    from lab import kube
+
+    api = kube.admin_client(cfg)
+    want = image_digests(cfg, ref)
+    stale = False
+    for p in client.CoreV1Api(api).list_namespaced_pod(namespace).items:
+        for c in p.status.container_statuses or []:
+            if c.image == ref and c.image_id and not any(c.image_id.endswith(d) for d in want):
+                stale = True
+    if not stale:
+        return None
+    apps = client.AppsV1Api(api)
+    for d in apps.list_namespaced_deployment(namespace).items:
+        if any(c.image == ref for c in d.spec.template.spec.containers):
+            stamp = datetime.now(UTC).isoformat()
+            apps.patch_namespaced_deployment(d.metadata.name, namespace, {"spec": {"template": {"metadata": {
+                "annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}})
+            return d.metadata.name
+    return None
