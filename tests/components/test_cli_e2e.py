@@ -144,6 +144,15 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
         stack.preview()
     assert "tenants[1].networks[0].vxlan_id: 16777216 is outside 1..16777215" in str(bad.value)
     _set(stack, "tenants[1].networks[0].vxlan_id", 10020)
+    # a GPU named with blanks gets GFD's name in the error
+    _set(stack, "fabric.pools[0].models[0]", "NVIDIA H100 NVL")
+    with pytest.raises(auto.CommandError) as bad:
+        stack.preview()
+    assert (
+        "fabric.pools[0].models[0]: 'NVIDIA H100 NVL' is not a GFD product name; write it as GFD labels "
+        "nodes: 'NVIDIA-H100-NVL'"
+    ) in str(bad.value)
+    _set(stack, "fabric.pools[0].models[0]", "Tesla-T4")
 
     label = "nvidia.com/gpu.workload.config"
     owners_before = _label_owners(core, "blade-slot-1", label)  # e.g. a dev stack deployed on the same lab
