@@ -97,11 +97,26 @@ def composer_values(
 
     The Director password is not in the values: the chart reads it from the existing Secret
     ``credentials_secret`` (key ``password``). Each tenant is a composer pool with its GPU quota
-    (tenant namespaces carry the label ``composer.liqid.io/pool=<tenant>``).
+    (tenant namespaces carry the label ``composer.liqid.io/pool=<tenant>``). ``config.image``,
+    ``config.api_server``, ``config.node_selector`` and ``config.tolerations`` set the image, the
+    API server address for clusters without kube-proxy, and the Pods' placement when given;
+    ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL.
     """
+    placement: dict[str, Any] = {}
+    if config.image:
+        repository, tag = config.image.rsplit(":", 1)
+        placement["image"] = {"repository": repository, "tag": tag}
+    if config.api_server:
+        host, port = config.api_server.rsplit(":", 1)
+        placement["kubernetesService"] = {"host": host, "port": int(port)}
+    if config.node_selector:
+        placement["nodeSelector"] = dict(config.node_selector)
+    if config.tolerations:
+        placement["tolerations"] = [dict(t) for t in config.tolerations]
     return {
+        **placement,
         "director": {
-            "url": director_url,
+            "url": config.director_endpoint or director_url,
             "username": director_username,
             "existingSecret": credentials_secret,
             "passwordKey": "password",

@@ -1,13 +1,16 @@
 """``python -m lab.demo``: the README's main command, end to end on the embedded lab.
 
-1. Start the lab (control plane, Director and Redfish simulators, GPU agent).
-2. ``pulumi up`` the dev stack with the policy pack (lab enforcement), through the real CLI.
-3. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs).
-4. Run the article's scenario against the composer the stack deployed: the controller runs
-   as a local process authenticated as the chart's ServiceAccount (kwok runs no containers),
-   a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets both, it ends, the GPUs go back
-   to the free pool after the idle timeout, and a pod pinned to ``blade-slot-2`` gets the same
-   two GPUs. Each step is printed with its time.
+1. Build the composer image from ``Containerfile`` (``lab.image``; warm: seconds).
+2. Start the lab (control plane, Director and Redfish simulators, GPU agent) and its real
+   kubelet node ``mgmt-1`` (``lab.node``), and load the image into the node's containerd.
+3. ``pulumi up`` the dev stack with the policy pack (lab enforcement), through the real CLI: it
+   installs ``charts/composer``, whose Pods run the image on ``mgmt-1``.
+4. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs).
+5. Run the article's scenario against the composer Pods (their names and image digest are
+   printed): a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets both, it ends, the GPUs
+   go back to the free pool after the stack's idle timeout, and a pod pinned to
+   ``blade-slot-2`` gets the same two GPUs. Each step is printed with its time.
+   ``--local-composer`` runs the controller as a local process instead (the kwok-only mode).
 
 Exit code 0 on success; on failure the message says which step failed and where its log is.
 """
@@ -24,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab import controlplane, processes, scenario, services
+from lab import controlplane, image, node, processes, scenario, services
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,22 +83,38 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", default="dev")
     ap.add_argument("--no-scenario", action="store_true", help="stop after the summary")
+    ap.add_argument("--local-composer", action="store_true",
+                    help="run the scenario's composer as a local process, not the chart's Pods")
     ap.add_argument("--idle-timeout-seconds", type=float, default=15.0,
-                    help="idle timeout of the scenario's composer (default 15 s, shorter than the "
-                         "stack's so the demo is quick; the chart itself runs with the stack's value)")
+                    help="idle timeout of the local-process composer (default 15 s; the chart's Pods "
+                         "run with the stack's value)")
     args = ap.parse_args(argv)
     if args.stack == "dev":
         os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "dev-lab-only-passphrase")
     try:
-        say = step("lab: control plane and hardware simulators on 127.0.0.1")
+        say = step("composer image: Containerfile (podman, runc)")
+        built = image.build(tag=None, extra_tags=(image.LAB_TAG,), log=say)
+        size = image.summary(built.ref)["size"] or 0
+        say(f"{built.ref} = {image.IMAGE_REPOSITORY}:{image.LAB_TAG} ({built.image_id[:19]}, "
+            f"{int(size) / 1e6:.0f} MB) in {built.seconds:.0f} s")
+
+        say = step("lab: control plane and hardware simulators on 127.0.0.1, real node mgmt-1")
         cfg = controlplane.start(controlplane.LabConfig())
         services.start_simulators(cfg)
+        lab_ref = f"{image.IMAGE_REPOSITORY}:{image.LAB_TAG}"
+        if not args.local_composer:
+            node.start(cfg, images=(lab_ref,))
+            say(f"node {node.NODE_NAME} Ready (containerd + runc, kubelet); {lab_ref} loaded")
         say(f"ready; KUBECONFIG={cfg.kubeconfig}")
 
         say = step(f"pulumi up --stack {args.stack} (policy pack: policies/, lab enforcement)")
         ensure_stack(args.stack)
         outputs = pulumi_up(args.stack)
         say("stack is up")
+        if not args.local_composer and outputs["estate"].get("composer"):
+            restarted = node.roll_if_stale(cfg, outputs["estate"]["composer"]["namespace"], lab_ref)
+            if restarted:
+                say(f"composer Pods ran an older {lab_ref}: rolled the Deployment ({restarted})")
 
         step("estate summary")
         from stack_config.summary import render_summary
@@ -104,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.no_scenario:
             scenario.run_article_scenario(cfg, outputs["estate"], step=step,
+                                          local_process=args.local_composer,
                                           idle_timeout_seconds=args.idle_timeout_seconds)
-    except (DemoError, processes.LabProcessError, scenario.ScenarioError) as exc:
+    except (DemoError, processes.LabProcessError, scenario.ScenarioError, image.ImageError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         print("Lab logs: .lab/logs/; stop everything with: make lab-down", file=sys.stderr)
         return 1

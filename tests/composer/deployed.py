@@ -1,0 +1,257 @@
+"""The composer as the chart deploys it: a Deployment whose Pods run on the lab's real node.
+
+Used by ``test_deployed.py``. Per scenario:
+
+- a Director simulator listening on the node address (``lab.node.NODE_IP``), where the Pods
+  reach it, with an inventory whose machines are renamed with the scenario id;
+- kwok Nodes with those names (``composer-e2e=<id>``) and the GPU-Operator stand-in for them;
+- ``helm install`` of ``charts/composer`` into namespace ``cdep-<id>``: the image built from
+  ``Containerfile``, two replicas (Lease), Pods on ``mgmt-1`` (node selector and toleration),
+  the API server at the node address (the lab has no kube-proxy), the Director password in the
+  chart's Secret. The composer serves only this scenario's Nodes and namespace.
+
+The Pods are reached at their pod IPs (the bridge is on this host) for ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from lab import node as lab_node
+from lab import readiness
+from lab.controlplane import APISERVER_PORT
+from tests.composer.harness import (
+    CHART,
+    E2E_LABEL,
+    INVENTORIES,
+    SIM_PASSWORD,
+    SIM_USER,
+    RbacIdentity,
+    Scenario,
+    _ready,
+    free_port,
+    node_body,
+    start_proc,
+    wait_for,
+)
+
+LEASE = "gpu-composer"
+
+
+@dataclass
+class Deployed:
+    """A scenario whose composer is the chart's Deployment (``release`` in ``sc.ns``)."""
+
+    sc: Scenario
+    release: str
+    image: str
+    image_id: str
+    kubeconfig: Path
+    values: dict[str, Any] = field(default_factory=dict)
+
+    # -- the Deployment ------------------------------------------------------------------
+    def helm(self, verb: str, **overrides: Any) -> str:
+        """``helm install|upgrade`` the chart with the scenario's values (and ``overrides``, deep
+        merged); waits for the rollout. Returns helm's output."""
+        values = _merge(self.values, overrides)
+        vfile = self.sc.tmp / f"values-{uuid.uuid4().hex[:6]}.yaml"
+        vfile.write_text(yaml.safe_dump(values))
+        vfile.chmod(0o600)  # holds the simulator's password
+        out = subprocess.run(
+            ["helm", verb, self.release, str(CHART), "--namespace", self.sc.ns, "--kubeconfig",
+             str(self.kubeconfig), "-f", str(vfile), "--wait", "--timeout", "180s"],
+            capture_output=True, text=True, timeout=240, check=False)
+        vfile.unlink()
+        if out.returncode != 0:
+            raise AssertionError(f"helm {verb} failed: {out.stderr}\n{self.describe()}")
+        self.values = values
+        return out.stdout
+
+    def pods(self) -> list[client.V1Pod]:
+        """The Deployment's Pods (not terminating), oldest first."""
+        pods = self.sc.core.list_namespaced_pod(
+            self.sc.ns, label_selector=f"app.kubernetes.io/instance={self.release}").items
+        live = [p for p in pods if p.metadata.deletion_timestamp is None]
+        return sorted(live, key=lambda p: p.metadata.creation_timestamp)
+
+    def ready_pods(self) -> list[client.V1Pod]:
+        """Pods Running with every container ready (probes green)."""
+        return [p for p in self.pods() if p.status.phase == "Running"
+                and all(cs.ready for cs in (p.status.container_statuses or []))]
+
+    def leader(self) -> str | None:
+        """holderIdentity of the scenario's Lease (a Pod name)."""
+        try:
+            lease = client.CoordinationV1Api(self.sc.api).read_namespaced_lease(LEASE, self.sc.ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return lease.spec.holder_identity
+
+    def metrics(self, pod: client.V1Pod) -> str:
+        """``/metrics`` of ``pod`` at its pod IP ("" while it does not answer)."""
+        try:
+            return requests.get(f"http://{pod.status.pod_ip}:8080/metrics", timeout=5).text
+        except requests.RequestException:
+            return ""
+
+    def composer_events(self, pod: str) -> list[tuple[str, str, str]]:
+        """(reason, message, reporting Pod) of the Events the Deployment's Pods posted about ``pod``."""
+        evs = self.sc.core.list_namespaced_event(self.sc.ns, field_selector=f"involvedObject.name={pod}").items
+        return [(e.reason, e.message, e.reporting_instance or "") for e in
+                sorted(evs, key=lambda e: e.metadata.creation_timestamp)
+                if (e.reporting_instance or "").startswith(self.release)]
+
+    def force_delete(self, name: str) -> None:
+        """``kubectl delete pod --grace-period=0 --force``: the object goes at once, the kubelet
+        kills the container when it notices."""
+        self.sc.core.delete_namespaced_pod(name, self.sc.ns, grace_period_seconds=0,
+                                           body=client.V1DeleteOptions(grace_period_seconds=0))
+
+    def logs(self, name: str) -> str:
+        """The composer container's log (through the API server and the kubelet)."""
+        return self.sc.core.read_namespaced_pod_log(name, self.sc.ns, container="composer")
+
+    def describe(self) -> str:
+        """Pods, their statuses and recent log lines, for failure messages."""
+        lines = []
+        try:
+            for p in self.sc.core.list_namespaced_pod(self.sc.ns).items:
+                cs = [(c.name, c.ready, c.restart_count, str(c.state)[:300])
+                      for c in (p.status.container_statuses or [])]
+                lines.append(f"pod {p.metadata.name} {p.status.phase} node={p.spec.node_name} {cs}")
+                try:
+                    lines += ["  " + ln for ln in self.logs(p.metadata.name).splitlines()[-15:]]
+                except ApiException as exc:
+                    lines.append(f"  (log unavailable: {exc.status})")
+            for e in self.sc.core.list_namespaced_event(self.sc.ns).items[-15:]:
+                lines.append(f"event {e.involved_object.name} {e.reason}: {e.message}")
+        except ApiException as exc:
+            lines.append(f"(describe failed: {exc.status})")
+        return "\n".join(lines)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def values_for(*, sid: str, image: str, director_url: str, plugin_namespace: str, namespace: str,
+               idle_timeout_seconds: int = 2) -> dict[str, Any]:
+    """Chart values of a scenario's Deployment (see the module docstring)."""
+    repository, tag = image.rsplit(":", 1)
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "replicaCount": 2,
+        "kubernetesService": {"host": lab_node.NODE_IP, "port": APISERVER_PORT},
+        "director": {"url": director_url, "username": SIM_USER, "password": SIM_PASSWORD,
+                     "retries": 0, "timeoutSeconds": 5},
+        "composer": {
+            "nodeSelector": f"{E2E_LABEL}={sid}",
+            "namespaces": [namespace],
+            "idleTimeoutSeconds": idle_timeout_seconds,
+            "resyncSeconds": 1,
+            "retryBaseSeconds": 1,
+            "logLevel": "INFO",
+        },
+        "devicePlugin": {"restart": True, "namespace": plugin_namespace},
+        "leaderElection": {"enabled": True, "leaseName": LEASE, "leaseDurationSeconds": 6, "retrySeconds": 1},
+        "webhook": {"enabled": False},
+        "metrics": {"service": {"enabled": False}},
+        "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}, "limits": {"memory": "384Mi"}},
+        "nodeSelector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
+        "tolerations": [{"key": lab_node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+@contextmanager
+def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Path, *, image_id: str,
+             inventory: str = "dev.yaml", hotplug_latency: float = 0.05,
+             install: bool = True) -> Iterator[Deployed]:
+    """Start simulator, Nodes and agent, ``helm install`` the chart (unless ``install`` is
+    False), yield; uninstall and clean up after."""
+    sid = uuid.uuid4().hex[:6]
+    ns, plugin_ns, release = f"cdep-{sid}", f"cdep-plugin-{sid}", f"c{sid}"
+    core = client.CoreV1Api(api)
+    for n in (ns, plugin_ns):
+        core.create_namespace({"metadata": {"name": n, "labels": {E2E_LABEL: sid}}})
+    inv = yaml.safe_load((INVENTORIES / inventory).read_text())
+    hosts = {m["name"]: f"e{sid}-{m['name']}" for m in inv["machines"]}
+    for m in inv["machines"]:
+        m["name"] = hosts[m["name"]]
+    for g in inv["gpus"]:
+        if g.get("attached_to"):
+            g["attached_to"] = hosts[g["attached_to"]]
+    inv_path = tmp / "inventory.yaml"
+    inv_path.write_text(yaml.safe_dump(inv))
+    port = free_port()
+    url = f"http://{lab_node.NODE_IP}:{port}"
+    ident = RbacIdentity(ns, release, plugin_ns, admin_kubeconfig, [])
+    sc = Scenario(api, ident, sid, tmp, hosts, admin_kubeconfig, director_url=url)
+    d = Deployed(sc, release, image, image_id, admin_kubeconfig,
+                 values_for(sid=sid, image=image, director_url=url, plugin_namespace=plugin_ns, namespace=ns))
+    installed = False
+    try:
+        sc.procs["director-sim"] = sim = start_proc(
+            "director-sim",
+            [sys.executable, "-m", "lab.director_sim", "--host", lab_node.NODE_IP, "--port", str(port),
+             "--inventory", str(inv_path), "--state-file", str(tmp / "director.json"),
+             "--hotplug-latency", str(hotplug_latency)],
+            tmp, env={"DIRECTOR_SIM_USERNAME": SIM_USER, "DIRECTOR_SIM_PASSWORD": SIM_PASSWORD})
+        readiness.wait_until(readiness.http_probe(f"{url}/_sim/health"), what="director-sim",
+                             timeout_seconds=120, alive=lambda: sim.popen.poll() is None, log=sim.log)
+        for name in hosts.values():
+            core.create_node(node_body(name, sid))
+        wait_for(lambda: all(_ready(core.read_node(n)) for n in hosts.values()), timeout=60,
+                 what="kwok Nodes Ready")
+        sc.start_agent()
+        if install:
+            installed = True
+            d.helm("install")
+        yield d
+    finally:
+        if installed:
+            subprocess.run(["helm", "uninstall", release, "--namespace", ns, "--kubeconfig",
+                            str(admin_kubeconfig), "--wait", "--timeout", "60s"],
+                           capture_output=True, timeout=120, check=False)
+        for p in reversed(list(sc.procs.values())):
+            p.stop()
+        for n in (ns, plugin_ns):
+            try:
+                for p in core.list_namespaced_pod(n).items:
+                    core.delete_namespaced_pod(p.metadata.name, n, grace_period_seconds=0)
+                core.delete_namespace(n)
+            except ApiException:
+                pass
+        for name in hosts.values():
+            try:
+                core.delete_node(name)
+            except ApiException:
+                pass
+
+
+def metric(text: str, name: str) -> float:
+    """Sum of the samples of metric ``name`` in Prometheus text ``text``."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith((name + " ", name + "{")))
+
+
+def dump(obj: Any) -> str:
+    """Compact JSON of a client object, for messages."""
+    return json.dumps(client.ApiClient().sanitize_for_serialization(obj))[:2000]

@@ -1,0 +1,79 @@
+"""Stack config -> chart values -> rendered Deployment: the image, the Pods' placement and the
+API server address for a cluster without kube-proxy (the lab's real node)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.composer import composer_values
+from stack_config.loader import load_stack_file
+from stack_config.models import ComposerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "composer"
+
+
+def _values(cc: ComposerConfig) -> dict[str, Any]:
+    return composer_values(config=cc, director_url="http://127.0.0.1:18080", director_username="admin",
+                           credentials_secret="creds", excluded_devices=[], tenant_pools=[])
+
+
+def _dev_composer() -> ComposerConfig:
+    estate = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    assert estate.composer is not None
+    return estate.composer
+
+
+def test_dev_stack_runs_the_lab_image_on_the_real_node_and_reaches_the_api_at_the_node_address() -> None:
+    from lab import image, node
+
+    v = _values(_dev_composer())
+    assert v["image"] == {"repository": image.IMAGE_REPOSITORY, "tag": image.LAB_TAG}
+    assert v["nodeSelector"] == {"kubernetes.io/hostname": node.NODE_NAME}
+    assert v["tolerations"] == [{"key": node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    assert v["kubernetesService"] == {"host": node.NODE_IP, "port": 16443}
+    assert v["director"]["url"] == f"http://{node.NODE_IP}:18080"
+
+
+def test_unset_placement_leaves_the_chart_defaults() -> None:
+    v = _values(ComposerConfig(pool="p", target_cluster="mothership"))
+    assert not {"image", "nodeSelector", "tolerations", "kubernetesService"} & v.keys()
+    assert v["director"]["url"] == "http://127.0.0.1:18080"
+
+
+@pytest.mark.parametrize("bad", [{"image": "composer"}, {"image": "a/b"}, {"api_server": "10.0.0.1"},
+                                 {"director_endpoint": "ftp://x"}])
+def test_bad_placement_config_is_refused(bad: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        ComposerConfig(pool="p", target_cluster="mothership", **bad)
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not built: run `make setup`")
+def test_rendered_deployment_carries_image_placement_and_api_server_env(tmp_path: Path) -> None:
+    values = _values(_dev_composer())
+    vfile = tmp_path / "values.yaml"
+    vfile.write_text(yaml.safe_dump(values))
+    out = subprocess.run(["helm", "template", "composer", str(CHART), "--namespace", "composer-system",
+                          "-f", str(vfile)], capture_output=True, text=True, timeout=60, check=True).stdout
+    (dep,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = [c for c in pod["containers"] if c["name"] == "composer"]
+    assert c["image"] == "localhost/composable-gpu/composer:lab"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["KUBERNETES_SERVICE_HOST"] == "10.89.0.1" and env["KUBERNETES_SERVICE_PORT"] == "16443"
+    assert env["COMPOSER_DIRECTOR_URL"] == "http://10.89.0.1:18080"
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "mgmt-1"}
+    assert pod["tolerations"][0]["key"] == "composable-gpu.io/system"
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    # without the setting the kubelet's service variables stay in charge
+    plain = subprocess.run(["helm", "template", "composer", str(CHART), "--set", "director.password=x"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "KUBERNETES_SERVICE_HOST" not in plain
+    assert json.dumps(values).count("lab-director-password") == 0
