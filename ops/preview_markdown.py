@@ -54,7 +54,9 @@ SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
     "Dpu": ("host", "mode", "host_privilege", "host_rshim"),
     "HypervisorCluster": ("hosts", "gpu_workload_mode", "kubevirt"),
     "DpuCluster": ("hosts", "template"),
-    "TenantCluster": ("tenant", "template", "hypervisor_cluster", "gpu_mode", "gpu_model", "gpu_count"),
+    "TenantCluster": (
+        "tenant", "template", "control_plane", "hypervisor_cluster", "gpu_mode", "gpu_model", "gpu_count"
+    ),
     "GpuSharing": ("strategy", "replicas", "mig_profile", "hosts", "tenants"),
     "Composer": ("pool", "target_cluster", "idle_timeout_seconds", "cluster_admin"),
 }
