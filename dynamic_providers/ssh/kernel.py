@@ -30,6 +30,7 @@ __all__ = [
     "PROC_CMDLINE",
     "PROC_MODULES",
     "blacklist_conf",
+    "blacklisted_modules",
     "grub_args",
     "loaded_modules",
     "missing_args",
@@ -118,3 +119,14 @@ def blacklist_conf(modules: Iterable[str]) -> str:
 def loaded_modules(proc_modules_text: str) -> set[str]:
     """Module names listed in ``/proc/modules`` (first field of each line)."""
     return {line.split()[0] for line in proc_modules_text.splitlines() if line.strip()}
+
+
+def blacklisted_modules(conf_text: str | None) -> list[str]:
+    """Modules a modprobe.d file blacklists (``blacklist <module>`` lines, modprobe.d(5)),
+    sorted; ``[]`` for a missing (None) file. Comments and other directives are ignored."""
+    found = set()
+    for line in (conf_text or "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) == 2 and words[0] == "blacklist":
+            found.add(words[1])
+    return sorted(found)

@@ -6,6 +6,7 @@
 - :func:`configure_dpu`: ``mlxconfig -e query`` the managed parameters, ``mlxconfig set``
   only those whose Next Boot value differs, and ``mlxfwreset`` only when
   ``spec.allow_firmware_reset`` is True and a Current value differs from Next Boot.
+- :func:`read_host`, :func:`read_dpu`: the same queries and nothing else (``pulumi refresh``).
 
 Both return a plain result dict (the provider's outputs, minus the echoed inputs) and never
 include command output or connection details. Decisions come from the pure modules
@@ -29,7 +30,7 @@ from dynamic_providers.ssh.errors import (
 )
 from dynamic_providers.ssh.models import DpuMlxconfigSpec, HostKernelPrepSpec, MlxconfigRow, SshTarget
 
-__all__ = ["BOOT_ID", "RunnerFactory", "configure_dpu", "prepare_host"]
+__all__ = ["BOOT_ID", "RunnerFactory", "configure_dpu", "prepare_host", "read_dpu", "read_host"]
 
 #: Changes on every boot (proc(5): ``/proc/sys/kernel/random/boot_id``); tells a finished
 #: reboot from a host that has not gone down yet.
@@ -134,6 +135,58 @@ def prepare_host(target: SshTarget, spec: HostKernelPrepSpec, *, runner: RunnerF
     return {"changed": changed, **status, "rebooted": rebooted}
 
 
+def read_host(target: SshTarget, spec: HostKernelPrepSpec, *, runner: RunnerFactory = SshRunner,
+              ) -> dict[str, Any]:
+    """What the host runs with and will boot with, read-only (no file written, nothing run
+    but reads of ``/etc/default/grub``, ``/proc/cmdline``, ``/proc/modules`` and the blacklist).
+
+    Returns:
+        :func:`prepare_host`'s status keys (``configured_kernel_args``,
+        ``missing_active_kernel_args``, ``loaded_blacklisted_modules``, ``reboot_pending``),
+        plus ``present_kernel_args`` (the wanted args GRUB has, in ``spec`` order) and
+        ``present_blacklisted_modules`` (the wanted modules our modprobe.d file blacklists).
+    Raises:
+        dynamic_providers.ssh.errors.SshError: as :func:`prepare_host`.
+    """
+    with runner(target, sudo=spec.use_sudo) as ssh:
+        observed = _observe_host(ssh, spec)
+    status = _host_status(spec, observed)
+    configured = set(status["configured_kernel_args"])
+    in_file = set(kernel.blacklisted_modules(observed["blacklist"]))
+    return {**status, "present_kernel_args": [a for a in spec.kernel_args if a in configured],
+            "present_blacklisted_modules": [m for m in spec.blacklisted_modules if m in in_file]}
+
+
+def read_dpu(target: SshTarget, spec: DpuMlxconfigSpec, *, runner: RunnerFactory = SshRunner,
+             ) -> dict[str, Any]:
+    """The managed parameters' values, read-only (``mlxconfig -e query`` only).
+
+    Returns:
+        ``next_boot``, ``current``, ``pending_parameters`` and ``reset_pending`` as
+        :func:`configure_dpu` reports them.
+    Raises:
+        dynamic_providers.ssh.errors.SshError: as :func:`configure_dpu`.
+    """
+    with runner(target, sudo=spec.use_sudo) as ssh:
+        rows = _query(ssh, spec)
+    return _dpu_status(spec, rows, _differing(spec, rows))
+
+
+def _differing(spec: DpuMlxconfigSpec, rows: dict[str, MlxconfigRow]) -> list[str]:
+    """Managed names whose reported Current differs from Next Boot."""
+    return [n for n in spec.parameters
+            if rows[n].current is not None and rows[n].current != rows[n].next_boot]
+
+
+def _dpu_status(spec: DpuMlxconfigSpec, rows: dict[str, MlxconfigRow], pending: list[str]) -> dict[str, Any]:
+    return {
+        "next_boot": {n: rows[n].next_boot for n in spec.parameters},
+        "current": {n: rows[n].current for n in spec.parameters if rows[n].current is not None},
+        "pending_parameters": pending,
+        "reset_pending": bool(pending),
+    }
+
+
 def _query(ssh: SshRunner, spec: DpuMlxconfigSpec) -> dict[str, MlxconfigRow]:
     result = ssh.run(mlxconfig.query_argv(spec.device, spec.parameters), privileged=True)
     rows = mlxconfig.parse_query(result.stdout)
@@ -177,13 +230,5 @@ def configure_dpu(target: SshTarget, spec: DpuMlxconfigSpec, *,
             ssh.run(mlxconfig.mlxfwreset_argv(spec.device, spec.reset_level), privileged=True)
             reset_performed = True
             rows = _query(ssh, spec)
-            pending = [n for n in spec.parameters
-                       if rows[n].current is not None and rows[n].current != rows[n].next_boot]
-    return {
-        "changed": list(to_set),
-        "next_boot": {n: rows[n].next_boot for n in spec.parameters},
-        "current": {n: rows[n].current for n in spec.parameters if rows[n].current is not None},
-        "pending_parameters": pending,
-        "reset_pending": bool(pending),
-        "reset_performed": reset_performed,
-    }
+            pending = _differing(spec, rows)
+    return {"changed": list(to_set), **_dpu_status(spec, rows, pending), "reset_performed": reset_performed}

@@ -18,13 +18,19 @@ Lifecycle: ``check`` validates every known input (mlxconfig names and ranges via
 :mod:`~dynamic_providers.ssh.mlxconfig_rules`) before anything connects; ``diff`` is pure
 (inputs against the last outputs; a changed ``triggers`` list forces a re-check);
 ``create``/``update`` query, change only what differs and return every output; ``read``
-returns the recorded state (the state holds no connection details, so refresh cannot
-reach the target); ``delete`` leaves the machine as it is (firmware and boot settings are
-not rolled back by forgetting a resource).
+(``pulumi refresh``) connects and reads the live values: GRUB's ``GRUB_CMDLINE_LINUX``, the
+running ``/proc/cmdline``, the blacklist file and ``/proc/modules`` for a host; ``mlxconfig -e
+query`` Current and Next Boot for a DPU. It reports them as outputs and writes the values the
+machine will boot with back as inputs (``kernel_args`` and ``blacklisted_modules`` keep only
+what is still configured, ``parameters`` become the Next Boot values), so the next preview
+shows the repair and ``pulumi up`` carries it out; ``delete`` leaves the machine as it is
+(firmware and boot settings are not rolled back by forgetting a resource).
 
 Secrets: ``connection`` (host, port, user, private key, pinned host key) is always wrapped
-as a Pulumi secret, so state stores it encrypted; no output echoes it. The only
-connection-derived output is the host key's public SHA256 fingerprint.
+as a Pulumi secret and kept in the outputs only as one (``additional_secret_outputs``), so
+``read`` can reach the machine while state stores it encrypted; no other output echoes it.
+The only other connection-derived output is the host key's public SHA256 fingerprint. A
+resource recorded before its outputs carried the connection is refreshed as recorded.
 """
 
 from __future__ import annotations
@@ -165,6 +171,10 @@ def _target(props: Mapping[str, Any]) -> SshTarget:
     return SshTarget.model_validate(props["connection"])
 
 
+#: The connection is kept in the outputs (for ``read``) only as a secret.
+_SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
+
+
 # ---------------------------------------------------------------------------------------------
 # HostKernelPrep
 
@@ -218,7 +228,8 @@ class HostKernelPrepProvider(ResourceProvider):
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
         spec, target = _host_spec(props), _target(props)
         result = operations.prepare_host(target, spec)
-        return {**_host_echo(spec, props), "host_key_fingerprint": target.host_key_fingerprint, **result}
+        return {**_host_echo(spec, props), "connection": props["connection"],
+                "host_key_fingerprint": target.host_key_fingerprint, **result}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         """Query the host, change what differs, maybe reboot; return every output."""
@@ -229,8 +240,21 @@ class HostKernelPrepProvider(ResourceProvider):
         return UpdateResult(outs=self._apply(news))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Return the recorded outputs (no connection details are stored to reach the host)."""
-        return ReadResult(id_=id_, outs=props)
+        """Refresh: read GRUB, ``/proc/cmdline``, the blacklist and ``/proc/modules`` (nothing
+        is written). ``kernel_args``/``blacklisted_modules`` (outputs and inputs) keep only the
+        wanted values still configured, so a removed one shows as drift and ``up`` restores it.
+
+        Raises:
+            dynamic_providers.ssh.errors.SshError: the host cannot be reached or read.
+        """
+        if not props.get("connection"):
+            return ReadResult(id_=id_, outs=props)
+        spec, target = _host_spec(props), _target(props)
+        live = operations.read_host(target, spec)
+        configured = {"kernel_args": live.pop("present_kernel_args"),
+                      "blacklisted_modules": live.pop("present_blacklisted_modules")}
+        inputs = {k: props.get(k) for k in ("connection", *_HOST_SPEC_FIELDS, "triggers")}
+        return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Forget the resource; the host keeps its kernel arguments and blacklist."""
@@ -293,6 +317,7 @@ class HostKernelPrep(Resource, module="ssh", name="HostKernelPrep"):
             "triggers": triggers or [],
             **dict.fromkeys(_HOST_OUTPUTS),
         }
+        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
         super().__init__(HostKernelPrepProvider(), name, props, opts)
 
 
@@ -360,7 +385,8 @@ class DpuMlxconfigProvider(ResourceProvider):
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
         spec, target = _dpu_spec(props), _target(props)
         result = operations.configure_dpu(target, spec)
-        return {**_dpu_echo(spec, props), "host_key_fingerprint": target.host_key_fingerprint, **result}
+        return {**_dpu_echo(spec, props), "connection": props["connection"],
+                "host_key_fingerprint": target.host_key_fingerprint, **result}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         """Query, set only what differs, maybe reset; return every output."""
@@ -371,8 +397,21 @@ class DpuMlxconfigProvider(ResourceProvider):
         return UpdateResult(outs=self._apply(news))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Return the recorded outputs (no connection details are stored to reach the DPU)."""
-        return ReadResult(id_=id_, outs=props)
+        """Refresh: ``mlxconfig -e query`` the managed parameters (nothing is set). Outputs
+        ``next_boot``/``current``/``pending_parameters``/``reset_pending`` are the live values;
+        ``parameters`` (output and input) become the Next Boot values, so a value changed
+        behind our back shows as drift and ``up`` sets it again.
+
+        Raises:
+            dynamic_providers.ssh.errors.SshError: the DPU cannot be reached or queried.
+        """
+        if not props.get("connection"):
+            return ReadResult(id_=id_, outs=props)
+        spec, target = _dpu_spec(props), _target(props)
+        live = operations.read_dpu(target, spec)
+        inputs = {k: props.get(k) for k in ("connection", *_DPU_SPEC_FIELDS, "triggers")}
+        configured = {"parameters": dict(live["next_boot"])}
+        return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Forget the resource; the firmware keeps its configuration."""
@@ -433,4 +472,5 @@ class DpuMlxconfig(Resource, module="ssh", name="DpuMlxconfig"):
             "triggers": triggers or [],
             **dict.fromkeys(_DPU_OUTPUTS),
         }
+        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
         super().__init__(DpuMlxconfigProvider(), name, props, opts)

@@ -101,3 +101,12 @@ def test_blacklist_and_proc_parsing() -> None:
         "nouveau", "vfio_pci"}
     assert kernel.missing_args(WANTED, "BOOT_IMAGE=/vmlinuz ro iommu=pt".split()) == ["intel_iommu=on",
                                                                                      "pci=realloc"]
+
+
+def test_blacklisted_modules_reads_only_blacklist_lines() -> None:
+    conf = kernel.blacklist_conf(["nouveau", "radeon"])
+    assert kernel.blacklisted_modules(conf) == ["nouveau", "radeon"]
+    edited = ("# blacklist old\nblacklist  nvidiafb  # framebuffer\n"
+              "options nouveau modeset=0\ninstall x /bin/true\n")
+    assert kernel.blacklisted_modules(edited) == ["nvidiafb"]
+    assert kernel.blacklisted_modules(None) == [] and kernel.blacklisted_modules("") == []

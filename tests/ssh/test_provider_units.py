@@ -122,7 +122,9 @@ def test_diff_requests_an_update_when_a_pending_reset_becomes_allowed_only() -> 
     assert provider.diff("id", outputs_after_apply(inputs, reset_pending=False), inputs).changes is False
 
 
-def test_read_and_delete_do_not_touch_the_target() -> None:
+def test_state_without_a_connection_refreshes_as_recorded_and_delete_touches_nothing() -> None:
+    """A resource recorded before its outputs carried the (secret) connection cannot be reached:
+    refresh keeps what was recorded instead of failing. (Live reads: tests/ssh/test_ssh_lab.py.)"""
     provider = DpuMlxconfigProvider()
     state = outputs_after_apply(dpu_inputs())
     assert provider.read("dpu-1", state).outs == state

@@ -15,6 +15,7 @@ from dynamic_providers.ssh.errors import SshAuthError, SshCommandError, SshHostK
 from dynamic_providers.ssh.models import DpuMlxconfigSpec, HostKernelPrepSpec, SshTarget
 from dynamic_providers.ssh.provider import DpuMlxconfigProvider, HostKernelPrepProvider
 from lab import processes
+from tests.ssh import drift
 
 SEED_002 = {"VIRTIO_NET_EMULATION_ENABLE": 1, "VIRTIO_NET_EMULATION_NUM_PF": 10,
             "VIRTIO_NET_EMULATION_NUM_VF": 10, "PCI_SWITCH_EMULATION_ENABLE": 1,
@@ -151,3 +152,62 @@ def test_check_logs_in_once_per_host_and_key_and_reports_a_closed_port(ssh_lab, 
     (failure,) = HostKernelPrepProvider().check({}, {"connection": closed}).failures
     assert "no SSH connection" in failure.reason and f"{preflight.PREFLIGHT_ENV}=off" in failure.reason
     assert ssh_lab.invocations() == []  # a login runs no command
+
+
+# --- refresh reads the live values (provider read) --------------------------------------------
+
+
+def test_host_refresh_sees_grub_cmdline_and_blacklist_drift_and_update_repairs_it(ssh_lab,
+                                                                                 target: SshTarget) -> None:
+    provider = HostKernelPrepProvider()
+    inputs = {"connection": _connection(target), "sysroot": str(ssh_lab.sysroot), "allow_reboot": True}
+    outs = provider.create(inputs).outs
+    assert outs["reboot_pending"] is False and outs["connection"] == inputs["connection"]
+    ran = len(ssh_lab.invocations())
+    assert provider.read("id", outs).outs["kernel_args"] == outs["kernel_args"], "no drift yet"
+
+    drift.drop_kernel_arg(ssh_lab, "iommu=pt")
+    drift.boot_without(ssh_lab, "intel_iommu=on")
+    drift.unblacklist(ssh_lab, "nouveau")
+    read = provider.read("id", outs)
+    assert read.outs["configured_kernel_args"] == ["intel_iommu=on", "pci=realloc"]
+    assert read.outs["missing_active_kernel_args"] == ["intel_iommu=on"]
+    assert read.outs["reboot_pending"] is True
+    assert read.outs["kernel_args"] == ["intel_iommu=on", "pci=realloc"] == read.inputs["kernel_args"]
+    assert read.outs["blacklisted_modules"] == [] == read.inputs["blacklisted_modules"]
+    assert read.inputs["connection"] == inputs["connection"]
+    assert read.inputs["sysroot"] == str(ssh_lab.sysroot)
+    assert len(ssh_lab.invocations()) == ran, "refresh runs no tool, writes nothing"
+
+    wanted = {**inputs, "kernel_args": outs["kernel_args"],
+              "blacklisted_modules": outs["blacklisted_modules"]}
+    assert provider.diff("id", read.outs, wanted).changes is True
+    repaired = provider.update("id", read.outs, wanted).outs
+    assert repaired["changed"] == ["grub", "modprobe", "initramfs"] and repaired["rebooted"] is True
+    assert 'GRUB_CMDLINE_LINUX="intel_iommu=on pci=realloc iommu=pt"' in ssh_lab.read("/etc/default/grub")
+    assert provider.read("id", repaired).outs["reboot_pending"] is False
+
+
+def test_dpu_refresh_sees_mlxconfig_drift_and_update_repairs_it(ssh_lab, target: SshTarget) -> None:
+    provider = DpuMlxconfigProvider()
+    inputs = {"connection": _connection(target), "device": ssh_lab.device, "parameters": SEED_002,
+              "allow_firmware_reset": True}
+    outs = provider.create(inputs).outs
+    assert outs["reset_pending"] is False
+    drift.set_mlx(ssh_lab, "VIRTIO_NET_EMULATION_NUM_VF", next_boot=4)            # staged by someone
+    drift.set_mlx(ssh_lab, "PCI_SWITCH_EMULATION_NUM_PORT", next_boot=16, current=16)  # and applied
+    queries = len(ssh_lab.invocations("mlxconfig"))
+    read = provider.read("id", outs)
+    assert read.outs["next_boot"]["VIRTIO_NET_EMULATION_NUM_VF"] == 4
+    assert read.outs["current"]["VIRTIO_NET_EMULATION_NUM_VF"] == 10
+    assert read.outs["pending_parameters"] == ["VIRTIO_NET_EMULATION_NUM_VF"] and read.outs["reset_pending"]
+    assert read.outs["current"]["PCI_SWITCH_EMULATION_NUM_PORT"] == 16
+    assert read.inputs["parameters"] == {**SEED_002, "VIRTIO_NET_EMULATION_NUM_VF": 4,
+                                         "PCI_SWITCH_EMULATION_NUM_PORT": 16}
+    calls = ssh_lab.invocations("mlxconfig")[queries:]
+    assert [c["argv"][3] for c in calls] == ["query"], "refresh only queries"
+
+    assert provider.diff("id", read.outs, inputs).changes is True
+    repaired = provider.update("id", read.outs, inputs).outs
+    assert repaired["changed"] == ["PCI_SWITCH_EMULATION_NUM_PORT", "VIRTIO_NET_EMULATION_NUM_VF"]
+    assert repaired["next_boot"] == SEED_002 and repaired["current"] == SEED_002
