@@ -175,6 +175,14 @@ def _target(props: Mapping[str, Any]) -> SshTarget:
 _SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
 
 
+def _refreshed(id_: str, props: Mapping[str, Any], spec_fields: Sequence[str], live: Mapping[str, Any],
+               configured: Mapping[str, Any]) -> ReadResult:
+    """A refresh result: recorded outputs updated with the ``live`` values, and inputs (the
+    connection, the spec, ``triggers``) whose managed values are what is ``configured`` now."""
+    inputs = {k: props.get(k) for k in ("connection", *spec_fields, "triggers")}
+    return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
+
+
 # ---------------------------------------------------------------------------------------------
 # HostKernelPrep
 
@@ -253,8 +261,7 @@ class HostKernelPrepProvider(ResourceProvider):
         live = operations.read_host(target, spec)
         configured = {"kernel_args": live.pop("present_kernel_args"),
                       "blacklisted_modules": live.pop("present_blacklisted_modules")}
-        inputs = {k: props.get(k) for k in ("connection", *_HOST_SPEC_FIELDS, "triggers")}
-        return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
+        return _refreshed(id_, props, _HOST_SPEC_FIELDS, live, configured)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Forget the resource; the host keeps its kernel arguments and blacklist."""
@@ -409,9 +416,7 @@ class DpuMlxconfigProvider(ResourceProvider):
             return ReadResult(id_=id_, outs=props)
         spec, target = _dpu_spec(props), _target(props)
         live = operations.read_dpu(target, spec)
-        inputs = {k: props.get(k) for k in ("connection", *_DPU_SPEC_FIELDS, "triggers")}
-        configured = {"parameters": dict(live["next_boot"])}
-        return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
+        return _refreshed(id_, props, _DPU_SPEC_FIELDS, live, {"parameters": dict(live["next_boot"])})
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Forget the resource; the firmware keeps its configuration."""
