@@ -59,6 +59,7 @@ class Jobs:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._settling = threading.Lock()  # one settle at a time: a job reads as ended only once applied
         self._ids = itertools.count(1)
         self._jobs: dict[int, Job] = {}
 
@@ -79,15 +80,17 @@ class Jobs:
             return job
 
     def settle(self) -> None:
-        """End every job whose time has come (applying its deferred effect)."""
-        now = time.monotonic()
-        with self._lock:
-            due = [j for j in self._jobs.values() if j.state == PENDING and j.done_at <= now]
+        """End every job whose time has come, applying its deferred effect first: a concurrent
+        request waits here, so it never sees a job ended whose effect is not applied yet."""
+        with self._settling:
+            now = time.monotonic()
+            with self._lock:
+                due = [j for j in self._jobs.values() if j.state == PENDING and j.done_at <= now]
             for j in due:
-                j.state = FAILURE if j.fail else "done"
-        for j in due:
-            if j.finish is not None:
-                j.finish(j.fail)
+                if j.finish is not None:
+                    j.finish(j.fail)
+                with self._lock:
+                    j.state = FAILURE if j.fail else "done"
 
     def get(self, job_id: int) -> Job | None:
         """The job, or ``None`` when unknown."""

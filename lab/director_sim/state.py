@@ -384,6 +384,9 @@ class Fabric:
             self.save()
             return g
 
+    def _queued_in_pool_edit(self, device: str) -> bool:
+        return any(device in pe.add or device in pe.remove for pe in self.state.pool_edits.values())
+
     def _queued_elsewhere(self, device: str, grp_id: int) -> bool:
         return any(device in pe.add for gid, pe in self.state.pool_edits.items() if gid != grp_id)
 
@@ -481,6 +484,12 @@ class Fabric:
             if attach:
                 if g.mach_id == m.mach_id or device in e.attach:
                     return g
+                if self._queued_in_pool_edit(device):
+                    # This simulator's rule (LIQID's code does not show one): a device with a
+                    # pool move pending may change group under the relation.
+                    raise SimError(
+                        409, f"Device {g.dev_id} has a pending group pool change", type_="LiqidException"
+                    )
                 if g.mach_id is not None:
                     holder = self.machine(mach_id=g.mach_id).name
                     raise SimError(

@@ -382,3 +382,17 @@ def test_a_failed_reprogram_job_leaves_the_edit_open_and_applies_nothing(sim: Si
     mid = sim.machine_id("blade-slot-1")
     assert sim.gpu("gpu2")["mach_id"] is None and sim.state()["edits"][str(mid)]["attach"] == ["gpu2"]
     assert api(sim, "POST", "fabric/edit/cancel", json=body["machine"]).ok
+
+
+def test_relate_refuses_a_device_with_a_pending_pool_move(sim: Sim) -> None:
+    """Otherwise a reprogram could attach a device whose group changed meanwhile."""
+    body = _relate_body(sim, "gpu2", "blade-slot-1")
+    pool = _pool(sim, body["groupDeviceRelator"]["group"]["grp_id"])
+    assert api(sim, "POST", "pool/edit", json=pool).ok
+    assert api(sim, "DELETE", "predevice/gpu", json=body["groupDeviceRelator"]).ok  # queued
+    assert api(sim, "POST", "fabric/edit", json=body["machine"]).ok
+    r = api(sim, "POST", "relate/gpu", json=body)
+    assert r.status_code == 409
+    assert "pending group pool change" in r.json()["response"]["errors"][0]["message"]
+    assert api(sim, "POST", "pool/done", json=pool).ok
+    assert sim.gpu("gpu2")["grp_id"] is None and sim.gpu("gpu2")["mach_id"] is None
