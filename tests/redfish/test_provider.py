@@ -108,13 +108,14 @@ def test_converged_dpu_is_not_written_or_reset_again(sim, name):
     assert again["drift"] == [] and sim.state(name)["reset_count"] == 1
 
 
+#: The eight ExternalHostPrivileges properties (NVIDIA BlueField BMC 24.10-LTS ... 25.07 pages).
+HOST_PRIVS = ("HostPrivFlashAccess", "HostPrivFwUpdate", "HostPrivNicReset", "HostPrivNvGlobal",
+              "HostPrivNvHost", "HostPrivNvInternalCpu", "HostPrivNvPort", "HostPrivPccUpdate")
 #: Out-of-band loosening of the host privilege, per generation.
 LOOSEN = {
     "dpu-legacy": ({"attributes": {"Host Privilege Level": "Privileged"}}, "Privileged"),
     "dpu": ({"external_privileges": {"HostPrivFwUpdate": "Enabled"}}, "Custom"),
-    "dpu-tls": ({"external_privileges": dict.fromkeys(
-        ["HostPrivFlashAccess", "HostPrivFwUpdate", "HostPrivNicReset", "HostPrivNvGlobal", "HostPrivNvHost",
-         "HostPrivNvInternalCpu", "HostPrivNvPort", "HostPrivPccUpdate"], "Default")}, "Privileged"),
+    "dpu-tls": ({"external_privileges": dict.fromkeys(HOST_PRIVS, "Default")}, "Privileged"),
     "dpu-2510": ({"privilege_settings": {"FirmwareUpdate": "Enabled"}}, "Custom"),
     "dpu-2601": ({"privilege_mode": "Privileged"}, "Privileged"),
 }
@@ -138,6 +139,28 @@ def test_refresh_reports_out_of_band_drift_and_update_repairs_it(sim, name):
     repaired = P.update("id", read.outs, dpu_props(sim, name, apply_reset=True)).outs
     assert repaired["drift"] == [] and repaired["mode"] == "DpuMode"
     assert repaired["host_privilege_level"] == "Restricted" and sim.host_privilege(name) == "Restricted"
+
+
+#: Out-of-band tightening to Restricted, per generation (a DPU someone already locked down).
+TIGHTEN = {
+    "dpu-legacy": {"attributes": {"Host Privilege Level": "Restricted"}},
+    "dpu": {"external_privileges": dict.fromkeys(HOST_PRIVS, "Disabled")},
+    "dpu-tls": {"external_privileges": dict.fromkeys(HOST_PRIVS, "Disabled")},
+    "dpu-2510": {"privilege_mode": "Restricted"},
+    "dpu-2601": {"privilege_mode": "Restricted"},
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_create_adopts_an_already_restricted_dpu_without_writing(sim, name):
+    """An estate prepared by hand is adopted by ``up`` as it is: read, nothing written, no reset."""
+    sim.drift(name, host_rshim="Disabled", **TIGHTEN[name])
+    before = len(sim.state(name)["requests"])
+    outs = P.create(dpu_props(sim, name, apply_reset=True)).outs
+    assert outs["drift"] == [] and outs["host_privilege_level"] == "Restricted"
+    writes = [r for r in sim.state(name)["requests"][before:]
+              if r["method"] in ("PATCH", "POST") and "Sessions" not in r["path"]]
+    assert writes == [] and sim.state(name)["reset_count"] == 0
 
 
 def test_a_staged_loosening_on_hostprivilegeconfig_is_drift_and_undone(sim):
