@@ -426,8 +426,10 @@ def roll_if_stale(cfg: LabConfig, namespace: str, ref: str) -> str | None:
     want = image_digests(cfg, ref)
     stale = False
     for p in client.CoreV1Api(api).list_namespaced_pod(namespace).items:
+        # The status names the image by whichever tag the runtime lists first: match the spec.
+        named = {c.name for c in p.spec.containers if c.image == ref}
         for c in p.status.container_statuses or []:
-            if c.image == ref and c.image_id and not any(c.image_id.endswith(d) for d in want):
+            if c.name in named and c.image_id and not any(c.image_id.endswith(d) for d in want):
                 stale = True
     if not stale:
         return None
