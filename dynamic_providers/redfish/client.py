@@ -19,7 +19,9 @@ behaviours go against what this project needs:
    sushy's exceptions translated anyway.
 
 Shapes and paths follow DSP0266 (sessions: "Session management"; ETags: "ETags"; errors:
-"Error responses") and NVIDIA's BlueField BMC docs for ``Systems/Bluefield``.
+"Error responses") and NVIDIA's BlueField BMC docs for ``Systems/Bluefield`` and the host-privilege
+resources of each firmware generation (:meth:`RedfishClient.privilege_interface`, see
+:mod:`dynamic_providers.redfish.privilege` and ``docs/bluefield-bmc-generations.md``).
 
 A client instance is for one thread. Use it as a context manager: the session is created
 on entry (or first use), reused, and deleted on exit::

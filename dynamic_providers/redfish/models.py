@@ -6,7 +6,8 @@ everything else in a payload is ignored. Field aliases are the Redfish property 
 Schemas: DMTF Redfish (https://redfish.dmtf.org/schemas/v1/): ServiceRoot, Session,
 ComputerSystem, Bios, Settings, ActionInfo, Manager, Message; NVIDIA OEM
 ``NvidiaComputerSystem`` (BlueField BMC docs, "BlueField Modes of Operation Configuration",
-"NIC Subsystem Management").
+"NIC Subsystem Management"), ``ExternalHostPrivileges`` and ``HostPrivilegeConfig`` (same page,
+releases 24.10-LTS ... 25.07 and 25.10-LTS / 26.01).
 """
 
 from __future__ import annotations
