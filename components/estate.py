@@ -61,6 +61,17 @@ def host_sharing(config: EstateConfig, host: str) -> list[tuple[str, GpuSharingC
     ]
 
 
+def device_plugin_default(config: EstateConfig, cluster: str) -> str | None:
+    """The device-plugin config every host of hypervisor cluster ``cluster`` uses, or None when its
+    hosts differ (or some use none). Set as the GPU Operator's ``devicePlugin.config.default``, it
+    reaches every node of the cluster without a node label."""
+    hv = config.hypervisor_cluster(cluster)
+    if hv is None:
+        return None
+    names = {next((n for n, _ in host_sharing(config, h)), None) for h in hv.hosts}
+    return names.pop() if len(names) == 1 else None
+
+
 def cluster_gpu_models(config: EstateConfig, cluster: str) -> list[str]:
     """GPU products that may sit in a hypervisor cluster's hosts: models composed onto them (all pool
     models when a composition names none) and models its tenant clusters ask for."""
@@ -266,6 +277,7 @@ class Estate(pulumi.ComponentResource):
                     catalog=cfg.catalog,
                     gpu_models=cluster_gpu_models(cfg, c.name),
                     device_plugin_configs={n: to_yaml(device_plugin_config(s)) for n, s in sharing},
+                    device_plugin_default=device_plugin_default(cfg, c.name),
                     mig_strategy=mig,
                     gpu_catalogue=gpu_catalogue,
                     vgpu_types=cfg.vgpu_types_on(c.name),

@@ -25,6 +25,8 @@ class HypervisorClusterArgs:
         gpu_models: GPU products on its hosts (KubeVirt permitted host devices for passthrough).
         device_plugin_configs: named GPU Operator device-plugin configs (name -> YAML) for the
             sharing settings on its hosts.
+        device_plugin_default: the device-plugin config every host uses (``devicePlugin.config.default``),
+            or None.
         mig_strategy: GPU Operator MIG strategy when any of its hosts uses MIG, else None.
         depends_on: resources to wait for (its Hosts, the ServiceTemplates).
         gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
@@ -37,6 +39,7 @@ class HypervisorClusterArgs:
     catalog: CatalogConfig
     gpu_models: Sequence[str] = ()
     device_plugin_configs: Mapping[str, str] = field(default_factory=dict)
+    device_plugin_default: str | None = None
     mig_strategy: str | None = None
     depends_on: Sequence[pulumi.Resource] = ()
     gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
@@ -78,6 +81,7 @@ class HypervisorCluster(pulumi.ComponentResource):
             catalog=args.catalog,
             gpu_models=args.gpu_models,
             device_plugin_configs=args.device_plugin_configs,
+            device_plugin_default=args.device_plugin_default,
             mig_strategy=args.mig_strategy,
             catalogue=args.gpu_catalogue,
             vgpu_types=args.vgpu_types,

@@ -318,6 +318,7 @@ def gpu_operator_values(
     *,
     workload_mode: str,
     device_plugin_configs: Mapping[str, str] | None = None,
+    device_plugin_default: str | None = None,
     mig_strategy: str | None = None,
     vgpu_manager: VgpuManagerConfig | None = None,
     vgpu_types: Sequence[str] = (),
@@ -330,8 +331,10 @@ def gpu_operator_values(
     cluster's vGPU type (``vgpu_types``, at most one; :func:`vgpu_device_config_name`);
     ``container``: driver and device plugin for pods. ``device_plugin_configs`` (name -> config YAML)
     become ``devicePlugin.config`` with the data inline; nodes pick one with the
-    ``nvidia.com/device-plugin.config`` label. Every key except ``devicePlugin.config.create`` /
-    ``.data`` (chart-only) is a ClusterPolicy ``spec`` field (:func:`cluster_policy_overrides`).
+    ``nvidia.com/device-plugin.config`` label, and nodes without it use ``device_plugin_default``
+    (``devicePlugin.config.default``; set when every host of the cluster uses one config). Every key
+    except ``devicePlugin.config.create`` / ``.data`` (chart-only) is a ClusterPolicy ``spec`` field
+    (:func:`cluster_policy_overrides`).
     """
     vm = workload_mode != "container"
     values: dict[str, Any] = {
@@ -347,7 +350,7 @@ def gpu_operator_values(
             "config": {
                 "create": True,
                 "name": "device-plugin-config",
-                "default": "",
+                "default": device_plugin_default or "",
                 "data": dict(sorted(device_plugin_configs.items())),
             }
         }
@@ -440,6 +443,7 @@ def hypervisor_cluster_spec(
     catalog: CatalogConfig,
     gpu_models: Iterable[str] = (),
     device_plugin_configs: Mapping[str, str] | None = None,
+    device_plugin_default: str | None = None,
     mig_strategy: str | None = None,
     catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
     vgpu_types: Sequence[str] = (),
@@ -458,6 +462,7 @@ def hypervisor_cluster_spec(
             gpu_operator_values(
                 workload_mode=cluster.gpu_workload_mode,
                 device_plugin_configs=device_plugin_configs,
+                device_plugin_default=device_plugin_default,
                 mig_strategy=mig_strategy,
                 vgpu_manager=cluster.vgpu_manager,
                 vgpu_types=vgpu_types,

@@ -288,3 +288,23 @@ def test_product_declared_in_config_reaches_kubevirt_and_tenant_vms(mocks: Recor
     assert {g["deviceName"] for g in cd["spec"]["config"]["worker"]["devices"]["gpus"]} == {
         "nvidia.com/GA100_A30_PCIE"
     }
+
+
+def test_device_plugin_default_only_when_every_host_of_the_cluster_shares_one_config(
+    mocks: Recorder, tmp_path: Path
+) -> None:
+    """``devicePlugin.config.default`` reaches every node of the cluster without a node label, so it is
+    set only when all of the cluster's hosts use the same sharing config."""
+    from components.estate import device_plugin_default
+
+    mixed = load_estate(valid_estate())  # workers: bm-1 time-slicing (blue), bm-2 MIG (green)
+    assert device_plugin_default(mixed, "workers") is None
+    raw = valid_estate()
+    raw["tenants"][2].pop("gpu_sharing")
+    raw["tenants"][1]["gpu_sharing"]["hosts"] = ["bm-1", "bm-2"]
+    uniform = load_estate(raw)
+    assert device_plugin_default(uniform, "workers") == "blue-gpu-sharing"
+    run(lambda: _estate(tmp_path, raw))
+    workers = mocks.named("workers", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment").inputs
+    gpu_operator = next(s for s in workers["spec"]["serviceSpec"]["services"] if s["name"] == "gpu-operator")
+    assert "default: blue-gpu-sharing" in gpu_operator["values"]
