@@ -24,6 +24,9 @@ Sources of the facts (``GpuProduct.sources`` names the one behind each entry's f
   NVIDIA AI Enterprise "vGPU types" reference pages (time-sliced ``-<n>C``/``-<n>Q`` and
   MIG-backed ``-<slices>-<n>C`` types; mediated-device names as ``nvidia-smi vgpu`` prints them,
   ``NVIDIA L40S-2Q``; older products keep the ``GRID `` prefix, ``GRID T4-1Q``).
+- ``vgpu-dm``: NVIDIA vgpu-device-manager ``examples/config-example.yaml``: one config per vGPU
+  type the vGPU Device Manager can create, named by the type without vendor prefix (``L40S-4Q``,
+  ``H100L-1-24C``); the MIG-backed ``<n>-<size>C`` types there also confirm MIG profiles.
 - ``pci-ids``: the PCI ID repository (vendor ``10de``), whose device names also give the GPU
   Operator sandbox device plugin's passthrough resource names ``nvidia.com/<chip>_<NAME>``
   (GPU Operator docs, "GPU Operator with KubeVirt": ``nvidia.com/GA100_A100_PCIE_40GB``).
@@ -34,10 +37,10 @@ Not verified against those sources when this catalogue was written (kept because
 the verified neighbours makes them very likely; check before relying on them): the ``nvml``
 memory sizes of L4, L40S, H200 NVL and RTX PRO 6000; the PCI IDs of L4 (``27b8``) and L40S
 (``26b9``); the passthrough resource names of every product added after T4 / A100 40GB (derived
-from their pci.ids names); the vGPU type lists of L4, A100 80GB, H200 NVL and RTX PRO 6000 beyond
-the full-size types; the H100 NVL / H200 NVL ``1g.*+me``, ``1g.24gb``/``1g.35gb``, ``4g.*`` and
-``7g.*`` profiles (the MIG guide lists them by analogy with A100 80GB; mig-parted's default config
-was checked for 1g/2g/3g only on H200 NVL).
+from their pci.ids names); the mediated-device name prefix (``GRID `` or ``NVIDIA ``) of A100 80GB
+types; the H200 NVL vGPU types smaller than ``H200-141C`` and its ``1g.18gb+me``, ``1g.35gb``,
+``4g.71gb`` and ``7g.141gb`` profiles (by analogy with H100 NVL); the RTX PRO 6000 vGPU types
+other than ``DC-96Q`` and ``DC-4-96Q``.
 """
 
 from __future__ import annotations
@@ -174,6 +177,7 @@ _PARTED = "mig-parted"
 _VGPU = "vgpu-guide"
 _PCI = "pci-ids"
 _NVML = "nvml"
+_VGPU_DM = "vgpu-dm"
 _UNVERIFIED = " (not verified, see module docstring)"
 
 
@@ -189,12 +193,21 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
             pci_device_id="1eb8",
             memory_mib=15360,
             passthrough_resource="nvidia.com/TU104GL_TESLA_T4",
-            vgpu_types=("GRID T4-1Q", "GRID T4-2Q", "GRID T4-4Q", "GRID T4-8Q", "GRID T4-16Q"),
+            vgpu_types=(
+                "GRID T4-1Q",
+                "GRID T4-2Q",
+                "GRID T4-4C",
+                "GRID T4-4Q",
+                "GRID T4-8C",
+                "GRID T4-8Q",
+                "GRID T4-16C",
+                "GRID T4-16Q",
+            ),
             sources={
                 "pci_device_id": f"{_PCI}: TU104GL [Tesla T4]",
                 "memory_mib": _NVML,
                 "passthrough_resource": "GPU Operator with KubeVirt",
-                "vgpu_types": f"{_VGPU}: Tesla T4",
+                "vgpu_types": f"{_VGPU}: Tesla T4; {_VGPU_DM}: T4-*",
             },
         ),
         _product(
@@ -211,13 +224,20 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
                 "GRID A100-10C",
                 "GRID A100-20C",
                 "GRID A100-40C",
+                "GRID A100-1-5C",
+                "GRID A100-1-5CME",
+                "GRID A100-1-10C",
+                "GRID A100-2-10C",
+                "GRID A100-3-20C",
+                "GRID A100-4-20C",
+                "GRID A100-7-40C",
             ),
             sources={
                 "pci_device_id": f"{_PARTED}: 0x20F110DE A100-40GB",
                 "memory_mib": _NVML,
                 "passthrough_resource": "GPU Operator with KubeVirt",
                 "mig_profiles": f"{_MIG}: A100-40GB; {_PARTED}",
-                "vgpu_types": f"{_VGPU}: A100 PCIe 40GB",
+                "vgpu_types": f"{_VGPU}: A100 PCIe 40GB; {_VGPU_DM}: A100-*",
             },
         ),
         _product(
@@ -235,13 +255,20 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
                 "GRID A100D-20C",
                 "GRID A100D-40C",
                 "GRID A100D-80C",
+                "GRID A100D-1-10C",
+                "GRID A100D-1-10CME",
+                "GRID A100D-1-20C",
+                "GRID A100D-2-20C",
+                "GRID A100D-3-40C",
+                "GRID A100D-4-40C",
+                "GRID A100D-7-80C",
             ),
             sources={
                 "pci_device_id": f"{_PARTED}: 0x20B510DE A100-80GB",
                 "memory_mib": _NVML,
                 "passthrough_resource": f"{_PCI}: GA100 [A100 PCIe 80GB]{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: A100-80GB profile names; {_PARTED}",
-                "vgpu_types": f"{_VGPU}: A100 PCIe 80GB{_UNVERIFIED}",
+                "mig_profiles": f"{_MIG}: A100-80GB profile names; {_PARTED}; {_VGPU_DM}: A100D-<n>-<size>C",
+                "vgpu_types": f"{_VGPU_DM}: A100D-* (mediated-device name prefix{_UNVERIFIED})",
             },
         ),
         _product(
@@ -249,21 +276,15 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
             pci_device_id="27b8",
             memory_mib=23034,
             passthrough_resource="nvidia.com/AD104GL_L4",
-            vgpu_types=(
-                "NVIDIA L4-1Q",
-                "NVIDIA L4-2Q",
-                "NVIDIA L4-3Q",
-                "NVIDIA L4-4Q",
-                "NVIDIA L4-6Q",
-                "NVIDIA L4-8Q",
-                "NVIDIA L4-12Q",
-                "NVIDIA L4-24Q",
+            vgpu_types=tuple(
+                f"NVIDIA L4-{t}"
+                for t in ("1Q", "2Q", "3Q", "4C", "4Q", "6C", "6Q", "8C", "8Q", "12C", "12Q", "24C", "24Q")
             ),
             sources={
                 "pci_device_id": f"{_PCI}: AD104GL [L4]{_UNVERIFIED}",
                 "memory_mib": f"{_NVML}{_UNVERIFIED}",
                 "passthrough_resource": f"{_PCI}{_UNVERIFIED}",
-                "vgpu_types": f"{_VGPU}: L4{_UNVERIFIED}",
+                "vgpu_types": f"{_VGPU_DM}: L4-*",
             },
         ),
         _product(
@@ -271,22 +292,18 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
             pci_device_id="26b9",
             memory_mib=46068,
             passthrough_resource="nvidia.com/AD102GL_L40S",
-            vgpu_types=(
-                "NVIDIA L40S-1Q",
-                "NVIDIA L40S-2Q",
-                "NVIDIA L40S-3Q",
-                "NVIDIA L40S-4Q",
-                "NVIDIA L40S-6Q",
-                "NVIDIA L40S-8Q",
-                "NVIDIA L40S-12Q",
-                "NVIDIA L40S-24Q",
-                "NVIDIA L40S-48Q",
+            vgpu_types=tuple(
+                f"NVIDIA L40S-{t}"
+                for t in (
+                    "1Q", "2Q", "3Q", "4C", "4Q", "6C", "6Q", "8C", "8Q", "12C", "12Q", "16C", "16Q", "24C",
+                    "24Q", "48C", "48Q",
+                )
             ),
             sources={
                 "pci_device_id": f"{_PCI}: AD102GL [L40S]{_UNVERIFIED}",
                 "memory_mib": f"{_NVML}{_UNVERIFIED}",
                 "passthrough_resource": f"{_PCI}{_UNVERIFIED}",
-                "vgpu_types": f"{_VGPU}: L40S Q-series (nvidia-smi vgpu names)",
+                "vgpu_types": f"{_VGPU_DM}: L40S-*; names as nvidia-smi vgpu prints them (NVIDIA L40S-1Q)",
             },
         ),
         _product(
@@ -294,23 +311,22 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
             pci_device_id="2321",
             memory_mib=95830,
             passthrough_resource="nvidia.com/GH100_H100_NVL",
-            mig_profiles=("1g.12gb", "1g.12gb+me", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
+            mig_profiles=("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
             mig_extra_configs=("all-balanced",),
-            vgpu_types=(
-                "NVIDIA H100L-6C",
-                "NVIDIA H100L-11C",
-                "NVIDIA H100L-15C",
-                "NVIDIA H100L-23C",
-                "NVIDIA H100L-31C",
-                "NVIDIA H100L-47C",
-                "NVIDIA H100L-94C",
+            vgpu_types=tuple(
+                f"NVIDIA H100L-{t}"
+                for t in (
+                    "4C", "6C", "11C", "15C", "23C", "47C", "94C", "1-12C", "1-12CME", "1-24C", "2-24C",
+                    "3-47C", "4-47C", "7-94C",
+                )
             ),
             sources={
                 "pci_device_id": f"{_PARTED}: 0x232110DE H100 NVL",
                 "memory_mib": _NVML,
                 "passthrough_resource": f"{_PCI}: GH100 [H100 NVL]{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: H100-PCIE 94GB; {_PARTED}: all-1g.12gb..all-7g.94gb, all-balanced",
-                "vgpu_types": f"{_VGPU}: H100 PCIe 94GB (H100 NVL) = H100L-94C; smaller sizes{_UNVERIFIED}",
+                "mig_profiles": f"{_MIG}: H100-PCIE 94GB; {_PARTED}: all-1g.12gb..all-7g.94gb, all-balanced; "
+                f"{_VGPU_DM}: H100L-1-24C",
+                "vgpu_types": f"{_VGPU}: H100 PCIe 94GB (H100 NVL) = H100L; {_VGPU_DM}: H100L-*",
             },
         ),
         _product(
