@@ -307,11 +307,10 @@ def device_plugin_config(sharing: GpuSharingConfig) -> dict[str, Any]:
 
 def vgpu_device_config_name(vgpu_type: str) -> str:
     """Name of the vGPU Device Manager config that creates ``vgpu_type`` on every GPU of a node: the
-    type without its vendor prefix, blanks as ``_`` (``GRID T4-4Q`` -> ``T4-4Q``, ``NVIDIA L40S-8Q``
-    -> ``L40S-8Q``), as the configs of the GPU Operator's ``default-vgpu-devices-config`` are named
-    (NVIDIA vgpu-device-manager ``examples/config-example.yaml``)."""
-    bare = vgpu_type.split(" ", 1)[1] if vgpu_type.startswith(("GRID ", "NVIDIA ")) else vgpu_type
-    return bare.replace(" ", "_")
+    type's last word (``GRID T4-4Q`` -> ``T4-4Q``, ``NVIDIA L40S-8Q`` -> ``L40S-8Q``,
+    ``NVIDIA RTX Pro 6000 Blackwell DC-1-24C`` -> ``DC-1-24C``), as the vGPU Device Manager's configs
+    are named (NVIDIA vgpu-device-manager ``examples/config-example.yaml``: ``T4-4Q``, ``L40S-8Q``)."""
+    return vgpu_type.split()[-1]
 
 
 def gpu_operator_values(

@@ -35,12 +35,11 @@ Sources of the facts (``GpuProduct.sources`` names the one behind each entry's f
 
 Not verified against those sources when this catalogue was written (kept because the pattern of
 the verified neighbours makes them very likely; check before relying on them): the ``nvml``
-memory sizes of L4, L40S, H200 NVL and RTX PRO 6000; the PCI IDs of L4 (``27b8``) and L40S
+memory sizes of L4, L40S and H200 NVL; the PCI IDs of L4 (``27b8``) and L40S
 (``26b9``); the passthrough resource names of every product added after T4 / A100 40GB (derived
 from their pci.ids names); the mediated-device name prefix (``GRID `` or ``NVIDIA ``) of A100 80GB
-types; the H200 NVL vGPU types smaller than ``H200-141C`` and its ``1g.18gb+me``, ``1g.35gb``,
-``4g.71gb`` and ``7g.141gb`` profiles (by analogy with H100 NVL); the RTX PRO 6000 vGPU types
-other than ``DC-96Q`` and ``DC-4-96Q``.
+types. The H200 NVL and RTX PRO 6000 type lists hold only the types seen in those sources (the
+full lists are longer).
 """
 
 from __future__ import annotations
@@ -335,13 +334,17 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
             memory_mib=143771,
             passthrough_resource="nvidia.com/GH100_H200_NVL",
             mig_profiles=("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-            vgpu_types=("NVIDIA H200-35C", "NVIDIA H200-70C", "NVIDIA H200-141C"),
+            vgpu_types=tuple(
+                f"NVIDIA H200-{t}"
+                for t in ("70C", "141C", "1-18C", "1-18CME", "1-35C", "2-35C", "3-71C", "4-71C", "7-141C")
+            ),
             sources={
                 "pci_device_id": f"{_PARTED}: 0x233B10DE H200 NVL",
                 "memory_mib": f"{_NVML}{_UNVERIFIED}",
                 "passthrough_resource": f"{_PCI}: GH100 [H200 NVL]{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: H200 NVL 141GB; {_PARTED}: 1g.18gb, 2g.35gb, 3g.71gb",
-                "vgpu_types": f"{_VGPU}: H200 PCIe 141GB (H200 NVL) = H200-141C; smaller sizes{_UNVERIFIED}",
+                "mig_profiles": f"{_MIG}: H200 NVL 141GB; {_PARTED}: 1g.18gb, 2g.35gb, 3g.71gb; {_VGPU}: "
+                "MIG-backed types of H200 PCIe 141GB (H200 NVL), one per profile",
+                "vgpu_types": f"{_VGPU}: H200 PCIe 141GB (H200 NVL): H200-<n>C, H200-<slices>-<n>C",
             },
         ),
         _product(
@@ -350,20 +353,16 @@ BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
             memory_mib=97887,
             passthrough_resource="nvidia.com/GB202GL_RTX_PRO_6000_BLACKWELL_SERVER_EDITION",
             mig_profiles=("1g.24gb", "2g.48gb", "4g.96gb"),
-            vgpu_types=(
-                "NVIDIA RTX Pro 6000 Blackwell DC-1-24C",
-                "NVIDIA RTX Pro 6000 Blackwell DC-4-96Q",
-                "NVIDIA RTX Pro 6000 Blackwell DC-24Q",
-                "NVIDIA RTX Pro 6000 Blackwell DC-48Q",
-                "NVIDIA RTX Pro 6000 Blackwell DC-96Q",
+            vgpu_types=tuple(
+                f"NVIDIA RTX Pro 6000 Blackwell DC-{t}" for t in ("96Q", "1-12C", "1-24C", "4-96Q")
             ),
             sources={
                 "pci_device_id": f"{_PARTED}: 0x2BB510DE",
-                "memory_mib": f"{_NVML}{_UNVERIFIED}",
+                "memory_mib": f"{_NVML} (memory.total 97887 MiB as reported for the card)",
                 "passthrough_resource": f"{_PCI}{_UNVERIFIED}",
                 "mig_profiles": f"{_MIG}: RTX PRO 6000 Blackwell Server Edition, at most 4 instances; "
                 f"{_PARTED}: 1g.24gb, 2g.48gb",
-                "vgpu_types": f"{_VGPU}: Blackwell DC types; DC-96Q and DC-4-96Q seen, others{_UNVERIFIED}",
+                "vgpu_types": f"{_VGPU}: Blackwell DC types (DC-<n>Q, DC-<slices>-<n>C); these four seen",
             },
         ),
     )

@@ -334,6 +334,7 @@ def test_vm_vgpu_cluster_gets_vgpu_manager_device_config_and_permitted_mdevs() -
     }
     assert values["vgpuDeviceManager"] == {"enabled": True, "config": {"default": "L40S-8Q"}}
     assert vgpu_device_config_name("GRID T4-4Q") == "T4-4Q"
+    assert vgpu_device_config_name("NVIDIA RTX Pro 6000 Blackwell DC-1-24C") == "DC-1-24C"
     kubevirt = kubevirt_values(workload_mode="vm-vgpu", gpu_models=[], vgpu_types=["NVIDIA L40S-8Q"])
     config = kubevirt["kubevirt"]["configuration"]
     assert config["permittedHostDevices"] == {
