@@ -25,7 +25,7 @@ setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when wa
 	bash lab/setup.sh
 
 image: setup  ## Build the composer image (Containerfile) with podman; the lab's Debian bases are made if missing
-	$(ENV) python -m lab.image build --ref-file .lab/composer-image
+	$(ENV) python -m lab.image build --also-tag lab --ref-file .lab/composer-image
 
 demo: setup  ## The main job: lab up, `pulumi up` of the dev stack, readable summary
 	$(ENV) $(PASS) python -m lab.demo --stack $(STACK)

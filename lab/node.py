@@ -263,12 +263,14 @@ def ensure_pause_image(cfg: LabConfig) -> str:
 
 
 def built_images(cfg: LabConfig) -> tuple[str, ...]:
-    """The composer image ``make image`` last built (``<lab dir>/composer-image``), if podman has it."""
+    """The composer image ``make image`` last built (``<lab dir>/composer-image``) and its ``:lab``
+    tag (the one the dev stack names), those podman has."""
     from lab import image
 
     ref_file = cfg.lab_dir / "composer-image"
     ref = ref_file.read_text().strip() if ref_file.exists() else ""
-    return (ref,) if ref and image.image_exists(ref) else ()
+    lab_ref = f"{image.IMAGE_REPOSITORY}:{image.LAB_TAG}"
+    return tuple(r for r in (ref, lab_ref) if r and image.image_exists(r))
 
 
 def write_configs(cfg: LabConfig) -> NodePaths:
