@@ -77,3 +77,27 @@ def test_rendered_deployment_carries_image_placement_and_api_server_env(tmp_path
                            capture_output=True, text=True, timeout=60, check=True).stdout
     assert "KUBERNETES_SERVICE_HOST" not in plain
     assert json.dumps(values).count("lab-director-password") == 0
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not built: run `make setup`")
+def test_a_new_idle_timeout_in_the_stack_config_changes_only_the_pod_template_env(tmp_path: Path) -> None:
+    """What ``pulumi up`` applies for a changed ``composer.idle_timeout_seconds``: the Deployment's
+    pod template differs in that one variable, so the Deployment rolls (the rolling itself, mid
+    compose, is test_deployed.py's upgrade test)."""
+
+    def template(idle: int) -> dict[str, Any]:
+        cc = _dev_composer().model_copy(update={"idle_timeout_seconds": idle})
+        vfile = tmp_path / f"values-{idle}.yaml"
+        vfile.write_text(yaml.safe_dump(_values(cc)))
+        argv = ["helm", "template", "composer", str(CHART), "-n", "composer-system", "-f", str(vfile)]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+        (dep,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+        return dep["spec"]["template"]
+
+    old, new = template(60), template(30)
+    env_old, env_new = ({e["name"]: e.get("value") for e in t["spec"]["containers"][0]["env"]}
+                        for t in (old, new))
+    assert {k for k in env_old if env_old[k] != env_new[k]} == {"COMPOSER_IDLE_TIMEOUT_SECONDS"}
+    assert env_new["COMPOSER_IDLE_TIMEOUT_SECONDS"] == "30"
+    old["spec"]["containers"][0]["env"] = new["spec"]["containers"][0]["env"] = []
+    assert old == new
