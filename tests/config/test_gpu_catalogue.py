@@ -166,3 +166,19 @@ def test_vgpu_type_of_a_declared_product() -> None:
 def test_gpu_product_model_rejects_unknown_keys() -> None:
     with pytest.raises(ValidationError):
         GpuProduct.model_validate({**A30, "colour": "green"})
+
+
+def test_director_simulator_agrees_with_the_catalogue() -> None:
+    """The Director simulator keeps its own table of simulated hardware (a simulator does not import
+    product code); where both know a product, PCI ID and memory agree."""
+    from dynamic_providers.director.models import gfd_product_name
+    from lab.director_sim.inventory import MODEL_CATALOGUE
+
+    shared = 0
+    for model, (pci, _family, memory_mib, _kind, _cores) in MODEL_CATALOGUE.items():
+        product = BUILTIN_GPU_PRODUCTS.get(gfd_product_name(model))
+        if product is None:
+            continue
+        shared += 1
+        assert (f"0x{product.pci_device_id}", product.memory_mib) == (pci, memory_mib), model
+    assert shared >= 3
