@@ -23,7 +23,8 @@ def composer_rbac_rules(
 ) -> list[dict[str, Any]]:
     """The PolicyRules ``charts/composer`` grants (``templates/rbac.yaml``), in its order.
 
-    ClusterRole: pods list/watch/patch (patch: the scheduling gate), nodes get/list/watch/patch, namespaces list/watch, events create;
+    ClusterRole: pods list/watch/patch (patch: the scheduling gate), nodes get/list/watch/patch,
+    namespaces list/watch, events create;
     Role in the release namespace: leases create and get/update of its own Lease; Role in the
     device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders the chart
     with ``helm template`` and compares, so this list cannot drift from what is deployed.

@@ -111,7 +111,8 @@ class Deployed:
 
     def composer_events(self, pod: str) -> list[tuple[str, str, str]]:
         """(reason, message, reporting Pod) of the Events the Deployment's Pods posted about ``pod``."""
-        evs = self.sc.core.list_namespaced_event(self.sc.ns, field_selector=f"involvedObject.name={pod}").items
+        evs = self.sc.core.list_namespaced_event(self.sc.ns,
+                                                 field_selector=f"involvedObject.name={pod}").items
         return [(e.reason, e.message, e.reporting_instance or "") for e in
                 sorted(evs, key=lambda e: e.metadata.creation_timestamp)
                 if (e.reporting_instance or "").startswith(self.release)]
