@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components._base import child_opts, secret, token
 from components.manifests import common_labels
+from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, GpuPoolConfig
 
 #: Leader-election Lease name (chart default ``leaderElection.leaseName``).
@@ -144,8 +145,11 @@ class Composer(pulumi.ComponentResource):
     Children (in the target cluster):
 
     - ``<name>-namespace``: its Namespace.
+    - ``<name>-director-account``: a ``DirectorEndpoint`` whose check logs in to the Director
+      read-only during preview, so wrong credentials or an unreachable Director stop the preview.
     - ``<name>-director-credentials``: Secret with the Director ``username``/``password`` (Pulumi
-      secrets), referenced by the chart instead of putting the password in Helm values.
+      secrets), referenced by the chart instead of putting the password in Helm values; it
+      depends on the account check, so it is never replaced with refused credentials.
     - ``<name>``: the local Helm chart (``pulumi_kubernetes.helm.v4.Chart``, rendered by the
       program, so every object appears in preview) with the statically composed devices as its
       exclusion list.
@@ -178,6 +182,15 @@ class Composer(pulumi.ComponentResource):
             metadata={"name": c.namespace, "labels": labels},
             opts=child_opts(self, provider=args.provider),
         )
+        # Checked by `pulumi preview` (a read-only login): the Secret below is never replaced
+        # with credentials the Director refuses, and a wrong endpoint stops the preview.
+        account = DirectorEndpoint(
+            f"{name}-director-account",
+            endpoint=args.director.endpoint,
+            username=secret(args.director.username),
+            password=secret(args.director.password),
+            opts=child_opts(self),
+        )
         secret_name = f"{name}-director-credentials"
         creds = k8s.core.v1.Secret(
             secret_name,
@@ -187,7 +200,7 @@ class Composer(pulumi.ComponentResource):
                 "username": secret(args.director.username),
                 "password": secret(args.director.password),
             },
-            opts=child_opts(self, provider=args.provider, depends_on=[namespace]),
+            opts=child_opts(self, provider=args.provider, depends_on=[namespace, account]),
         )
         values = excluded.apply(
             lambda devices: composer_values(

@@ -59,10 +59,15 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .. import oneline
 from .client import DirectorClient
+from .endpoint import director_failure
 from .errors import DirectorConflictError, DirectorError, DirectorNotFoundError
 from .models import Gpu, Machine, gfd_product_name
 from .planning import natural_key, owned_gpus, plan_composition
+
+# Inside the engine's provider process, report our typed errors as one line (see oneline).
+oneline.install()
 
 __all__ = ["CLIENT_DEFAULTS", "CompositionSpec", "GpuComposition", "GpuCompositionProvider"]
 
@@ -246,7 +251,8 @@ class GpuCompositionProvider(ResourceProvider):
 
     # ------------------------------------------------------------------ check / diff (preview-safe)
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate inputs; values unknown during preview are passed through unchecked."""
+        """Validate inputs, then probe the Director read-only (``director_failure``); values
+        unknown during preview are passed through unchecked."""
         unknown = {k for k in INPUT_KEYS if _is_unknown(news.get(k))}
         known = {k: _plain(news.get(k)) for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
         failures: list[CheckFailure] = []
@@ -267,6 +273,11 @@ class GpuCompositionProvider(ResourceProvider):
             # Secrets keep the engine's own value (and its secretness); others get normalised.
             if k not in unknown and k not in SECRET_KEYS and (k in known or news.get(k) is None):
                 inputs[k] = v
+        if not unknown & {"endpoint", "username", "password"}:
+            # Read-only probe, once per Director and account per run (dynamic_providers.preflight).
+            reason = director_failure(spec.endpoint, username=spec.username, password=spec.password)
+            if reason:
+                return CheckResult(inputs, [CheckFailure("endpoint", reason)])
         return CheckResult(inputs, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

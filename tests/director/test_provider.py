@@ -11,6 +11,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
+from dynamic_providers import preflight
 from dynamic_providers.director import errors
 from dynamic_providers.director.provider import GpuCompositionProvider
 
@@ -41,6 +42,12 @@ def props(sim: Sim | None = None, **kw: Any) -> dict[str, Any]:
     return base
 
 
+@pytest.fixture(autouse=True)
+def _local_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check() tests here judge the inputs; the Director probe has its own tests below."""
+    monkeypatch.setenv(preflight.PREFLIGHT_ENV, "off")
+
+
 def failures(news: dict[str, Any]) -> dict[str, str]:
     return {f.property: f.reason for f in P.check({}, news).failures}
 
@@ -51,6 +58,24 @@ def test_check_accepts_and_normalises() -> None:
     assert r.failures == []
     assert r.inputs["model"] == "Tesla-T4"
     assert r.inputs["requested_device_names"] == ["gpu2", "gpu10"]
+
+
+def test_check_probes_the_director_once_and_refuses_a_wrong_password(sim: Sim, monkeypatch) -> None:
+    monkeypatch.delenv(preflight.PREFLIGHT_ENV)
+    preflight.forget()
+    try:
+        before = sim.fabric_state()
+        assert P.check({}, props(sim)).failures == []
+        (failure,) = P.check({}, props(sim, password="definitely-wrong")).failures
+        assert failure.property == "endpoint"
+        assert failure.reason.startswith(f"Director {sim.url}: credentials refused")
+        assert "definitely-wrong" not in failure.reason
+        (unreachable,) = P.check({}, props()).failures
+        assert unreachable.reason.startswith("Director http://127.0.0.1:9: no answer")
+        assert P.check({}, props(sim, password=rpc.UNKNOWN)).failures == []  # preview: not yet known
+        assert sim.fabric_state() == before
+    finally:
+        preflight.forget()
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ PROGRAM = textwrap.dedent('''
     import pulumi
     from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
+    from dynamic_providers.director.endpoint import DirectorEndpoint
     from dynamic_providers.director.provider import GpuComposition
 
 
@@ -52,6 +53,9 @@ PROGRAM = textwrap.dedent('''
 
     cfg = pulumi.Config("director")
     model = Echo("model-source", "Tesla-T4").value  # unknown during the first preview
+    # What the composer component declares beside its credentials Secret: checked at preview.
+    DirectorEndpoint("director-account", endpoint=cfg.require("endpoint"),
+                     username=cfg.require_secret("username"), password=cfg.require_secret("password"))
     gpus = GpuComposition(
         "static-gpus",
         endpoint=cfg.require("endpoint"),
@@ -206,3 +210,31 @@ def test_up_and_destroy_when_every_change_answers_202(async_project: Project, as
     assert changes and all(c["status"] == 202 for c in changes), changes
     assert not [c for c in changes if c["path"].endswith("cancel")]
     assert sim.state()["violations"] == []
+
+
+@pytest.mark.parametrize("case", ["wrong password", "unreachable"])
+def test_preview_stops_on_a_refused_director_in_one_line_and_changes_nothing(
+        project: Project, sim: Sim, case: str) -> None:
+    if case == "wrong password":
+        project.run("config", "set", "--secret", "director:password", "definitely-wrong")
+        endpoint, refused = sim.url, "credentials refused"
+    else:
+        endpoint = "http://127.0.0.1:9"  # discard port: nothing listens
+        project.run("config", "set", "director:endpoint", endpoint)
+        refused = "no answer"
+    before = sim.fabric_state()
+    pre = project.run("preview", check=False)
+    text = pre.stdout + pre.stderr
+    assert pre.returncode != 0, text
+    assert "Traceback" not in text and 'File "' not in text, text
+    assert "definitely-wrong" not in text
+    # The engine stops at the first resource whose check fails (either of the two that probe
+    # this Director) and prints that diagnostic on its progress line and under "Diagnostics:".
+    lines = {line.split(" error: ", 1)[-1] for line in text.splitlines() if " error: " in line}
+    assert len(lines) == 1, text
+    (line,) = lines
+    assert f"Director {endpoint}: {refused}" in line, text
+    assert "'director-account'" in line or "'static-gpus'" in line, text
+    assert sim.fabric_state() == before
+    _, state = project.export()
+    assert not [r for r in state["deployment"].get("resources") or [] if r["type"] == TYPE]
