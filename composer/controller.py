@@ -14,8 +14,10 @@ Director client verified it) or when the last read is older than ``fabric_max_ag
 compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
 Gate decisions (release a gated pod onto its reserved GPUs, or ungate it unchanged) are pod
-patches applied on the loop thread right after the decision (:mod:`composer.gates`); a
-decision with a timer (a batch of gated pods closing) makes the loop wake that much sooner.
+patches applied on the loop thread right after the decision (:mod:`composer.gates`), also for
+pods whose GPUs are advertised on a node that has a job running for another pod
+(:func:`composer.decide.busy_releases`); a decision with a timer (a batch of gated pods
+closing) makes the loop wake that much sooner.
 
 Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
 is left out of the next rounds' decisions (its GPUs and pods are reserved) until it finishes,
@@ -36,7 +38,7 @@ from typing import Any, Protocol
 
 from composer.act import Executor, JobResult
 from composer.annotations import NodeRecord
-from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, decide
+from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, busy_releases, decide
 from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
 from composer.gates import GateExecutor
 from composer.kube import KubeApi, KubeError
@@ -256,12 +258,14 @@ class Controller:
             log.warning("round skipped, Director read failed: %s", exc)
             self.metrics.round_failures.labels("observe-director").inc()
             return None
+        composing = {n: frozenset(it.placement.uid for it in r.job.compose) for n, r in self._running.items()}
+        early = busy_releases(snap, composing, self.policy) if composing else ()
         snap = _without_busy(snap, busy)
         decision = decide(snap, self.memory, self.policy)
         for ev in decision.events:
             self.executor.emit(ev)
         gates = self._gates()
-        for action in decision.pod_actions:
+        for action in (*early, *decision.pod_actions):
             gates.apply(action)
         self.next_round_in = decision.wake_after
         created = {p.uid: p.created for p in snap.pods}

@@ -122,11 +122,14 @@ class Memory:
     reclaim_failures: dict[str, int] = field(default_factory=dict)
     gated_seen: dict[str, float] = field(default_factory=dict)
 
-    def forget_missing(self, live_uids: set[str], live_nodes: set[str]) -> None:
-        """Drop entries of pods and nodes that no longer exist (bounded memory)."""
-        for d in (self.attempts, self.abandoned, self.reported, self.gated_seen):
+    def forget_missing(self, live_uids: set[str], live_nodes: set[str], now: float = 0.0) -> None:
+        """Drop entries of pods and nodes that no longer exist (bounded memory); gated pods
+        unseen for an hour before ``now`` (a pod is hidden while its node's job runs)."""
+        for d in (self.attempts, self.abandoned, self.reported):
             for uid in [u for u in d if u not in live_uids]:
                 del d[uid]
+        for uid in [u for u, t in self.gated_seen.items() if u not in live_uids and t < now - 3600]:
+            del self.gated_seen[uid]  # kept a while: a pod hidden during its node's job is not new
         for d2 in (self.idle_since, self.reclaim_retry_at, self.reclaim_failures):
             for n in [n for n in d2 if n not in live_nodes]:
                 del d2[n]
@@ -496,7 +499,7 @@ def decide(
     empty_usage = NodeUsage()
     events: list[EventSpec] = []
     composable = [n for n in snapshot.nodes if n.name in fabric.machines]
-    memory.forget_missing(set(pods_by_uid), {n.name for n in composable})
+    memory.forget_missing(set(pods_by_uid), {n.name for n in composable}, now)
 
     # 1. reconcile each node's record with the Director and the pods
     records: dict[str, NodeRecord] = {}
@@ -531,7 +534,7 @@ def decide(
     requests: dict[str, GpuRequest] = {}
     gated: dict[str, PodView] = {}
     for p in snapshot.pods:
-        if p.gated and p.uid not in memory.gated_seen and _serves(policy, p):
+        if p.gated and p.uid not in memory.gated_seen and p.uid not in served and _serves(policy, p):
             memory.gated_seen[p.uid] = now
             events.append(
                 pod_event(
@@ -711,6 +714,40 @@ def decide(
     )
 
 
+def busy_releases(
+    snapshot: Snapshot, busy: Mapping[str, frozenset[str]], policy: Policy
+) -> tuple[PodAction, ...]:
+    """Releases of gated pods whose reserved units are already advertised on a node that has a
+    job running (it composes for another pod).
+
+    Such a node sits out of :func:`decide` until its job ends, which can take a whole hot-plug;
+    a pod whose GPUs are advertised there need not wait for that. Nothing is written to the node
+    here (the job is its only writer): the first round after the job records the phase.
+
+    Args:
+        snapshot: the round's observation, busy nodes included.
+        busy: node -> UIDs of the pods its running job composes for.
+        policy: settings.
+    """
+    pods_by_uid = {p.uid: p for p in snapshot.pods}
+    usage = usage_by_node(snapshot.pods)
+    out: list[PodAction] = []
+    for node in snapshot.nodes:
+        if node.name not in busy or node.name not in snapshot.fabric.machines:
+            continue
+        rc = reconcile_record(
+            node,
+            attached=snapshot.fabric.attached(node.name),
+            usage=usage.get(node.name, NodeUsage()),
+            pods_by_uid=pods_by_uid,
+            now=snapshot.now,
+            policy=policy,
+            in_flight=busy[node.name],
+        )
+        out.extend(_release(pods_by_uid[uid], node.name, it) for uid, it in rc.release)
+    return tuple(out)
+
+
 def _serves(policy: Policy, pod: PodView) -> bool:
     return not policy.namespaces or pod.namespace in policy.namespaces
 
@@ -786,6 +823,7 @@ def intents_for(items: tuple[ComposeItem, ...], now: float) -> dict[str, Intent]
 
 __all__ = [
     "ComposeItem",
+    "busy_releases",
     "Decision",
     "EventSpec",
     "Memory",

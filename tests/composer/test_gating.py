@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from datetime import UTC, datetime
 
 import jsonpatch
@@ -382,3 +383,32 @@ def test_a_refused_release_is_tried_again_next_round(clock):
     run(ctrl)
     assert "schedulingGates" not in w.kube.pods["ml/a"]["spec"]
     assert [e.reason for e in w.kube.events if e.name == "a"].count("Released") == 1
+
+
+def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
+    """A node with a job running sits out of decide; a pod whose GPUs are already advertised
+    there is released anyway (without it, it waits a whole hot-plug)."""
+    w = world(hosts=1, max_gpus=None)
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("a", 1))
+    run(ctrl)  # a's GPU composed, not advertised yet
+    gate = threading.Event()
+    real = w.fabric.compose
+    w.fabric.compose = lambda machine, names: (gate.wait(10), real(machine, names))[1]
+    gpods(w, clock, ("b", 1))
+    try:
+        ctrl.round()  # b's compose starts on host-1 and blocks
+        assert ctrl._running and "schedulingGates" in w.kube.pods["ml/a"]["spec"]
+        w.agent_step()  # now a's GPU is advertised, host-1 still busy
+        ctrl.round()
+        assert "schedulingGates" not in w.kube.pods["ml/a"]["spec"]
+        assert w.kube.pods["ml/b"]["spec"].get("schedulingGates")
+        assert ctrl._running  # b's job is still running
+    finally:
+        gate.set()
+        assert ctrl.wait_idle(10)
+    w.agent_step()
+    run(ctrl)
+    assert "schedulingGates" not in w.kube.pods["ml/b"]["spec"]
+    assert [e.reason for e in w.kube.events if e.name == "a"].count("Released") == 1
+    assert [e.reason for e in w.kube.events if e.name == "b"].count("Gated") == 1
