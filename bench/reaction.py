@@ -733,13 +733,14 @@ def run(
 
 def commit() -> dict[str, Any]:
     """The commit measured: ``{"sha", "dirty"}`` (dirty: uncommitted changes under composer/,
-    bench/ or charts/, the code this part measures); ``sha`` None outside a git checkout."""
+    bench/ (results aside) or charts/, the code this part measures); ``sha`` None outside a git
+    checkout."""
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "composer", "bench", "charts"],
+            ["git", "status", "--porcelain", "--", "composer", "bench", "charts", ":!bench/results"],
             cwd=ROOT,
             capture_output=True,
             text=True,
