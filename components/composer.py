@@ -102,7 +102,8 @@ def composer_values(
     (tenant namespaces carry the label ``composer.liqid.io/pool=<tenant>``). ``config.image``,
     ``config.api_server``, ``config.node_selector`` and ``config.tolerations`` set the image, the
     API server address for clusters without kube-proxy, and the Pods' placement when given;
-    ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL.
+    ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL;
+    ``config.namespaces`` limits the namespaces served (and gated by the webhook).
     """
     placement: dict[str, Any] = {}
     if config.image:
@@ -115,6 +116,7 @@ def composer_values(
         placement["nodeSelector"] = dict(config.node_selector)
     if config.tolerations:
         placement["tolerations"] = [dict(t) for t in config.tolerations]
+    served = {"namespaces": list(config.namespaces)} if config.namespaces else {}
     return {
         **placement,
         "director": {
@@ -129,6 +131,7 @@ def composer_values(
             "excludedDevices": sorted(excluded_devices),
             "idleTimeoutSeconds": config.idle_timeout_seconds,
             "advertiseTimeoutSeconds": config.advertise_timeout_seconds,
+            **served,
         },
         "devicePlugin": {
             "restart": config.restart_device_plugin,

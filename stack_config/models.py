@@ -632,6 +632,8 @@ class ComposerConfig(_Model):
     """Node labels the composer's Pods must match (e.g. the system nodes)."""
     tolerations: list[dict[str, str]] = []
     """Pod tolerations (``key``, ``operator``, ``value``, ``effect``), e.g. for tainted system nodes."""
+    namespaces: list[DnsLabel] = []
+    """Namespaces whose GPU pods the composer gates and serves (``[]``: all namespaces)."""
 
 
 # --------------------------------------------------------------------------- catalog

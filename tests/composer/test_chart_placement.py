@@ -40,11 +40,14 @@ def test_dev_stack_runs_the_lab_image_on_the_real_node_and_reaches_the_api_at_th
     assert v["tolerations"] == [{"key": node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
     assert v["kubernetesService"] == {"host": node.NODE_IP, "port": 16443}
     assert v["director"]["url"] == f"http://{node.NODE_IP}:18080"
+    # scoped to the demo's and the tenants' namespaces: the lab is shared with tests' own composers
+    assert v["composer"]["namespaces"] == ["gpu-demo", "tenant-alpha", "tenant-beta"]
 
 
 def test_unset_placement_leaves_the_chart_defaults() -> None:
     v = _values(ComposerConfig(pool="p", target_cluster="mothership"))
     assert not {"image", "nodeSelector", "tolerations", "kubernetesService"} & v.keys()
+    assert "namespaces" not in v["composer"]  # the chart's default: every namespace
     assert v["director"]["url"] == "http://127.0.0.1:18080"
 
 
@@ -72,6 +75,10 @@ def test_rendered_deployment_carries_image_placement_and_api_server_env(tmp_path
     assert pod["nodeSelector"] == {"kubernetes.io/hostname": "mgmt-1"}
     assert pod["tolerations"][0]["key"] == "composable-gpu.io/system"
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    (hook,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "MutatingWebhookConfiguration"]
+    exprs = hook["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+    assert {"key": "kubernetes.io/metadata.name", "operator": "In",
+            "values": ["gpu-demo", "tenant-alpha", "tenant-beta"]} in exprs
     # without the setting the kubelet's service variables stay in charge
     plain = subprocess.run(["helm", "template", "composer", str(CHART), "--set", "director.password=x"],
                            capture_output=True, text=True, timeout=60, check=True).stdout
