@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ._transport import Transport
@@ -324,13 +324,16 @@ class DirectorClient:
             if g.owner_tag != tag:
                 device_api.set_gpu_description(self._t, dev_id=g.dev_id, text=tag, device=name)
 
-    def clear_owner_tag(self, device_names: Iterable[str], *, only_if: str | None = None) -> None:
-        """Remove the user description of each GPU (only those tagged ``only_if`` when given)."""
+    def clear_owner_tag(self, device_names: Iterable[str], *,
+                        only_if: str | Collection[str] | None = None) -> None:
+        """Remove the user description of each GPU (only those tagged ``only_if``, one tag or
+        any of several, when given)."""
         names = list(device_names)
         if not names:
             return
+        accepted = {only_if} if isinstance(only_if, str) else set(only_if or ())
         for name, g in self._by_name(names, missing_ok=True).items():
-            if g.owner_tag and (only_if is None or g.owner_tag == only_if):
+            if g.owner_tag and (only_if is None or g.owner_tag in accepted):
                 device_api.clear_gpu_description(self._t, dev_id=g.dev_id, device=name)
 
     def release_to_system_pool(self, device_names: Iterable[str]) -> list[str]:

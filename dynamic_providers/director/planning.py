@@ -19,7 +19,37 @@ from .errors import (
 )
 from .models import Gpu
 
-__all__ = ["CompositionPlan", "natural_key", "owned_gpus", "plan_composition"]
+__all__ = [
+    "FREE_POOL_MARK",
+    "CompositionPlan",
+    "natural_key",
+    "owned_gpus",
+    "owner_tags",
+    "plan_composition",
+    "tag_for",
+    "taken_from_free_pool",
+]
+
+#: Appended to a composition's owner tag on a GPU it takes from the system free pool. The tag
+#: is written before the pool move and the attach, so an interrupted run's successor (which
+#: adopts the GPU by its tag) knows to give it back to the free pool, as the interrupted run
+#: would have.
+FREE_POOL_MARK = "+free-pool"
+
+
+def tag_for(owner: str, *, from_free_pool: bool) -> str:
+    """The owner tag to write on a GPU of composition ``owner``."""
+    return f"{owner}{FREE_POOL_MARK}" if from_free_pool else owner
+
+
+def owner_tags(owner: str) -> frozenset[str]:
+    """Both tags composition ``owner`` writes (with and without ``FREE_POOL_MARK``)."""
+    return frozenset({owner, f"{owner}{FREE_POOL_MARK}"})
+
+
+def taken_from_free_pool(tag: str | None) -> bool:
+    """True for a tag written on a GPU its composition took from the system free pool."""
+    return bool(tag) and tag.endswith(FREE_POOL_MARK)  # type: ignore[union-attr]
 
 
 def natural_key(name: str) -> tuple[object, ...]:
@@ -61,17 +91,18 @@ def owned_gpus(
 ) -> list[Gpu]:
     """GPUs attached to ``machine_id`` that belong to one composition.
 
-    A GPU belongs to it when its ``owner_tag`` equals ``owner_tag`` (written before attaching,
-    so a retry after a crash finds it), or when its name is in ``names`` (recorded in state,
-    or explicitly requested).
+    A GPU belongs to it when its ``owner_tag`` is one of ``owner_tags(owner_tag)`` (written
+    before attaching, so a retry after a crash finds it), or when its name is in ``names``
+    (recorded in state, or explicitly requested).
     """
     wanted = set(names)
+    tags = owner_tags(owner_tag) if owner_tag is not None else frozenset()
     return sorted(
         (
             g
             for g in gpus
             if g.machine_id == machine_id
-            and ((owner_tag is not None and g.owner_tag == owner_tag) or g.name in wanted)
+            and (g.owner_tag in tags or g.name in wanted)
         ),
         key=lambda g: natural_key(g.name),
     )

@@ -64,7 +64,7 @@ from .client import DirectorClient
 from .endpoint import director_failure
 from .errors import DirectorConflictError, DirectorError, DirectorNotFoundError
 from .models import Gpu, Machine, gfd_product_name
-from .planning import natural_key, owned_gpus, plan_composition
+from .planning import natural_key, owned_gpus, owner_tags, plan_composition, tag_for, taken_from_free_pool
 
 # Inside the engine's provider process, report our typed errors as one line (see oneline).
 oneline.install()
@@ -374,8 +374,12 @@ class GpuCompositionProvider(ResourceProvider):
             if held:
                 c.decompose(m, held)
             existing = {g.name for g in gpus}
-            c.clear_owner_tag([n for n in {*held, *recorded} if n in existing], only_if=spec.owner)
-            c.release_to_system_pool([n for n in _list(props.get("pool_moved_devices")) if n in existing])
+            # Recorded moves, and GPUs an interrupted run took from the free pool (adopted since).
+            marked = {g.name for g in gpus if g.name in held and taken_from_free_pool(g.owner_tag)}
+            moved = {*_list(props.get("pool_moved_devices")), *marked}
+            c.clear_owner_tag([n for n in {*held, *recorded} if n in existing],
+                              only_if=owner_tags(spec.owner))
+            c.release_to_system_pool(sorted(n for n in moved if n in existing))
 
     # ------------------------------------------------------------------ internals
     @staticmethod
@@ -410,23 +414,27 @@ class GpuCompositionProvider(ResourceProvider):
             model=spec.model,
             current=[g.name for g in held],
         )
-        moved = set(pool_moved)
+        # GPUs an interrupted run took from the free pool and attached carry the free-pool mark:
+        # adopted here, they go back to the free pool when released, as that run's would have.
+        moved = set(pool_moved) | {g.name for g in held if taken_from_free_pool(g.owner_tag)}
+        tags = owner_tags(spec.owner)
         if plan.attach:
             new_moves = {n for n in plan.attach if by_name[n].in_system_pool}
-            c.set_owner_tag(plan.attach, spec.owner)
+            c.set_owner_tag(sorted(new_moves), tag_for(spec.owner, from_free_pool=True))
+            c.set_owner_tag([n for n in plan.attach if n not in new_moves], spec.owner)
             try:
                 c.compose(m, plan.attach)
             except DirectorError:
                 try:
-                    c.clear_owner_tag(plan.attach, only_if=spec.owner)
+                    c.clear_owner_tag(plan.attach, only_if=tags)
                 except DirectorError as exc:
                     log.warning("could not clear owner tags after a failed compose: %s", exc)
                 raise
             moved |= new_moves
-        c.set_owner_tag([n for n in plan.keep if by_name[n].owner_tag != spec.owner], spec.owner)
+        c.set_owner_tag([n for n in plan.keep if by_name[n].owner_tag not in tags], spec.owner)
         if plan.detach:
             c.decompose(m, plan.detach)
-            c.clear_owner_tag(plan.detach, only_if=spec.owner)
+            c.clear_owner_tag(plan.detach, only_if=tags)
             released = c.release_to_system_pool([n for n in plan.detach if n in moved])
             moved -= set(released)
         gpus = c.gpus()

@@ -13,6 +13,7 @@ from pulumi.runtime import rpc
 
 from dynamic_providers import preflight
 from dynamic_providers.director import errors
+from dynamic_providers.director.planning import FREE_POOL_MARK
 from dynamic_providers.director.provider import GpuCompositionProvider
 
 from .conftest import PASSWORD, USER, Sim, make_client
@@ -169,7 +170,8 @@ def test_create_attaches_tags_and_reports_outputs(sim: Sim) -> None:
     assert o["switch_ids"] == [sim.gpu("gpu0")["swit_gid"]] * 2
     assert (o["machine_id"], o["group_name"], o["pool_moved_devices"]) == (1, "gpu-pool", ["gpu0"])
     assert o["password"] == PASSWORD and o["owner"] == OWNER  # inputs kept for read/delete
-    assert sim.gpu("gpu0")["udesc"] == OWNER and sim.gpu("gpu2")["udesc"] == OWNER
+    # gpu0 came from the system free pool: its tag says so, for whoever adopts it after a crash
+    assert sim.gpu("gpu0")["udesc"] == OWNER + FREE_POOL_MARK and sim.gpu("gpu2")["udesc"] == OWNER
     assert sim.gpu("gpu0")["mach_id"] == 1
 
 
@@ -181,6 +183,28 @@ def test_create_after_a_crash_adopts_instead_of_attaching_more(sim: Sim) -> None
     o = P.create(props(sim)).outs
     assert o["device_names"] == ["gpu2", "gpu3"]
     assert sim.calls("POST relate/gpu") == relates + 1
+
+
+def test_destroying_an_adopted_composition_returns_free_pool_gpus_to_the_free_pool(sim: Sim) -> None:
+    assert sim.gpu("gpu0")["grp_id"] is None  # in the system free pool
+    with make_client(sim.url) as c:  # a killed create had tagged gpu0, moved it and attached it
+        c.set_owner_tag(["gpu0"], OWNER + FREE_POOL_MARK)
+        c.compose("blade-slot-1", ["gpu0"])
+    assert sim.gpu("gpu0")["grp_id"] == 1
+    o = P.create(props(sim)).outs  # the recovery's up adopts gpu0 and adds gpu2 (group pool)
+    assert o["device_names"] == ["gpu0", "gpu2"] and o["pool_moved_devices"] == ["gpu0"]
+    P.delete("id", o)
+    assert sim.gpu("gpu0")["grp_id"] is None and sim.gpu("gpu0")["udesc"] == ""  # back where it was
+    assert sim.gpu("gpu2")["grp_id"] == 1 and sim.gpu("gpu2")["mach_id"] is None
+
+
+def test_delete_of_state_lost_mid_create_still_returns_marked_gpus(sim: Sim) -> None:
+    """The state recorded no pool move (the create died before answering): the mark decides."""
+    with make_client(sim.url) as c:
+        c.set_owner_tag(["gpu0"], OWNER + FREE_POOL_MARK)
+        c.compose("blade-slot-1", ["gpu0"])
+    P.delete("id", {**props(sim), "device_names": [], "pool_moved_devices": []})
+    assert sim.gpu("gpu0")["grp_id"] is None and sim.gpu("gpu0")["mach_id"] is None
 
 
 def test_create_by_names_and_from_the_dev_inventory(dev_sim: Sim) -> None:
