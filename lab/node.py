@@ -414,10 +414,15 @@ def image_digests(cfg: LabConfig, ref: str) -> set[str]:
     return found
 
 
-def roll_if_stale(cfg: LabConfig, namespace: str, ref: str) -> str | None:
+def roll_if_stale(cfg: LabConfig, namespace: str, ref: str, *, timeout_seconds: float = 240) -> str | None:
     """Restart the composer Deployment in ``namespace`` when a Pod runs ``ref`` with another image
-    than the one loaded now (a moving tag such as ``:lab`` does not change the Pod spec).
-    Returns the Deployment name when restarted."""
+    than the one loaded now (a moving tag such as ``:lab`` does not change the Pod spec), and wait
+    until the rollout is complete (every replica updated and ready, no old Pod left).
+    Returns the Deployment name when restarted.
+
+    Raises:
+        processes.LabProcessError: the rollout did not complete within ``timeout_seconds``.
+    """
     from datetime import UTC, datetime
 
     from kubernetes import client
@@ -439,7 +444,17 @@ def roll_if_stale(cfg: LabConfig, namespace: str, ref: str) -> str | None:
     for d in apps.list_namespaced_deployment(namespace).items:
         if any(c.image == ref for c in d.spec.template.spec.containers):
             stamp = datetime.now(UTC).isoformat()
-            apps.patch_namespaced_deployment(d.metadata.name, namespace, {"spec": {"template": {"metadata": {
+            name = d.metadata.name
+            apps.patch_namespaced_deployment(name, namespace, {"spec": {"template": {"metadata": {
                 "annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}})
-            return d.metadata.name
+
+            def rolled(name: str = name) -> bool:
+                cur = apps.read_namespaced_deployment(name, namespace)
+                want, st = cur.spec.replicas, cur.status
+                return (st.observed_generation or 0) >= cur.metadata.generation and \
+                    st.updated_replicas == want and st.ready_replicas == want and st.replicas == want
+
+            processes.wait_until(rolled, what=f"rollout of Deployment {namespace}/{name}",
+                                 timeout_seconds=timeout_seconds, interval_seconds=1.0)
+            return name
     return None
