@@ -164,13 +164,18 @@ def build(*, tag: str | None = None, base: str | None = None, builder: str | Non
     base = base or ensure_base("python-base", RUNTIME_PACKAGES, log=log)
     builder = builder or ensure_base("python-builder", BUILDER_PACKAGES, log=log)
     version = chart_app_version()
+    labels = {"source": source_url(), "version": version, "revision": git_revision()}
+    # The same values as --label too: with --layers, podman 4.3 (buildah) reuses a cached LABEL step
+    # whose build argument changed, so the Containerfile's labels alone can be stale; CLI labels are
+    # applied to the final image on every build.
+    label_flags = [f for k, v in labels.items() for f in ("--label", f"org.opencontainers.image.{k}={v}")]
     with tempfile.TemporaryDirectory() as tmp:
         iidfile = Path(tmp) / "iid"
         _run([*PODMAN, "build", "--pull=never", "--network=host", *ULIMITS, "--layers",
               "-f", str(ROOT / "Containerfile"), "--iidfile", str(iidfile),
               "--build-arg", f"BASE={base}", "--build-arg", f"BUILDER={builder}",
-              "--build-arg", f"VERSION={version}", "--build-arg", f"REVISION={git_revision()}",
-              "--build-arg", f"SOURCE={source_url()}", *_ca_secret(),
+              "--build-arg", f"VERSION={version}", "--build-arg", f"REVISION={labels['revision']}",
+              "--build-arg", f"SOURCE={labels['source']}", *label_flags, *_ca_secret(),
               "-t", f"{IMAGE_REPOSITORY}:{version}", str(ROOT)], what="podman build")
         image_id = iidfile.read_text().strip()
     ref = f"{IMAGE_REPOSITORY}:{tag or version + '-' + image_id.removeprefix('sha256:')[:12]}"

@@ -113,6 +113,7 @@ def test_built_image_has_labels_non_root_user_entrypoint_and_no_credentials(buil
     labels = info["labels"]
     assert labels["org.opencontainers.image.version"] == image.chart_app_version()
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", labels["org.opencontainers.image.revision"])
+    assert labels["org.opencontainers.image.revision"] == image.git_revision()  # not a cached, stale one
     assert info["user"] == "65532:65532"
     assert info["entrypoint"] == ["python", "-m", "composer"]
 
