@@ -680,6 +680,7 @@ def run(
     The composer runs once per ``gating`` mode (webhook off / on), the baseline once (no
     webhook); ``comparison`` pairs the baseline with each composer mode.
     """
+    measured = commit()  # before the runs: the code that is measured
     explicit_sizes = bool(sizes)
     sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
     kinds = tuple(workloads or (("pinned",) if quick else ("pinned", "unpinned")))
@@ -717,7 +718,7 @@ def run(
             runs.append({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     return {
         "part": "reaction",
-        "commit": commit(),
+        "commit": measured,
         "quick": quick,
         "runs": runs,
         "comparison": comparison,
