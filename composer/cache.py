@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -40,6 +41,9 @@ from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer,
 from composer import annotations as ann
 from composer.nodestate import NodeView, node_view
 from composer.podspec import PodView, pod_view
+
+#: Longest wait of ``ClusterCache.stop`` for the watch threads, seconds (SIGTERM to exit < 1 s).
+STOP_WAIT_SECONDS = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +135,8 @@ class ViewInformer(Generic[V]):
             self._on_change()
 
     def _error(self, exc: Any) -> None:
+        if self._stop.is_set():  # our own stop closed the watch: not a failure
+            return
         log.warning("%s watch failed (%s); reconnecting in %.0f s", self.name, exc, self._backoff)
         self._stop.wait(self._backoff)
         self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
@@ -146,9 +152,14 @@ class ViewInformer(Generic[V]):
         self._informer.start()
 
     def stop(self) -> None:
-        """Stop watching (returns once the informer thread ended)."""
-        self._stop.set()
+        """Stop watching (returns once the informer thread ended: at the watch's next event or
+        timeout; ``ClusterCache.stop`` does not wait that long)."""
+        self.stopping()
         self._informer.stop()
+
+    def stopping(self) -> None:
+        """Mark the watch as being stopped: its errors from now on are not reported."""
+        self._stop.set()
 
 
 def _pool(raw: Mapping[str, Any]) -> str:
@@ -212,10 +223,24 @@ class ClusterCache:
         for inf in self._all:
             inf.start()
 
-    def stop(self) -> None:
-        """Stop all watches."""
+    def stop(self, *, wait_seconds: float = STOP_WAIT_SECONDS) -> bool:
+        """Stop all watches, waiting at most ``wait_seconds`` for their threads.
+
+        A watch thread blocks on its HTTP stream until the next event or the server's watch
+        timeout, so it may end after this returns: the threads are daemons and hold nothing
+        (the composer is exiting, or a test is done with the cache). Returns True when every
+        thread ended in time.
+        """
         for inf in self._all:
-            inf.stop()
+            inf.stopping()
+        stoppers = [threading.Thread(target=inf.stop, name=f"stop-{inf.name}", daemon=True)
+                     for inf in self._all]
+        for t in stoppers:
+            t.start()
+        deadline = time.monotonic() + wait_seconds
+        for t in stoppers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in stoppers)
 
     def wait_synced(self, timeout: float) -> bool:
         """Wait until every kind has been listed once; True when synced."""
