@@ -7,10 +7,11 @@ kwok-only lab used) the controller runs here as lab process ``composer`` authent
 TokenRequest token of the chart's ServiceAccount, so its RBAC is exactly what the chart grants.
 
 Timeline printed by :func:`run_article_scenario`: pod on ``blade-slot-1`` asks for 2 GPUs →
-Pending, held by the composer's scheduling gate (the chart's admission webhook, served by the
-local process) → reserved → composed (Director) → advertised → released (gate removed) →
-Running → pod ends → idle timeout → GPUs back in the free pool → pod on ``blade-slot-2`` → the
-same 2 GPUs composed there → Running → reclaimed.
+Pending, held by the composer's scheduling gate (the chart's admission webhook: the Pods behind
+its Service, or with ``local_process`` the local process the webhook is re-pointed to) →
+reserved → composed (Director) → advertised → released (gate removed) → Running → pod ends →
+idle timeout → GPUs back in the free pool → pod on ``blade-slot-2`` → the same 2 GPUs composed
+there → Running → reclaimed.
 """
 
 from __future__ import annotations
