@@ -62,9 +62,21 @@ class LabConfig:
         return self.lab_dir / "pki"
 
 
+def crd_root() -> Path:
+    """Where the upstream CRD schemas are: ``$COMPOSABLE_GPU_CRDS``, else the nearest
+    ``shared/crds`` beside the checkout or beside one of its parent folders (a clone may sit a
+    level deeper than the main checkout). The path may not exist."""
+    if "COMPOSABLE_GPU_CRDS" in os.environ:
+        return Path(os.environ["COMPOSABLE_GPU_CRDS"])
+    for folder in ROOT.parents:
+        if (folder / "shared" / "crds").is_dir():
+            return folder / "shared" / "crds"
+    return ROOT.parent / "shared" / "crds"
+
+
 def default_crd_dirs() -> tuple[Path, ...]:
-    """The upstream CRD folders: ``$COMPOSABLE_GPU_CRDS`` or ``../shared/crds`` beside the checkout."""
-    base = Path(os.environ.get("COMPOSABLE_GPU_CRDS", ROOT.parent / "shared" / "crds"))
+    """The upstream CRD folders under ``crd_root()`` (empty when it does not exist)."""
+    base = crd_root()
     return tuple(sorted(p for p in base.iterdir() if p.is_dir())) if base.is_dir() else ()
 
 

@@ -7,7 +7,6 @@ error here (the API server would silently prune it, losing the setting). CEL rul
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from lab.controlplane import crd_root
+
 
 
 def crd_dir() -> Path:
-    """``$COMPOSABLE_GPU_CRDS`` or ``../shared/crds`` beside the checkout (as the lab uses)."""
-    return Path(os.environ.get("COMPOSABLE_GPU_CRDS", ROOT.parent / "shared" / "crds"))
+    """The folder the lab installs the upstream CRDs from (``lab.controlplane.crd_root``)."""
+    return crd_root()
 
 
 def _strict(schema: Any) -> Any:
