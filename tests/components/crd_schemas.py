@@ -17,7 +17,6 @@ import yaml
 from lab.controlplane import crd_root
 
 
-
 def crd_dir() -> Path:
     """The folder the lab installs the upstream CRDs from (``lab.controlplane.crd_root``)."""
     return crd_root()
