@@ -36,6 +36,7 @@ BMC's ``@Message.ExtendedInfo``.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -148,7 +149,11 @@ def _check_endpoint(news: Mapping[str, Any], failures: list[CheckFailure]) -> No
 
     Skipped when the inputs already failed, or are unknown at preview."""
     keys = ("bmc_endpoint", "username", "password", "verify_tls", "ca_bundle")
-    if failures or any(_unknown(news.get(k)) for k in keys):
+    if failures or any(_unknown(news.get(k)) for k in keys) or not preflight.enabled():
+        return
+    ca = news.get("ca_bundle")
+    if ca and not os.path.isfile(ca):  # requests would raise a bare OSError for it
+        failures.append(CheckFailure("ca_bundle", f"no such file: {ca} (the PEM file of the BMC's CA)"))
         return
 
     def probe() -> None:

@@ -263,6 +263,13 @@ def test_check_reports_an_unreachable_bmc_and_can_be_switched_off(sim, free_port
     assert B.check({}, bios_props(sim, bmc_endpoint=dead)).failures == []
 
 
+def test_check_names_a_missing_ca_bundle_instead_of_failing_inside_requests(sim, fresh_preflight, tmp_path):
+    missing = str(tmp_path / "no-such-ca.pem")
+    res = P.check({}, dpu_props(sim, "dpu-tls", ca_bundle=missing))
+    assert [(f.property, f.reason) for f in res.failures] == [
+        ("ca_bundle", f"no such file: {missing} (the PEM file of the BMC's CA)")]
+
+
 def test_check_probes_each_bmc_once_per_run(sim, fresh_preflight):
     before = len(sim.requests_to("host", "GET", "/redfish/v1/Systems"))
     for _ in range(3):
