@@ -317,6 +317,9 @@ def _env(project: Path, backend: Path) -> dict[str, str]:
         PULUMI_CONFIG_PASSPHRASE=DEV_PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="1",
         PULUMI_DIY_BACKEND_NO_LEGACY_WARNING="1",
+        # The fleets' BMC endpoints are generated, not served: measure the program's preview,
+        # not the endpoint probes (dynamic_providers.preflight).
+        COMPOSABLE_GPU_PREFLIGHT="off",
     )
     env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     return env
