@@ -594,6 +594,35 @@ class GpuCompositionConfig(_Model):
 _IMAGE_REF = r"^[^\s:/@]+(:[0-9]+)?(/[^\s:/@]+)+:[\w][\w.-]{0,127}$"
 
 
+class ComposerPoolConfig(_Model):
+    """A composer pool: the hosts that serve it and the tenants whose pods it serves.
+
+    A pod of a tenant's namespace only gets GPUs composed onto (or spare on) the hosts of its
+    tenant's pool, within the pool's quota. A pool with one tenant is that tenant's own; a pool
+    with several tenants is shared by them. Hosts in no pool serve the pods of namespaces in no
+    pool (the composer's ``default`` pool). See ``docs/composer-pools.md``.
+    """
+
+    name: DnsLabel
+    """Pool name (a Kubernetes label value: the Nodes and namespaces of the pool carry
+    ``composer.liqid.io/pool=<name>``)."""
+    tenants: list[DnsLabel] | None = None
+    """Tenants whose namespaces join the pool; default: the tenant named like the pool."""
+    hosts: list[DnsLabel] = Field(default_factory=list)
+    """Hosts (names from ``hosts``, Kubernetes Node names) that serve the pool."""
+    hypervisor_cluster: DnsLabel | None = None
+    """A ``container``-mode hypervisor cluster whose every host serves the pool (added to ``hosts``)."""
+    quota_gpus: NonNegativeInt | None = None
+    """Most GPUs the composer may hold on the pool's hosts at once; default: the sum of the
+    ``gpu_quota`` of the pool's tenants. At most the pool's size (see
+    :func:`stack_config.rules.composer_pools_valid`)."""
+
+    @property
+    def tenant_names(self) -> list[str]:
+        """Effective ``tenants``."""
+        return list(self.tenants) if self.tenants is not None else [self.name]
+
+
 class ComposerConfig(_Model):
     """The composer controller (charts/composer): attaches pool GPUs to nodes on demand."""
 
@@ -634,6 +663,9 @@ class ComposerConfig(_Model):
     """Pod tolerations (``key``, ``operator``, ``value``, ``effect``), e.g. for tainted system nodes."""
     namespaces: list[DnsLabel] = []
     """Namespaces whose GPU pods the composer gates and serves (``[]``: all namespaces)."""
+    pools: list[ComposerPoolConfig] = []
+    """Composer pools: which hosts serve which tenants' pods (``[]``: one pool of every host and
+    namespace). The composer labels each pool's Nodes itself, from this map in its own config."""
 
 
 # --------------------------------------------------------------------------- catalog
@@ -801,6 +833,26 @@ class EstateConfig(_Model):
     def hypervisor_cluster(self, name: str) -> HypervisorClusterConfig | None:
         """The hypervisor cluster called ``name``, or None."""
         return next((c for c in self.hypervisor_clusters if c.name == name), None)
+
+    def composer_pool_hosts(self, pool: ComposerPoolConfig) -> list[str]:
+        """The hosts serving composer pool ``pool``: its ``hosts``, then its hypervisor cluster's
+        (each once, in that order; undefined names kept so rules can report them)."""
+        hv = self.hypervisor_cluster(pool.hypervisor_cluster) if pool.hypervisor_cluster else None
+        return list(dict.fromkeys([*pool.hosts, *(hv.hosts if hv else [])]))
+
+    def composer_host_pools(self) -> dict[str, str]:
+        """Host name -> the composer pool it serves (first pool wins; empty without a composer)."""
+        out: dict[str, str] = {}
+        for p in self.composer.pools if self.composer else []:
+            for h in self.composer_pool_hosts(p):
+                out.setdefault(h, p.name)
+        return out
+
+    def composer_tenant_pool(self, tenant: str) -> str | None:
+        """The composer pool whose pods include tenant ``tenant``'s, or None."""
+        return next(
+            (p.name for p in (self.composer.pools if self.composer else []) if tenant in p.tenant_names), None
+        )
 
     def cluster_of_host(self, host: str) -> HypervisorClusterConfig | None:
         """The (first) hypervisor cluster that lists ``host``, or None."""

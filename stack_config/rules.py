@@ -817,6 +817,151 @@ def composer_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
         )
 
 
+def _composer_hosts(estate: EstateConfig) -> set[str] | None:
+    """Hosts the composer serves (its target cluster's), or None when it targets the mothership
+    (every host may have a Node there) or an undefined cluster (reported by
+    :func:`composer_references_exist`)."""
+    c = estate.composer
+    hv = estate.hypervisor_cluster(c.target_cluster) if c is not None else None
+    return set(hv.hosts) if hv is not None else None
+
+
+def composer_pool_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A composer pool's name is unique, its tenants are defined (each in one pool), and its hosts and
+    hypervisor cluster are defined and in the composer's target cluster (the composer sees no other
+    Nodes)."""
+    if estate.composer is None:
+        return
+    pools = estate.composer.pools
+    yield from _duplicates(((f"composer.pools[{i}].name", p.name) for i, p in enumerate(pools)), "pool name")
+    yield from _duplicates(
+        (
+            (f"composer.pools[{i}].tenants[{j}]", t)
+            for i, p in enumerate(pools)
+            for j, t in enumerate(p.tenant_names)
+        ),
+        "pool tenant",
+    )
+    served = _composer_hosts(estate)
+    target = estate.composer.target_cluster
+    for i, p in enumerate(pools):
+        base = f"composer.pools[{i}]"
+        for j, t in enumerate(p.tenant_names):
+            if estate.tenant(t) is None:
+                where = f"{base}.tenants[{j}]" if p.tenants is not None else f"{base}.name"
+                yield ConfigProblem(where, f"tenant {t!r} is not defined in tenants (set tenants)")
+        for j, h in enumerate(p.hosts):
+            if estate.host(h) is None:
+                yield ConfigProblem(f"{base}.hosts[{j}]", f"host {h!r} is not defined in hosts")
+            elif served is not None and h not in served:
+                yield ConfigProblem(
+                    f"{base}.hosts[{j}]",
+                    f"host {h!r} is not in the composer's target cluster {target!r}: the composer "
+                    "never sees its Node",
+                )
+        if p.hypervisor_cluster is not None:
+            hv = estate.hypervisor_cluster(p.hypervisor_cluster)
+            if hv is None:
+                yield ConfigProblem(
+                    f"{base}.hypervisor_cluster", f"cluster {p.hypervisor_cluster!r} is not defined"
+                )
+            elif served is not None and hv.name != target:
+                yield ConfigProblem(
+                    f"{base}.hypervisor_cluster",
+                    f"cluster {hv.name!r} is not the composer's target cluster {target!r}",
+                )
+
+
+def composer_pool_has_hosts(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A composer pool has at least one host (its tenants' pods would never be served)."""
+    for i, p in enumerate(estate.composer.pools if estate.composer else []):
+        if not estate.composer_pool_hosts(p):
+            yield ConfigProblem(
+                f"composer.pools[{i}].hosts",
+                f"pool {p.name!r} has no host, so the pods of {', '.join(map(repr, p.tenant_names))} "
+                "would never get GPUs: list hosts or set hypervisor_cluster",
+            )
+
+
+def composer_host_in_one_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A host serves at most one composer pool (a Node carries one pool label)."""
+    items = []
+    for i, p in enumerate(estate.composer.pools if estate.composer else []):
+        listed = set(p.hosts)
+        for h in estate.composer_pool_hosts(p):
+            where = f"composer.pools[{i}].hosts" if h in listed else f"composer.pools[{i}].hypervisor_cluster"
+            items.append((where, h))
+    seen: dict[str, str] = {}
+    for where, h in items:
+        if h in seen:
+            yield ConfigProblem(
+                where, f"host {h!r} is already in another pool ({seen[h]}); a host serves one pool"
+            )
+        else:
+            seen[h] = where
+
+
+def composer_pool_size(estate: EstateConfig) -> int | None:
+    """GPUs the composer can hand out in all: the composer's fabric pool ``size`` minus the GPUs static
+    compositions take from that pool (the composer never touches those); None when the size is unknown."""
+    c = estate.composer
+    fabric_pool = estate.pool(c.pool) if c is not None else None
+    if fabric_pool is None or fabric_pool.size is None:
+        return None
+    static = sum(g.planned_count for g in estate.gpu_compositions if g.pool == fabric_pool.name)
+    return max(0, fabric_pool.size - static)
+
+
+def composer_pool_quota_fits(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A composer pool's quota (``quota_gpus``, default the sum of its tenants' ``gpu_quota``) is at most
+    the pool's size: the GPUs the composer can hand out (:func:`composer_pool_size`)."""
+    size = composer_pool_size(estate)
+    if size is None or estate.composer is None:
+        return
+    for i, p in enumerate(estate.composer.pools):
+        if p.quota_gpus is not None:
+            quota, where = p.quota_gpus, f"composer.pools[{i}].quota_gpus"
+        else:
+            quota = sum(t.gpu_quota for n in p.tenant_names if (t := estate.tenant(n)) is not None)
+            where = f"composer.pools[{i}]"
+        if quota > size:
+            yield ConfigProblem(
+                where,
+                f"pool {p.name!r} has a quota of {quota} GPUs but the composer can hand out {size} "
+                f"(fabric pool {estate.composer.pool!r}: size minus static compositions); lower the quota "
+                "(quota_gpus or the tenants' gpu_quota)",
+            )
+
+
+def static_host_in_tenant_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A static composition dedicated to a tenant, on a host the composer serves, is on a host of a
+    pool of that tenant: the composer lets pods of the host's pool use spare GPUs of the host, so
+    on any other host the tenant's static GPUs would serve another tenant's pods. Without
+    ``composer.pools`` the composer does not tell tenants apart (one pool) and this rule is off."""
+    c = estate.composer
+    if c is None or not c.pools:
+        return
+    served = _composer_hosts(estate)
+    host_pools = estate.composer_host_pools()
+    tenants_of = {p.name: set(p.tenant_names) for p in c.pools}
+    for i, g in enumerate(estate.gpu_compositions):
+        if g.tenant is None or (served is not None and g.host not in served):
+            continue
+        pool = host_pools.get(g.host)
+        if pool is None:
+            yield ConfigProblem(
+                f"gpu_compositions[{i}].host",
+                f"host {g.host!r} carries GPUs of tenant {g.tenant!r} but serves no composer pool, so the "
+                f"composer would give them to pods of any namespace; add it to the pool of {g.tenant!r}",
+            )
+        elif g.tenant not in tenants_of[pool]:
+            yield ConfigProblem(
+                f"gpu_compositions[{i}].host",
+                f"host {g.host!r} carries GPUs of tenant {g.tenant!r} but serves composer pool {pool!r} "
+                f"of {', '.join(map(repr, sorted(tenants_of[pool])))}; move it to the pool of {g.tenant!r}",
+            )
+
+
 def lab_only_settings(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """``mothership.label_nodes`` and ``hosts[].prep.sysroot`` are lab shortcuts, refused outside
     ``environment: lab``."""
@@ -894,6 +1039,11 @@ RULES: tuple[Rule, ...] = (
     gpu_sharing_hosts_exclusive,
     gpu_sharing_hosts_run_pods,
     composer_references_exist,
+    composer_pool_references_exist,
+    composer_pool_has_hosts,
+    composer_host_in_one_pool,
+    composer_pool_quota_fits,
+    static_host_in_tenant_pool,
     lab_only_settings,
     bmc_endpoints_are_https_outside_lab,
 )

@@ -96,7 +96,12 @@ _ESTATE: dict[str, Any] = {
         {"host": "hv-1", "pool": "pool-a", "count": 2, "model": "NVIDIA-A100-PCIE-40GB"},
         {"host": "bm-1", "pool": "pool-a", "device_names": ["gpu5"], "model": "Tesla-T4", "tenant": "blue"},
     ],
-    "composer": {"pool": "pool-a", "target_cluster": "workers", "idle_timeout_seconds": 300},
+    "composer": {
+        "pool": "pool-a",
+        "target_cluster": "workers",
+        "idle_timeout_seconds": 300,
+        "pools": [{"name": "blue", "hosts": ["bm-1"]}, {"name": "green", "hosts": ["bm-2"]}],
+    },
 }
 
 

@@ -269,6 +269,32 @@ CASES: dict[str, tuple[Mutation, str]] = {
         "serves GPU pods on "
         "container-mode clusters",
     ),
+    "composer_pool_references_exist": (
+        _set("composer.pools[0].hosts[0]", "hv-1"),
+        "composer.pools[0].hosts[0]: host 'hv-1' is not in the composer's target cluster 'workers': "
+        "the composer never sees its Node",
+    ),
+    "composer_pool_has_hosts": (
+        _set("composer.pools[1].hosts", []),
+        "composer.pools[1].hosts: pool 'green' has no host, so the pods of 'green' would never get "
+        "GPUs: list hosts or set hypervisor_cluster",
+    ),
+    "composer_host_in_one_pool": (
+        _set("composer.pools[1].hosts", ["bm-2", "bm-1"]),
+        "composer.pools[1].hosts: host 'bm-1' is already in another pool (composer.pools[0].hosts); "
+        "a host serves one pool",
+    ),
+    "composer_pool_quota_fits": (
+        _set("composer.pools[1].quota_gpus", 6),
+        "composer.pools[1].quota_gpus: pool 'green' has a quota of 6 GPUs but the composer can hand "
+        "out 5 (fabric pool 'pool-a': size minus static compositions); lower the quota (quota_gpus or "
+        "the tenants' gpu_quota)",
+    ),
+    "static_host_in_tenant_pool": (
+        _set("gpu_compositions[1].host", "bm-2"),
+        "gpu_compositions[1].host: host 'bm-2' carries GPUs of tenant 'blue' but serves composer pool "
+        "'green' of 'green'; move it to the pool of 'blue'",
+    ),
     "lab_only_settings": (
         _set("mothership.label_nodes", True),
         "mothership.label_nodes: only allowed in environment lab, not staging",
@@ -366,7 +392,7 @@ def test_tenant_cluster_without_networks() -> None:
 
 
 def test_long_default_namespace() -> None:
-    msgs = _problems(_set("tenants[2].name", "g" * 60))
+    msgs = _problems(_do(_set("tenants[2].name", "g" * 60), _set("composer.pools[1].tenants", ["g" * 60])))
     assert msgs == [
         f"tenants[2].namespace: namespace 'tenant-{'g' * 60}' is longer than 63 characters; "
         "set a shorter namespace"
@@ -431,3 +457,36 @@ def test_vgpu_cluster_serves_one_vgpu_type() -> None:
         "hypervisor_clusters[0]: tenant clusters on it use several vGPU types (GRID A100-4C, GRID A100-8C); "
         "use one per hypervisor cluster"
     ]
+
+
+# Composer pools: second cases.
+
+
+def test_composer_pool_of_a_cluster_and_a_shared_pool() -> None:
+    """A pool may name a hypervisor cluster (its hosts join) and several tenants (shared); the
+    default quota is the sum of their gpu_quota, checked against the composer's pool size."""
+    pools = [{"name": "shared", "tenants": ["blue", "green"], "hypervisor_cluster": "workers"}]
+    raw = valid_estate()
+    _do(_set("composer.pools", pools), _set("tenants[2].gpu_quota", 3))(raw)
+    estate = load_estate(raw)
+    assert estate.composer_host_pools() == {"bm-1": "shared", "bm-2": "shared"}
+    assert estate.composer_tenant_pool("green") == "shared" and estate.composer_tenant_pool("red") is None
+    msgs = _problems(_do(_set("composer.pools", pools), _set("tenants[2].gpu_quota", 4)))
+    assert msgs == [
+        "composer.pools[0]: pool 'shared' has a quota of 6 GPUs but the composer can hand out 5 (fabric "
+        "pool 'pool-a': size minus static compositions); lower the quota (quota_gpus or the tenants' "
+        "gpu_quota)"
+    ]
+
+
+def test_composer_pool_bad_references_each_get_a_message() -> None:
+    msgs = _problems(
+        _set("composer.pools", [{"name": "nobody", "hosts": ["ghost"], "hypervisor_cluster": "hv"}])
+    )
+    assert "composer.pools[0].name: tenant 'nobody' is not defined in tenants (set tenants)" in msgs
+    assert "composer.pools[0].hosts[0]: host 'ghost' is not defined in hosts" in msgs
+    assert "composer.pools[0].hypervisor_cluster: cluster 'hv' is not the composer's target cluster " \
+        "'workers'" in msgs
+    # the tenant's static GPUs on bm-1 now serve no pool
+    assert "gpu_compositions[1].host: host 'bm-1' carries GPUs of tenant 'blue' but serves no composer " \
+        "pool, so the composer would give them to pods of any namespace; add it to the pool of 'blue'" in msgs
