@@ -133,6 +133,10 @@ class HostState:
         schedulable: False when cordoned, not Ready or being reclaimed.
         group: the Director group of the machine; GPUs sitting in a group's pool can only be
             composed onto machines of that group (Director ``predevice`` semantics).
+        static_gpus: GPUs attached to the host that the composer did not attach (static
+            compositions of the Pulumi program, or attached by hand). A host with any is not a
+            composition target: the composer composes nothing onto it, and its spare units serve
+            only pods of the host's own pool (rule 2 of :mod:`composer.planner`).
     """
 
     name: str
@@ -147,6 +151,7 @@ class HostState:
     taints: tuple[Taint, ...] = ()
     schedulable: bool = True
     group: str | None = None
+    static_gpus: int = 0
 
 
 @dataclass(frozen=True, slots=True)

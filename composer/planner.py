@@ -8,7 +8,10 @@ Rules (issue 7 §2), in the order they are applied to each request:
 1. Requests are planned highest priority first, then pinned before unpinned, then larger
    before smaller (first-fit decreasing), then oldest first, then by ``namespace/name``.
 2. A request may use only hosts of its own pool, and GPUs reserved to its pool or shared;
-   a pool quota caps the composer-managed GPUs attached to the pool's hosts.
+   a pool quota caps the composer-managed GPUs attached to the pool's hosts. A host that carries
+   GPUs the composer did not attach (``static_gpus``: a static composition) is not a composition
+   target: nothing is composed onto it; its spare units (static GPUs no pod uses) serve pods of
+   its own pool only, like every host's.
 3. A host carries one GPU model at a time (the GFD product label is per node): a host that
    has GPUs only receives more of the same model.
 4. A pinned request (``kubernetes.io/hostname``) only goes to its host(s); every host must
@@ -135,6 +138,7 @@ class _Host:
         "schedulable",
         "slot_bucket",
         "spare_keys",
+        "static",
     )
 
     def __init__(self, h: HostState) -> None:
@@ -152,6 +156,7 @@ class _Host:
         self.schedulable = h.schedulable
         self.slot_bucket: tuple[dict[int, dict[str, None]], int] | None = None
         self.spare_keys: list[tuple[dict[int, dict[str, None]], int]] = []
+        self.static = h.static_gpus
 
 
 @dataclass
@@ -169,7 +174,7 @@ class _Index:
     def add(self, h: _Host) -> None:
         if not h.schedulable or h.cpu <= 0 or h.mem <= 0 or h.model == MIXED_MODELS:
             return
-        if h.free_slots > 0:
+        if h.free_slots > 0 and not h.static:
             buckets = (
                 self.empty.setdefault(h.pool, {})
                 if h.model is None
@@ -302,6 +307,11 @@ class _Planner:
             )
         spare_use = min(h.spare.get(r.resource, 0), r.units)
         need = -(-(r.units - spare_use) // max(1, r.units_per_gpu))
+        if need and h.static:
+            return Reason.NO_HOST_FITS, (
+                f"host {h.name} carries {h.static} statically composed GPU(s); the composer composes "
+                f"no GPUs onto it (the pod needs {need} more than its {spare_use} spare unit(s))"
+            )
         if need > h.free_slots:
             return Reason.NO_HOST_FITS, f"host {h.name} has {h.free_slots} free GPU slot(s), needs {need}"
         if need > budget:
@@ -389,6 +399,7 @@ class _Planner:
                 need = -(-(r.units - have) // max(1, r.units_per_gpu))
                 if (
                     0 < need <= budget
+                    and not h.static
                     and h.model in wanted
                     and need <= h.free_slots
                     and self.reach(r.pool, h.model, h.group) >= need

@@ -203,6 +203,40 @@ def test_excluded_devices_are_never_planned():
     assert p.placements[0].devices == ("gpu1",)
 
 
+A100_GPUS = [FreeGpu("gpu4", A100, "sw1"), FreeGpu("gpu5", A100, "sw1")]
+
+
+def test_host_with_static_gpus_is_not_a_composition_target():
+    """blade-slot-4 carries a static A100 (1 spare unit): a 2-GPU A100 pod is not topped up there
+    (it would be without the rule: the host already carries the model); a pod pinned to it is refused."""
+    static = host("blade-slot-4", model=A100, attached=1, static_gpus=1, spare={"nvidia.com/gpu": 1})
+    hosts = [static, host("blade-slot-1")]
+    p = plan([req("a100", 2, models=frozenset({A100}))], hosts, A100_GPUS)
+    assert [(x.host, x.devices) for x in p.placements] == [("blade-slot-1", ("gpu4", "gpu5"))]
+    p = plan([req("pinned", 2, hosts=frozenset({"blade-slot-4"}))], hosts, A100_GPUS)
+    assert p.placements == ()
+    assert p.refusals[0].reason == Reason.NO_HOST_FITS
+    assert "carries 1 statically composed GPU(s)" in p.refusals[0].message
+    # an empty host with a static GPU of no model known yet is no target either
+    p = plan([req("any", 1)], [host("h", static_gpus=1)], A100_GPUS)
+    assert p.refusals[0].reason == Reason.NO_HOST_FITS
+
+
+def test_static_spare_serves_pods_of_its_own_pool_only():
+    """A static GPU no pod uses is spare for pods of the host's pool (the tenant the program composed
+    it for), never for another pool's pod."""
+    hosts = [
+        host("st", pool="alpha", model=T4, attached=1, static_gpus=1, spare={"nvidia.com/gpu": 1}),
+        host("hb", pool="beta"),
+    ]
+    p = plan([req("b", 1, pool="beta")], hosts, ARTICLE_GPUS)
+    assert [(x.host, x.devices) for x in p.placements] == [("hb", ("gpu0",))]
+    p = plan([req("b", 1, pool="beta", hosts=frozenset({"st"}))], hosts, ARTICLE_GPUS)
+    assert p.refusals[0].reason == Reason.NO_HOST_FITS and "pool 'alpha'" in p.refusals[0].message
+    p = plan([req("a", 1, pool="alpha")], hosts, ARTICLE_GPUS)
+    assert [(x.host, x.devices, x.spare_units) for x in p.placements] == [("st", (), 1)]
+
+
 def test_higher_priority_first():
     p = plan(
         [req("low", priority=0, created=1.0), req("high", priority=10, created=2.0)],
