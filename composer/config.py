@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 
 from composer.decide import Policy
+from composer.pools import PoolMap
 
 
 class PoolSpec(BaseModel):
@@ -26,6 +27,8 @@ class PoolSpec(BaseModel):
         name: pool name; namespaces and nodes join it with the label ``composer.liqid.io/pool``.
         quota_gpus: most composer-managed GPUs the pool's hosts may hold at once (None = no limit).
         devices: Director device names reserved to the pool (only its pods get them).
+        hosts: Node names that serve the pool (win over the Nodes' pool label).
+        namespaces: namespaces whose pods belong to the pool (win over the namespaces' pool label).
 
     Accepts snake_case or camelCase keys (``quotaGpus``, as in the chart's values).
     """
@@ -35,6 +38,8 @@ class PoolSpec(BaseModel):
     name: str = Field(min_length=1, max_length=63)
     quota_gpus: int | None = Field(default=None, ge=0, le=100_000)
     devices: list[str] = Field(default_factory=list)
+    hosts: list[str] = Field(default_factory=list)
+    namespaces: list[str] = Field(default_factory=list)
 
 
 class Settings(BaseSettings):
@@ -177,6 +182,11 @@ class Settings(BaseSettings):
         names = [p.name for p in self.pools]
         if len(names) != len(set(names)):
             raise ValueError("pool names must be unique")
+        for what in ("hosts", "namespaces"):
+            members = [m for p in self.pools for m in getattr(p, what)]
+            twice = sorted({m for m in members if members.count(m) > 1})
+            if twice:
+                raise ValueError(f"pools: {', '.join(twice)} listed in the {what} of more than one pool")
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("retry_max_seconds must be >= retry_base_seconds")
         if self.webhook_port and (self.webhook_cert_file is None or self.webhook_key_file is None):
@@ -219,6 +229,10 @@ class Settings(BaseSettings):
             batch_max_seconds=self.batch_max_seconds,
             reservation_timeout_seconds=self.reservation_timeout_seconds,
             unserved_wait_seconds=self.unserved_wait_seconds,
+            pool_map=PoolMap(
+                hosts={h: p.name for p in self.pools for h in p.hosts},
+                namespaces={n: p.name for p in self.pools for n in p.namespaces},
+            ),
         )
 
 

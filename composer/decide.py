@@ -49,6 +49,7 @@ from composer.models import GPU_RESOURCE, HOSTNAME_LABEL, EventSpec, GpuRequest,
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
 from composer.planner import plan as make_plan
 from composer.podspec import PodView, gpu_request
+from composer.pools import PoolMap, with_pools
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Policy:
     batch_max_seconds: float = 1.0
     reservation_timeout_seconds: float = 300.0
     unserved_wait_seconds: float = 60.0
+    pool_map: PoolMap = field(default_factory=PoolMap)
 
     def backoff_seconds(self, attempt: int) -> float:
         """Pause before retry number ``attempt`` (1-based): base * 2^(attempt-1), capped."""
@@ -489,6 +491,7 @@ def decide(
     Returns:
         The :class:`Decision`.
     """
+    snapshot = with_pools(snapshot, policy.pool_map)  # configured pools win over labels
     now = snapshot.now
     fabric = snapshot.fabric
     tagged = frozenset(g.name for g in fabric.gpus if g.owner_tag)

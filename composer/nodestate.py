@@ -140,6 +140,9 @@ def host_state(
         max_gpus: GPU slot limit (None = no limit).
         units_per_gpu: resource name -> units one GPU yields.
         group: the machine's Director group id (GPUs in a group's pool only go to its machines).
+
+    GPUs in ``attached_models`` that are not the composer's (not in ``record.devices``, an intent or
+    a reclaim) count as ``static_gpus``: static compositions, or attached by hand.
     """
     cpu = node.cpu_millis - usage.cpu_millis
     mem = node.memory_bytes - usage.memory_bytes
@@ -153,8 +156,10 @@ def host_state(
     coming = max(0, len(attached_models) - node.gpu_allocatable.get(GPU_RESOURCE, 0)) if plain else 0
     if coming:
         spare[GPU_RESOURCE] = spare.get(GPU_RESOURCE, 0) + coming
+    managed = set(record.devices) | set(record.reclaim.devices if record.reclaim else ())
     in_flight = 0
     for uid, it in record.intents.items():
+        managed.update(it.devices)
         p = pending.get(uid)
         if p is not None:
             cpu -= p.cpu_millis
@@ -180,6 +185,7 @@ def host_state(
         labels=node.labels,
         taints=node.taints,
         group=group,
+        static_gpus=sum(1 for d in attached_models if d not in managed),
         schedulable=(
             node.ready and not node.unschedulable and record.reclaim is None and not node.reclaim_tainted
         ),

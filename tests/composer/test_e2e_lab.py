@@ -81,10 +81,12 @@ def test_article_two_hosts_two_gpus(make_scenario):
 
 
 def test_model_selection_pinning_and_static_gpus(make_scenario):
-    """T4 versus A100 by the GFD product selector; a hostname pin is honoured; a host that
-    already carries the model is reused; the GPU composed statically on blade-slot-4 (gpu7), the
-    broken one (gpu9) and the one in another group's pool (gpu8) are never touched."""
+    """T4 versus A100 by the GFD product selector; a hostname pin is honoured; blade-slot-4, which
+    carries a GPU the composer did not attach (gpu7, composed statically), is no composition target
+    although it carries the model; gpu7, the broken GPU (gpu9) and the one in another group's pool
+    (gpu8) are never touched."""
     with make_scenario(inventory="rich.yaml") as sc:
+        s1, s2 = sc.node("blade-slot-1"), sc.node("blade-slot-2")
         s3, s4 = sc.node("blade-slot-3"), sc.node("blade-slot-4")
         sc.start_agent()
         sc.start_composer("--idle-timeout-seconds", "2")
@@ -97,16 +99,18 @@ def test_model_selection_pinning_and_static_gpus(make_scenario):
             )
             sc.gpu_pod("a100", 2, product=A100)
             sc.gpu_pod("t4-pinned", 1, product=T4, host=s3)
-            # blade-slot-4 already carries an A100 with room: reuse it, add one more A100
-            assert wait_for(lambda: sc.running_on("a100"), timeout=40, what="A100 pod running") == s4
+            # blade-slot-4 carries a static A100: not topped up; two A100s of one switch go to an
+            # empty host instead (blade-slot-3 took the pinned T4 pod first)
+            a100_host = wait_for(lambda: sc.running_on("a100"), timeout=40, what="A100 pod running")
+            assert a100_host in {s1, s2}
             assert wait_for(lambda: sc.running_on("t4-pinned"), timeout=40, what="T4 pod running") == s3
             att = sc.attached()
-            assert att[s4] == ["gpu6", "gpu7"]
+            assert att[s4] == ["gpu7"] and att[a100_host] == ["gpu4", "gpu5"]
             assert len(att[s3]) == 1 and att[s3][0] in {"gpu0", "gpu1", "gpu2", "gpu3"}
-            assert sc.node_obj(s4).metadata.labels["nvidia.com/gpu.product"] == A100
+            assert sc.node_obj(a100_host).metadata.labels["nvidia.com/gpu.product"] == A100
             assert sc.node_obj(s3).metadata.labels["nvidia.com/gpu.product"] == T4
-            assert sc.node_obj(s4).metadata.annotations["composer.liqid.io/devices"] == "gpu6"
-            assert not {g for gs in att.values() for g in gs} & {"gpu8", "gpu9"}
+            assert "composer.liqid.io/devices" not in (sc.node_obj(s4).metadata.annotations or {})
+            assert not {g for gs in att.values() for g in gs} & {"gpu6", "gpu8", "gpu9"}
 
             sc.delete_pod("a100")
             sc.delete_pod("t4-pinned")

@@ -1,0 +1,55 @@
+"""Pool membership from the composer's own configuration: which Nodes and namespaces serve which pool.
+
+The Pulumi program writes the map into the chart's values (``composer.pools[].hosts`` and
+``composer.pools[].namespaces``), which land in the composer's Deployment in the target cluster,
+so membership needs no label written by anyone else on that cluster (``docs/composer-pools.md``).
+The configured map wins over the labels ``composer.liqid.io/pool`` on Nodes and namespaces;
+labels still place what the map does not name.
+
+Pure functions; :func:`with_pools` is applied to each round's snapshot before deciding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from composer import annotations as ann
+from composer.nodestate import NodeView
+
+
+@dataclass(frozen=True)
+class PoolMap:
+    """Configured pool membership.
+
+    Attributes:
+        hosts: Node name -> pool.
+        namespaces: namespace -> pool.
+    """
+
+    hosts: Mapping[str, str] = field(default_factory=dict)
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+
+
+def node_with_pool(node: NodeView, hosts: Mapping[str, str]) -> NodeView:
+    """``node`` with the label ``composer.liqid.io/pool`` its configured pool (unchanged when the
+    map does not name it or the label already says so)."""
+    pool = hosts.get(node.name)
+    if pool is None or node.labels.get(ann.POOL_LABEL) == pool:
+        return node
+    return replace(node, labels={**node.labels, ann.POOL_LABEL: pool})
+
+
+def with_pools(snapshot: Any, pools: PoolMap) -> Any:
+    """The round's snapshot (:class:`composer.decide.Snapshot`) with the configured membership applied
+    to its nodes (also the ``hidden`` ones, when the snapshot has them) and namespace pools."""
+    if not pools.hosts and not pools.namespaces:
+        return snapshot
+    changes: dict[str, Any] = {
+        "nodes": tuple(node_with_pool(n, pools.hosts) for n in snapshot.nodes),
+        "namespace_pools": {**snapshot.namespace_pools, **pools.namespaces},
+    }
+    if hasattr(snapshot, "hidden"):
+        changes["hidden"] = tuple(node_with_pool(n, pools.hosts) for n in snapshot.hidden)
+    return replace(snapshot, **changes)
