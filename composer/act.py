@@ -7,7 +7,13 @@ writer. Order matters for crash safety:
   result after; a crash in between is resolved next round from the Director's truth;
 - reclaim: the ``reclaim`` annotation is written before the taint is set, GPU pods on the node
   are listed again after the taint (a pod bound in the meantime aborts the reclaim), and the
-  taint is lifted before the annotation is cleared.
+  taint is lifted before the annotation is cleared;
+- owner tag: the composer's owner tag is written on the GPUs before they are attached (with
+  the autoscaler annotations on the node, in the ``Composing`` write), and cleared after
+  they are detached; so every GPU the composer attached carries it, and a GPU left tagged by a
+  crash in between is still free to plan (see :mod:`composer.decide`);
+- orphans (composer-tagged GPUs on a machine with no Node): the Node's absence is confirmed
+  with a GET just before the decompose.
 
 Director failures never escape a job: they become intent ``retry_at`` times, Events and
 metrics. Kubernetes failures abort the job (logged); the next round starts from what is
@@ -25,7 +31,7 @@ from typing import Any, Protocol
 
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim
-from composer.decide import EventSpec, NodeJob, Policy, intents_for, node_event, pod_event
+from composer.decide import EventSpec, NodeJob, Policy, intents_for, lease_event, node_event, pod_event
 from composer.fabric import FabricClient, FabricFactory
 from composer.metrics import Metrics
 from composer.models import Taint
@@ -50,6 +56,8 @@ class KubeWrites(Protocol):
     def delete_device_plugin_pods(self, node: str, namespace: str, selector: str) -> list[str]: ...
 
     def create_event(self, ev: EventSpec) -> None: ...
+
+    def node_exists(self, node: str) -> bool: ...
 
 
 @dataclass
@@ -126,7 +134,10 @@ class Executor:
             log.warning("event %s/%s %s not recorded: %s", ev.namespace, ev.name, ev.reason, exc)
 
     def _write(self, res: JobResult, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
+        new = ann.with_hold(new)  # the autoscaler annotations ride on the same PATCH
         changes: dict[str, str | None] = {}
+        if old.hold != new.hold:
+            changes.update(ann.hold_changes(new.hold))
         if old.devices != new.devices:
             changes[ann.DEVICES] = ann.encode_devices(new.devices)
         if old.intents != new.intents:
@@ -162,7 +173,69 @@ class Executor:
             rec = self._compose(job, rec, res, created or {}, fresh)
         if job.reclaim is not None:
             self._reclaim(job, rec, res)
+        if job.orphans:
+            self._orphans(job, res)
         return res
+
+    def _tag(self, devices: list[str]) -> None:
+        """Write the composer's owner tag on ``devices`` (clients without tags: nothing)."""
+        tag = getattr(self.fabric(), "set_owner_tag", None)
+        if tag is not None:
+            tag(devices, self.policy.owner_tag)
+
+    def _untag(self, devices: list[str]) -> None:
+        """Clear the composer's owner tag from ``devices``; a failure is logged (a free GPU
+        still carrying the tag is planned like any free GPU)."""
+        untag = getattr(self.fabric(), "clear_owner_tag", None)
+        if untag is None:
+            return
+        try:
+            untag(devices, only_if=self.policy.owner_tag)
+        except DirectorError as exc:
+            log.warning("could not clear the owner tag of %s: %s", devices, exc)
+
+    def _orphans(self, job: NodeJob, res: JobResult) -> None:
+        """Decompose ``job.orphans`` from machine ``job.node`` once no Node of that name exists."""
+        machine, devices = job.node, list(job.orphans)
+        if self.kube.node_exists(machine):
+            log.info("GPUs %s of machine %s kept: a Node %s exists (not managed by this composer?)",
+                     devices, machine, machine)
+            return
+        try:
+            self.fabric().decompose(machine, devices)
+            if self.release_to_system_pool:
+                try:
+                    self.fabric().release_to_system_pool(devices)
+                except DirectorError as exc:
+                    log.warning("could not move %s back to the system pool: %s", devices, exc)
+        except Exception as exc:
+            if not isinstance(exc, DirectorError):
+                self._drop_client()
+            self.metrics.decomposition_failures.labels(type(exc).__name__).inc()
+            res.reclaim_failed = True
+            self.emit(
+                lease_event(
+                    self.policy,
+                    "Warning",
+                    "OrphanReclaimFailed",
+                    f"giving back {', '.join(devices)} from machine {machine} (no Node) failed, will retry: "
+                    f"{exc}",
+                )
+            )
+            return
+        self._untag(devices)
+        self.metrics.orphans_reclaimed.inc(len(devices))
+        self.metrics.decomposed_gpus.inc(len(devices))
+        res.reclaimed = tuple(devices)
+        self.emit(
+            lease_event(
+                self.policy,
+                "Warning",
+                "OrphanedGpusReclaimed",
+                f"gave {', '.join(devices)} back to the free pool: attached by this composer to machine "
+                f"{machine}, which had no Node for {self.policy.orphan_grace_seconds:.0f} s",
+            )
+        )
 
     def _cancel_edit(self, node: str) -> None:
         cancel = getattr(self.fabric(), "cancel_edit", None)
@@ -198,6 +271,7 @@ class Executor:
                 )
             return rec
         try:
+            self._tag(devices)
             self.fabric().compose(job.node, devices)
         except DirectorError as exc:
             return self._compose_failed(job, rec, res, exc, fresh)
@@ -293,6 +367,7 @@ class Executor:
                         self.fabric().release_to_system_pool(list(devices))
                     except DirectorError as exc:  # still free, only in the group's pool
                         log.warning("could not move %s back to the system pool: %s", devices, exc)
+                self._untag(list(devices))
         except Exception as exc:
             reason = type(exc).__name__
             if not isinstance(exc, DirectorError):

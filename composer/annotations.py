@@ -34,6 +34,15 @@ Pod annotation ``composer.liqid.io/reservation``
 Label or annotation ``composer.liqid.io/gating: disabled`` (pod), label (namespace)
     Opt-out: the webhook does not gate the pod (or any pod of the namespace).
 
+``composer.liqid.io/autoscaler-hold``
+    ``"true"`` while the node holds composer-managed GPUs (or an intent or a reclaim is open);
+    written together with :data:`AUTOSCALER_ANNOTATIONS` (cluster-autoscaler's
+    ``scale-down-disabled`` and Karpenter's ``do-not-disrupt``), and all three are removed
+    together after the reclaim, so the composer only ever removes what it set.
+
+Opt-out read on a Node or on a pod running on it: annotation ``composer.liqid.io/do-not-reclaim:
+"true"`` holds the node's GPUs (no idle reclaim starts; one in progress is aborted).
+
 Node label read (optional): ``composer.liqid.io/pool`` (the host's pool) and
 ``composer.liqid.io/max-gpus`` (PCIe slots the host has for fabric GPUs).
 Namespace label read (optional): ``composer.liqid.io/pool`` (the pool of the namespace's pods).
@@ -63,6 +72,18 @@ RESERVATION = PREFIX + "reservation"
 #: Opt-out label/annotation (pod) or label (namespace); value :data:`GATING_DISABLED`.
 GATING_OPT_OUT = PREFIX + "gating"
 GATING_DISABLED = "disabled"
+#: Opt-out annotation (Node, or a pod bound to it): value ``"true"`` holds the node's GPUs.
+DO_NOT_RECLAIM = PREFIX + "do-not-reclaim"
+#: Marker: the composer set :data:`AUTOSCALER_ANNOTATIONS` on this node.
+AUTOSCALER_HOLD = PREFIX + "autoscaler-hold"
+#: Node annotations that keep node autoscalers from removing a node, each ``"true"``:
+#: cluster-autoscaler (FAQ "How can I prevent Cluster Autoscaler from scaling down a particular
+#: node?", https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md) and
+#: Karpenter (https://karpenter.sh/docs/concepts/disruption/, "Node-level controls").
+AUTOSCALER_ANNOTATIONS = (
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    "karpenter.sh/do-not-disrupt",
+)
 #: Event source (``reportingComponent`` / ``source.component``).
 COMPONENT = "gpu-composer"
 
@@ -131,11 +152,35 @@ class Reclaim:
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
-    """The composer's annotations of one node, decoded."""
+    """The composer's annotations of one node, decoded.
+
+    ``hold``: the composer's autoscaler annotations are on the node (see :func:`with_hold`).
+    """
 
     devices: frozenset[str] = frozenset()
     intents: dict[str, Intent] = field(default_factory=dict)
     reclaim: Reclaim | None = None
+    hold: bool = False
+
+
+def holds_gpus(record: NodeRecord) -> bool:
+    """True while the node holds composer-managed GPUs, or has an intent with devices or a
+    reclaim open: then node autoscalers must leave it alone."""
+    if record.devices or record.reclaim is not None:
+        return True
+    return any(it.devices for it in record.intents.values())
+
+
+def with_hold(record: NodeRecord) -> NodeRecord:
+    """``record`` with ``hold`` as it should be (:func:`holds_gpus`)."""
+    want = holds_gpus(record)
+    return record if record.hold == want else replace(record, hold=want)
+
+
+def hold_changes(hold: bool) -> dict[str, str | None]:
+    """Annotation patch that sets (``hold``) or removes the autoscaler annotations and marker."""
+    value = "true" if hold else None
+    return {AUTOSCALER_HOLD: value, **{k: value for k in AUTOSCALER_ANNOTATIONS}}
 
 
 def decode(annotations: dict[str, str] | None) -> NodeRecord:
@@ -167,7 +212,7 @@ def decode(annotations: dict[str, str] | None) -> NodeRecord:
             reclaim = Reclaim(tuple(r["devices"]), str(r.get("phase", "Tainted")), float(r.get("since", 0.0)))
     except (ValueError, TypeError, KeyError, AttributeError):
         reclaim = None
-    return NodeRecord(devices, intents, reclaim)
+    return NodeRecord(devices, intents, reclaim, a.get(AUTOSCALER_HOLD) == "true")
 
 
 def encode_devices(devices: frozenset[str] | set[str]) -> str | None:

@@ -16,8 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 
+from composer import reclaim_guard
 from composer.decide import Policy
 from composer.pools import PoolMap
+
+#: A reclaim budget: a node count or a percentage (checked again by ``reclaim_guard.parse_budget``).
+BUDGET_PATTERN = r"^[0-9]{1,6}%?$"
+#: A reclaim window, ``HH:MM-HH:MM`` UTC (checked again by ``reclaim_guard.parse_window``).
+WINDOW_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]|24):[0-5][0-9]$"
 
 
 class PoolSpec(BaseModel):
@@ -29,6 +35,8 @@ class PoolSpec(BaseModel):
         devices: Director device names reserved to the pool (only its pods get them).
         hosts: Node names that serve the pool (win over the Nodes' pool label).
         namespaces: namespaces whose pods belong to the pool (win over the namespaces' pool label).
+        reclaim_budget: most of the pool's nodes reclaiming at once, ``"2"`` or ``"20%"`` of
+            its nodes (rounded up); None = the composer-wide ``reclaim_budget``.
 
     Accepts snake_case or camelCase keys (``quotaGpus``, as in the chart's values).
     """
@@ -40,6 +48,7 @@ class PoolSpec(BaseModel):
     devices: list[str] = Field(default_factory=list)
     hosts: list[str] = Field(default_factory=list)
     namespaces: list[str] = Field(default_factory=list)
+    reclaim_budget: str | None = Field(default=None, pattern=BUDGET_PATTERN)
 
 
 class Settings(BaseSettings):
@@ -162,6 +171,33 @@ class Settings(BaseSettings):
         description="a gated pod nothing in the pool can serve is ungated unchanged this long after "
         "its creation (so a node autoscaler can act)",
     )
+    reclaim_budget: str | None = Field(
+        default=None,
+        pattern=BUDGET_PATTERN,
+        description="most nodes of a pool reclaiming at once: a count (\"2\") or a percentage of the "
+        "pool's nodes (\"20%\", rounded up) as in Karpenter's disruption budgets; unset = no limit; "
+        "a pool's reclaimBudget overrides it",
+    )
+    reclaim_windows_utc: list[str] = Field(
+        default_factory=list,
+        description="reclaims start only inside one of these daily UTC windows, HH:MM-HH:MM "
+        "(22:00-06:00 spans midnight); empty = any time",
+    )
+    owner_tag: str = Field(
+        default="gpu-composer",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/+-]*$",
+        description="owner tag written on the GPUs this composer attaches (the Director's device "
+        "description): unique per composer sharing a Director, distinct from the Pulumi program's",
+    )
+    orphan_grace_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        le=7 * 86400,
+        description="GPUs this composer attached to a machine that has no Node for this long go back "
+        "to the free pool",
+    )
     webhook_port: int = Field(
         default=0, ge=0, le=65535, description="HTTPS port of the pod-gating admission webhook (0 = off)"
     )
@@ -193,6 +229,13 @@ class Settings(BaseSettings):
             raise ValueError("webhook_port needs webhook_cert_file and webhook_key_file (HTTPS only)")
         if self.batch_max_seconds < self.batch_idle_seconds:
             raise ValueError("batch_max_seconds must be >= batch_idle_seconds")
+        for w in self.reclaim_windows_utc:
+            reclaim_guard.parse_window(w)  # ValueError names the window
+        for b in [self.reclaim_budget, *(p.reclaim_budget for p in self.pools)]:
+            if b is not None:
+                reclaim_guard.parse_budget(b)  # ValueError names the budget (a percentage above 100)
+        if self.owner_tag == "n/a":
+            raise ValueError("owner_tag 'n/a' reads as no description on the Director")
         if 0 < self.cache_resync_seconds < 30:
             raise ValueError(
                 "cache_resync_seconds must be 0 (never relist) or at least 30: each relist reads "
@@ -233,6 +276,16 @@ class Settings(BaseSettings):
                 hosts={h: p.name for p in self.pools for h in p.hosts},
                 namespaces={n: p.name for p in self.pools for n in p.namespaces},
             ),
+            reclaim_budget=(
+                None if self.reclaim_budget is None else reclaim_guard.parse_budget(self.reclaim_budget)
+            ),
+            reclaim_budgets={
+                p.name: reclaim_guard.parse_budget(p.reclaim_budget) for p in self.pools if p.reclaim_budget
+            },
+            reclaim_windows=tuple(reclaim_guard.parse_window(w) for w in self.reclaim_windows_utc),
+            owner_tag=self.owner_tag,
+            orphan_grace_seconds=self.orphan_grace_seconds,
+            lease=(self.namespace, self.lease_name),
         )
 
 

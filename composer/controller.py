@@ -282,6 +282,9 @@ class Controller:
         self.metrics.reservations_active.set(decision.reservations)
         self.metrics.reservations_expired.inc(decision.expired)
         self.metrics.gpus_taken.inc(decision.taken)
+        self.metrics.gpus_lost.inc(decision.lost)
+        for reason, n in decision.held.items():
+            self.metrics.reclaims_held.labels(reason).set(n)
         self.metrics.set_free(decision.free_by_model)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.observe(time.monotonic() - t0)
@@ -368,7 +371,11 @@ def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
         and not ((p.unschedulable or p.gated) and p.constraints.hosts and p.constraints.hosts <= busy.keys())
     )
     nodes = tuple(n for n in snap.nodes if n.name not in busy)
+    hidden = tuple(n for n in snap.nodes if n.name in busy)
+    reclaiming = frozenset(n for n, job in busy.items() if job.reclaim or job.after.reclaim)
     gpus = tuple(g for g in snap.fabric.gpus if g.name not in devices and g.machine not in busy)
     fabric = FabricView(gpus, snap.fabric.machines, snap.fabric.machine_groups)
     # pods bound to busy nodes stay visible (they do not matter for other nodes)
-    return replace(snap, pods=pods, nodes=nodes, fabric=fabric)
+    return replace(
+        snap, pods=pods, nodes=nodes, fabric=fabric, hidden=hidden, hidden_reclaiming=reclaiming & busy.keys()
+    )

@@ -21,6 +21,18 @@ Convergence rules (issue 7 §3-§5):
   attached for it, so there is no attach/detach loop; a pod composed for but never scheduled
   is given up after ``schedule_timeout_seconds`` and not planned again.
 
+Reclaim guards and out-of-band changes (:mod:`composer.reclaim_guard`, ``docs/composer-reclaim.md``):
+
+- an idle node's reclaim starts only when no guard holds it (``do-not-reclaim`` on the node or a
+  pod on it, a reclaim window, the pool's budget); a held reclaim gets one ``ReclaimHeld`` Event
+  per reason change; ``do-not-reclaim`` appearing on a tainted node aborts its reclaim;
+- a managed GPU the Director no longer shows attached to its node (not by a reclaim) gives a
+  Warning ``GpuDetachedOutOfBand`` Event on the node and on each GPU pod bound to it; nothing is
+  composed in its place for a running pod;
+- GPUs carrying the composer's owner tag attached to a machine with no Node are orphans: after
+  ``orphan_grace_seconds`` they are decomposed (an ``orphan`` job; Events on the composer's
+  Lease); a free GPU still carrying the tag is free to plan.
+
 Pods held by the composer's scheduling gate (:mod:`composer.gating`) are demand like
 unschedulable pods, with these rules:
 
@@ -42,10 +54,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from composer import annotations as ann
+from composer import reclaim_guard as guard
 from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.fabric import FabricView
 from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
-from composer.models import GPU_RESOURCE, HOSTNAME_LABEL, EventSpec, GpuRequest, Placement, Plan, Reason
+from composer.models import (
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    EventSpec,
+    FreeGpu,
+    GpuRequest,
+    Placement,
+    Plan,
+    Reason,
+)
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
 from composer.planner import plan as make_plan
 from composer.podspec import PodView, gpu_request
@@ -76,6 +98,16 @@ class Policy:
     reservation_timeout_seconds: float = 300.0
     unserved_wait_seconds: float = 60.0
     pool_map: PoolMap = field(default_factory=PoolMap)
+    reclaim_budget: guard.Budget | None = None
+    reclaim_budgets: Mapping[str, guard.Budget] = field(default_factory=dict)
+    reclaim_windows: tuple[guard.Window, ...] = ()
+    owner_tag: str = "gpu-composer"
+    orphan_grace_seconds: float = 600.0
+    lease: tuple[str, str] = ("gpu-composer", "gpu-composer")
+
+    def budget_of(self, pool: str) -> guard.Budget | None:
+        """The reclaim budget of ``pool`` (its own, else the default; None = no limit)."""
+        return self.reclaim_budgets.get(pool, self.reclaim_budget)
 
     def backoff_seconds(self, attempt: int) -> float:
         """Pause before retry number ``attempt`` (1-based): base * 2^(attempt-1), capped."""
@@ -92,6 +124,10 @@ class Snapshot:
         nodes: nodes matching the composer's node selector.
         namespace_pools: namespace -> pool, from the namespace label ``composer.liqid.io/pool``.
         fabric: the Director's truth.
+        hidden: nodes left out of this round (a job of theirs runs): they still exist (no
+            orphans there) and count in their pool's size.
+        hidden_reclaiming: names of hidden nodes whose running job is a reclaim (they count
+            against their pool's reclaim budget).
     """
 
     now: float
@@ -99,6 +135,8 @@ class Snapshot:
     nodes: tuple[NodeView, ...]
     namespace_pools: Mapping[str, str]
     fabric: FabricView
+    hidden: tuple[NodeView, ...] = ()
+    hidden_reclaiming: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -114,6 +152,8 @@ class Memory:
         reclaim_retry_at: node -> earliest time to try a failed reclaim again.
         reclaim_failures: node -> failed reclaim attempts in a row.
         gated_seen: pod UID -> when a gated pod was first seen (batching; ``Gated`` Event once).
+        held: node -> the reclaim guard last reported holding it (``ReclaimHeld`` once per reason).
+        orphan_since: device -> when it was first seen attached to a machine with no Node.
     """
 
     idle_since: dict[str, float] = field(default_factory=dict)
@@ -123,6 +163,8 @@ class Memory:
     reclaim_retry_at: dict[str, float] = field(default_factory=dict)
     reclaim_failures: dict[str, int] = field(default_factory=dict)
     gated_seen: dict[str, float] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)
+    orphan_since: dict[str, float] = field(default_factory=dict)
 
     def forget_missing(self, live_uids: set[str], live_nodes: set[str], now: float = 0.0) -> None:
         """Drop entries of pods and nodes that no longer exist (bounded memory); gated pods
@@ -132,7 +174,7 @@ class Memory:
                 del d[uid]
         for uid in [u for u, t in self.gated_seen.items() if u not in live_uids and t < now - 3600]:
             del self.gated_seen[uid]  # kept a while: a pod hidden during its node's job is not new
-        for d2 in (self.idle_since, self.reclaim_retry_at, self.reclaim_failures):
+        for d2 in (self.idle_since, self.reclaim_retry_at, self.reclaim_failures, self.held):
             for n in [n for n in d2 if n not in live_nodes]:
                 del d2[n]
 
@@ -146,6 +188,12 @@ def pod_event(key: str, uid: str, type_: str, reason: str, message: str) -> Even
 def node_event(node: str, type_: str, reason: str, message: str) -> EventSpec:
     """An Event about a node."""
     return EventSpec("Node", "default", node, node, type_, reason, message)
+
+
+def lease_event(policy: Policy, type_: str, reason: str, message: str) -> EventSpec:
+    """An Event about the composer itself, on its leader-election Lease (``policy.lease``)."""
+    ns, name = policy.lease
+    return EventSpec("Lease", ns, name, "", type_, reason, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +232,8 @@ class NodeJob:
         cancel_edit: cancel a fabric edit left open by a composer that died mid-compose.
         compose: placements to compose onto the node.
         reclaim: a reclaim step, or None.
+        orphans: for a Director machine with no Node (``node`` is the machine's name): the
+            composer-tagged GPUs to decompose back to the free pool.
     """
 
     node: str
@@ -193,6 +243,7 @@ class NodeJob:
     cancel_edit: bool = False
     compose: tuple[ComposeItem, ...] = ()
     reclaim: ReclaimStep | None = None
+    orphans: tuple[str, ...] = ()
 
     @property
     def idle(self) -> bool:
@@ -203,6 +254,7 @@ class NodeJob:
             and not self.cancel_edit
             and not self.compose
             and self.reclaim is None
+            and not self.orphans
         )
 
 
@@ -228,6 +280,8 @@ class Decision:
     reservations: int = 0
     expired: int = 0
     taken: int = 0
+    lost: int = 0
+    held: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,6 +298,7 @@ class Reconciled:
         release: ``(pod uid, intent)`` of gated pods whose reserved units are advertised.
         expired: gated pods' reservations dropped because their ``until`` passed.
         taken: intents dropped because another pod was bound to their GPUs.
+        lost: managed devices the Director no longer shows attached (not by a reclaim).
     """
 
     record: NodeRecord
@@ -255,6 +310,7 @@ class Reconciled:
     release: tuple[tuple[str, Intent], ...] = ()
     expired: int = 0
     taken: int = 0
+    lost: tuple[str, ...] = ()
 
 
 def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
@@ -314,7 +370,9 @@ def reconcile_record(
         return Reconciled(rec)  # nothing to reconcile (most nodes, most rounds)
     managed = set(rec.devices & attached.keys())
     intents: dict[str, Intent] = {}
-    events: list[EventSpec] = []
+    reclaiming = set(rec.reclaim.devices) if rec.reclaim else set()
+    lost = tuple(sorted(rec.devices - attached.keys() - reclaiming))
+    events: list[EventSpec] = _lost_events(node, lost, pods_by_uid) if lost else []
     given_up: list[tuple[str, str]] = []
     restart = False
     cancel = False
@@ -438,7 +496,41 @@ def reconcile_record(
         tuple(release),
         expired,
         taken,
+        lost,
     )
+
+
+def _lost_events(
+    node: NodeView, lost: tuple[str, ...], pods_by_uid: Mapping[str, PodView]
+) -> list[EventSpec]:
+    """Warnings for managed GPUs taken off ``node`` behind the composer's back: on the node and
+    on each non-terminal GPU pod bound to it (which of them used the GPU is not known here)."""
+    names = ", ".join(lost)
+    users = [p for p in pods_by_uid.values() if p.node_name == node.name and p.gpu and not p.terminal]
+    what = (
+        f"{names}, composed onto {node.name} by the composer, is no longer attached to it: the LIQID "
+        "Director does not show it attached (detached out of band)"
+    )
+    out = [
+        node_event(
+            node.name,
+            "Warning",
+            "GpuDetachedOutOfBand",
+            what + (f"; GPU pod(s) on the node: {', '.join(p.key for p in users)}" if users else ""),
+        )
+    ]
+    out.extend(
+        pod_event(
+            p.key,
+            p.uid,
+            "Warning",
+            "GpuDetachedOutOfBand",
+            what + "; this pod may have lost a GPU it uses. The composer does not compose a "
+            "replacement for a running pod: delete the pod to have it planned again",
+        )
+        for p in users
+    )
+    return out
 
 
 def reclaim_step(
@@ -494,8 +586,8 @@ def decide(
     snapshot = with_pools(snapshot, policy.pool_map)  # configured pools win over labels
     now = snapshot.now
     fabric = snapshot.fabric
-    tagged = frozenset(g.name for g in fabric.gpus if g.owner_tag)
-    if tagged - policy.excluded:  # GPUs the Pulumi program owns (owner tag): static, never touched
+    tagged = frozenset(g.name for g in fabric.gpus if g.owner_tag and g.owner_tag != policy.owner_tag)
+    if tagged - policy.excluded:  # GPUs the Pulumi program owns (its owner tag): static, never touched
         policy = replace(policy, excluded=policy.excluded | tagged)
     pods_by_uid = {p.uid: p for p in snapshot.pods}
     usage = usage_by_node(snapshot.pods)
@@ -509,7 +601,7 @@ def decide(
     flags: dict[str, tuple[bool, bool]] = {}
     latencies: list[float] = []
     actions: list[PodAction] = []
-    expired = taken = 0
+    expired = taken = lost = 0
     for node in composable:
         rc = reconcile_record(
             node,
@@ -528,6 +620,7 @@ def decide(
             memory.abandoned[uid] = why
         expired += rc.expired
         taken += rc.taken
+        lost += len(rc.lost)
         for uid, it in rc.release:
             actions.append(_release(pods_by_uid[uid], node.name, it))
 
@@ -630,6 +723,15 @@ def decide(
             held.update(it.devices)
         pool_usage[pool] = pool_usage.get(pool, 0) + len(held - policy.excluded)
     free = fabric.free(excluded=policy.excluded, device_pools=policy.device_pools)
+    if requests:  # the composer's own tag on a free GPU (left by a crash) does not make it static
+        free += [
+            FreeGpu(g.name, g.model, g.switch, policy.device_pools.get(g.name), g.group)
+            for g in fabric.gpus
+            if g.owner_tag == policy.owner_tag
+            and g.machine is None
+            and g.healthy
+            and g.name not in policy.excluded
+        ]
     free_by_model: dict[tuple[str, str], int] = {}
     for g in free:
         k = (g.model, g.pool or "")
@@ -682,19 +784,24 @@ def decide(
                 )
             )
 
-    # 4. idle detection and reclaim, then the jobs
+    # 4. idle detection and reclaim (behind its guards), then the jobs
     jobs = []
+    guards = _Guards(snapshot, composable, records, policy)
     for node in composable:
-        rec = records[node.name]
+        rec = ann.with_hold(records[node.name])
         u = usage.get(node.name, empty_usage)
         busy = u.gpu_pods > 0 or bool(rec.intents) or node.name in by_node
         step = reclaim_step(
             node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
         )
+        step = guards.check(node, step, memory, events)
         restart, cancel = flags[node.name]
         job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(by_node.get(node.name, ())), step)
         if not job.idle:
             jobs.append(job)
+
+    # 5. orphans: the composer's GPUs on Director machines that have no Node
+    jobs.extend(_orphan_jobs(snapshot, policy, memory, events))
     pending = sum(
         1
         for p in snapshot.pods
@@ -714,7 +821,147 @@ def decide(
         reservations=sum(len(r.intents) for r in records.values()),
         expired=expired,
         taken=taken,
+        lost=lost,
+        held=guards.held_counts(memory),
     )
+
+
+class _Guards:
+    """The reclaim guards of one round (pool sizes and reclaims under way are counted lazily:
+    only rounds where a reclaim would start need them)."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        composable: list[NodeView],
+        records: Mapping[str, NodeRecord],
+        policy: Policy,
+    ) -> None:
+        self.snapshot, self.composable, self.records, self.policy = snapshot, composable, records, policy
+        self._opted: dict[str, str] | None = None
+        self._reclaiming: dict[str, int] | None = None
+        self._size: dict[str, int] = {}
+
+    def _pool(self, node: NodeView) -> str:
+        return node.labels.get(ann.POOL_LABEL, self.policy.default_pool)
+
+    def opted_out(self, node: NodeView) -> str:
+        """What holds ``node`` by the ``do-not-reclaim`` annotation ("" = nothing)."""
+        if node.do_not_reclaim:
+            return f"node {node.name}"
+        if self._opted is None:
+            self._opted = {}
+            for p in self.snapshot.pods:
+                if p.node_name and not p.terminal and guard.opted_out(p.annotations, ann.DO_NOT_RECLAIM):
+                    self._opted.setdefault(p.node_name, f"pod {p.key}")
+        return self._opted.get(node.name, "")
+
+    def _counts(self) -> dict[str, int]:
+        if self._reclaiming is None:
+            self._reclaiming = {}
+            for n in self.composable:
+                if self.records[n.name].reclaim is not None or n.reclaim_tainted:
+                    self._reclaiming[self._pool(n)] = self._reclaiming.get(self._pool(n), 0) + 1
+            for n in self.snapshot.hidden:
+                if n.name in self.snapshot.hidden_reclaiming:
+                    self._reclaiming[self._pool(n)] = self._reclaiming.get(self._pool(n), 0) + 1
+            for n in (*self.composable, *self.snapshot.hidden):
+                self._size[self._pool(n)] = self._size.get(self._pool(n), 0) + 1
+        return self._reclaiming
+
+    def check(
+        self, node: NodeView, step: ReclaimStep | None, memory: Memory, events: list[EventSpec]
+    ) -> ReclaimStep | None:
+        """``step`` if no guard holds it; None (or ``abort``) and a ``ReclaimHeld`` Event otherwise."""
+        if step is None or step.kind not in ("start", "decompose"):
+            if step is None and node.name not in memory.idle_since:
+                memory.held.pop(node.name, None)  # not idle any more: a later hold is news again
+            return step
+        opted = self.opted_out(node)
+        if step.kind == "decompose":
+            if not opted:
+                return step
+            text = f"{opted} is annotated do-not-reclaim; reclaim aborted"
+            self._report(node, guard.Hold.DO_NOT_RECLAIM, text, memory, events)
+            return ReclaimStep("abort")
+        pool = self._pool(node)
+        counts = self._counts()
+        budget = self.policy.budget_of(pool)
+        held = guard.held_by(
+            do_not_reclaim=opted,
+            now=self.snapshot.now,
+            windows=self.policy.reclaim_windows,
+            reclaiming=counts.get(pool, 0),
+            allowed=None if budget is None else budget.allowed(self._size.get(pool, 0)),
+        )
+        if held is not None:
+            why, text = held
+            if why == guard.Hold.BUDGET:
+                text += f" (reclaim budget of pool {pool!r}: {budget})"
+            self._report(node, why, text, memory, events)
+            return None
+        counts[pool] = counts.get(pool, 0) + 1
+        memory.held.pop(node.name, None)
+        return step
+
+    @staticmethod
+    def _report(node: NodeView, why: guard.Hold, text: str, memory: Memory, events: list[EventSpec]) -> None:
+        if memory.held.get(node.name) == why:
+            return
+        memory.held[node.name] = why
+        events.append(
+            node_event(
+                node.name,
+                "Normal",
+                "ReclaimHeld",
+                f"idle GPUs {', '.join(sorted(node.record.devices)) or ''} not reclaimed ({why}): {text}",
+            )
+        )
+
+    def held_counts(self, memory: Memory) -> dict[str, int]:
+        """Guard -> nodes it holds now (for the ``reclaims_held`` gauge)."""
+        out = {str(h): 0 for h in guard.Hold}
+        for why in memory.held.values():
+            out[why] = out.get(why, 0) + 1
+        return out
+
+
+def _orphan_jobs(
+    snapshot: Snapshot, policy: Policy, memory: Memory, events: list[EventSpec]
+) -> list[NodeJob]:
+    """Jobs decomposing the composer-tagged GPUs of Director machines with no Node once they
+    were seen so for ``orphan_grace_seconds`` (a Node that comes back in time keeps them)."""
+    nodes = {n.name for n in snapshot.nodes} | {n.name for n in snapshot.hidden}
+    found: dict[str, list[str]] = {}
+    for g in snapshot.fabric.gpus:
+        if g.machine is not None and g.owner_tag == policy.owner_tag and g.machine not in nodes:
+            found.setdefault(g.machine, []).append(g.name)
+    seen = {d for ds in found.values() for d in ds}
+    for d in [d for d in memory.orphan_since if d not in seen]:
+        del memory.orphan_since[d]
+    jobs = []
+    for machine, devices in sorted(found.items()):
+        fresh = [d for d in devices if d not in memory.orphan_since]
+        for d in devices:
+            memory.orphan_since.setdefault(d, snapshot.now)
+        if fresh:
+            events.append(
+                lease_event(
+                    policy,
+                    "Warning",
+                    "OrphanedGpus",
+                    f"{', '.join(sorted(fresh))} attached by this composer to machine {machine}, which "
+                    f"has no Node; giving them back to the free pool in {policy.orphan_grace_seconds:.0f} s "
+                    f"unless Node {machine} comes back",
+                )
+            )
+        grace = policy.orphan_grace_seconds
+        due = tuple(sorted(d for d in devices if snapshot.now - memory.orphan_since[d] >= grace))
+        if due:
+            for d in due:  # timed again from now: a failed job is retried after another grace period
+                memory.orphan_since[d] = snapshot.now
+            jobs.append(NodeJob(machine, NodeRecord(), NodeRecord(), orphans=due))
+    return jobs
 
 
 def busy_releases(
@@ -837,6 +1084,7 @@ __all__ = [
     "Snapshot",
     "decide",
     "intents_for",
+    "lease_event",
     "node_event",
     "pod_event",
     "reclaim_step",

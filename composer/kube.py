@@ -125,6 +125,22 @@ class KubeApi:
         """Nodes matching ``label_selector`` (node JSON objects)."""
         return self._list(self.core.list_node, "nodes", label_selector=label_selector or None)
 
+    def node_exists(self, node: str) -> bool:
+        """True when a Node named ``node`` exists (any labels).
+
+        Raises:
+            KubeError: the API server answered anything but the Node or 404.
+        """
+        try:
+            self.core.read_node(node, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise _wrap("GET", f"nodes/{node}", exc) from exc
+        except Exception as exc:
+            raise _wrap("GET", f"nodes/{node}", exc) from exc
+        return True
+
     def namespace_pools(self) -> dict[str, str]:
         """Namespace -> pool, for namespaces labelled ``composer.liqid.io/pool``."""
         items = self._list(self.core.list_namespace, "namespaces", label_selector=ann.POOL_LABEL)
@@ -257,17 +273,19 @@ class KubeApi:
         return deleted
 
     def create_event(self, ev: EventSpec, *, namespace_for_node_events: str = "default") -> None:
-        """Create a core/v1 Event about a Pod or a Node (``kubectl describe`` shows it)."""
+        """Create a core/v1 Event about a Pod, a Node or the composer's Lease (``kubectl
+        describe`` shows it)."""
         now = datetime.now(UTC)
-        ns = ev.namespace if ev.kind == "Pod" else namespace_for_node_events
+        namespaced = ev.kind != "Node"
+        ns = ev.namespace if namespaced else namespace_for_node_events
         body = {
             "metadata": {"generateName": f"{ev.name}.", "namespace": ns},
             "involvedObject": {
                 "kind": ev.kind,
-                "apiVersion": "v1",
+                "apiVersion": "coordination.k8s.io/v1" if ev.kind == "Lease" else "v1",
                 "name": ev.name,
-                "uid": ev.uid,
-                **({"namespace": ev.namespace} if ev.kind == "Pod" else {}),
+                **({"uid": ev.uid} if ev.uid else {}),
+                **({"namespace": ev.namespace} if namespaced else {}),
             },
             "type": ev.type,
             "reason": ev.reason,

@@ -22,6 +22,15 @@ Scheduling gates (:mod:`composer.gating`):
 - ``reservations_active`` (gauge) / ``reservations_expired_total`` (counter).
 - ``gpus_taken_by_another_pod_total`` (counter): GPUs composed for one pod bound to another.
 - ``gate_patch_failures_total{kind}`` (counter): release/ungate patches the API server refused.
+
+Reclaim guards and out-of-band changes (``docs/composer-reclaim.md``):
+
+- ``reclaims_held{reason}`` (gauge): idle nodes whose reclaim a guard holds now (``reason``:
+  ``do-not-reclaim``, ``window``, ``budget``).
+- ``gpus_detached_out_of_band_total`` (counter): composer-managed GPUs the Director stopped
+  showing attached to their node without a reclaim.
+- ``orphaned_gpus_reclaimed_total`` (counter): composer-tagged GPUs decomposed from machines
+  that had no Node.
 """
 
 from __future__ import annotations
@@ -106,6 +115,19 @@ class Metrics:
         )
         self.gate_patch_failures = Counter(
             "composer_gate_patch_failures_total", "Release/ungate patches refused", ["kind"], registry=r
+        )
+        self.reclaims_held = Gauge(
+            "composer_reclaims_held", "Idle nodes whose reclaim a guard holds", ["reason"], registry=r
+        )
+        self.gpus_lost = Counter(
+            "composer_gpus_detached_out_of_band_total",
+            "Composer-managed GPUs no longer attached to their node, not by a reclaim",
+            registry=r,
+        )
+        self.orphans_reclaimed = Counter(
+            "composer_orphaned_gpus_reclaimed_total",
+            "Composer-tagged GPUs given back from machines that had no Node",
+            registry=r,
         )
         self._free_keys: set[tuple[str, str]] = set()
 

@@ -26,6 +26,7 @@ class NodeView:
         cpu_millis / memory_bytes: allocatable CPU (millicores) and memory (bytes).
         gpu_allocatable: GPU resource name -> allocatable units (as advertised by the device plugin).
         record: the composer's own annotations, decoded.
+        do_not_reclaim: annotation ``composer.liqid.io/do-not-reclaim: "true"`` is on the node.
     """
 
     name: str
@@ -37,6 +38,7 @@ class NodeView:
     memory_bytes: int = 0
     gpu_allocatable: Mapping[str, int] = field(default_factory=dict)
     record: ann.NodeRecord = field(default_factory=ann.NodeRecord)
+    do_not_reclaim: bool = False
 
     @property
     def reclaim_tainted(self) -> bool:
@@ -73,6 +75,7 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
         memory_bytes=int(quantity(str(alloc.get("memory", "0")))),
         gpu_allocatable={k: int(quantity(str(v))) for k, v in alloc.items() if is_gpu_resource(k)},
         record=ann.decode(meta.get("annotations")),
+        do_not_reclaim=str((meta.get("annotations") or {}).get(ann.DO_NOT_RECLAIM, "")).lower() == "true",
     )
 
 

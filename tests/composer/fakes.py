@@ -137,6 +137,8 @@ class FakeFabric:
     calls: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    #: owner-tag writes (``("tag" | "untag", tag, devices)``), apart from ``calls``
+    tag_calls: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
 
     def _maybe_fail(self, op: str) -> None:
         errs = self.fail.get(op)
@@ -178,6 +180,18 @@ class FakeFabric:
 
     def cancel_edit(self, machine: str) -> None:
         self.cancelled.append(machine)
+
+    def set_owner_tag(self, device_names: list[str], tag: str) -> None:
+        self.tag_calls.append(("tag", tag, tuple(device_names)))
+        self._maybe_fail("tag")
+        for d in device_names:
+            self.by(d).owner_tag = tag
+
+    def clear_owner_tag(self, device_names: list[str], *, only_if: str | None = None) -> None:
+        self.tag_calls.append(("untag", only_if or "", tuple(device_names)))
+        for d in device_names:
+            if only_if is None or self.by(d).owner_tag == only_if:
+                self.by(d).owner_tag = None
 
     def close(self) -> None:
         pass
@@ -274,6 +288,9 @@ class FakeKube:
 
     def create_event(self, ev: EventSpec) -> None:
         self.events.append(ev)
+
+    def node_exists(self, node_name: str) -> bool:
+        return node_name in self.nodes
 
     # helpers
     def record(self, node_name: str) -> ann.NodeRecord:

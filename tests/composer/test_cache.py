@@ -264,4 +264,8 @@ def test_a_node_without_intents_keeps_exactly_its_attached_managed_devices(devic
         policy=Policy(),
     )
     assert rc.record == NodeRecord(frozenset(devices & attached), {}, reclaim)
-    assert (rc.restart_plugin, rc.cancel_edit, rc.events, rc.given_up) == (False, False, (), ())
+    assert (rc.restart_plugin, rc.cancel_edit, rc.given_up) == (False, False, ())
+    # a managed device gone without a reclaim of it is reported (on the node: no pod uses it here)
+    lost = () if reclaiming else tuple(sorted(devices - attached))
+    assert rc.lost == lost
+    assert [(e.kind, e.reason) for e in rc.events] == [("Node", "GpuDetachedOutOfBand")] * bool(lost)
