@@ -283,25 +283,31 @@ def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> No
                 timeout_seconds=5,
                 resource_version=rv or None,
                 allow_watch_bookmarks=False,
+                deserialize=False,  # plain JSON: the observer must not lag behind the events
             ):
                 now = time.time()
                 pod = ev["object"]
-                rv = pod.metadata.resource_version
+                meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+                rv = meta["resourceVersion"]
                 with obs.lock:
-                    p = obs.pods.get(pod.metadata.name)
+                    p = obs.pods.get(meta["name"])
                     if p is None:
                         continue
-                    p.uid = pod.metadata.uid
-                    if pod.spec.scheduling_gates:
+                    p.uid = meta["uid"]
+                    if spec.get("schedulingGates"):
                         p.gated = p.gated or now
                     elif p.gated is not None and p.gate_removed is None:
                         p.gate_removed = now
-                    for c in pod.status.conditions or []:
-                        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                    for c in status.get("conditions") or []:
+                        if (c.get("type"), c.get("status"), c.get("reason")) == (
+                            "PodScheduled",
+                            "False",
+                            "Unschedulable",
+                        ):
                             p.unschedulable = p.unschedulable or now
-                    if pod.spec.node_name and p.bound is None:
+                    if spec.get("nodeName") and p.bound is None:
                         p.bound = now
-                    if pod.status.phase == "Running" and p.running is None:
+                    if status.get("phase") == "Running" and p.running is None:
                         p.running = now
                 if stop.is_set():
                     w.stop()
@@ -318,13 +324,15 @@ def _watch_nodes(core: Any, obs: _Observed, stop: threading.Event) -> None:
     while not stop.is_set():
         w = watch.Watch()
         try:
-            for ev in w.stream(core.list_node, timeout_seconds=5, resource_version=rv or None):
+            for ev in w.stream(
+                core.list_node, timeout_seconds=5, resource_version=rv or None, deserialize=False
+            ):
                 now = time.time()
                 node = ev["object"]
-                rv = node.metadata.resource_version
-                name = node.metadata.name
-                raw = (node.metadata.annotations or {}).get(INTENTS)
-                alloc = int((node.status.allocatable or {}).get(GPU, "0") or 0)
+                meta = node["metadata"]
+                rv, name = meta["resourceVersion"], meta["name"]
+                raw = (meta.get("annotations") or {}).get(INTENTS)
+                alloc = int(((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0") or 0)
                 with obs.lock:
                     if raw:
                         try:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import requests
@@ -136,18 +137,27 @@ class NodeAdverts:
     """
 
     def __init__(self, api: client.ApiClient, label_selector: str = "") -> None:
-        self._api = api
         self._lock = threading.Lock()
         self._adverts: dict[str, Advert] = {}
-        self._informer = SharedInformer(
-            client.CoreV1Api(api).list_node, label_selector=label_selector or None
-        )
+        list_node = client.CoreV1Api(api).list_node
+
+        def listing(**kw: Any) -> Any:
+            # Plain JSON, no model objects: the list is read undecoded and the Watch is told
+            # (by the docstring line below) to deserialize events into ``object``, a dict.
+            if kw.get("watch"):
+                return list_node(**kw)
+            body = json.loads(list_node(_preload_content=False, **kw).data)
+            rv = (body.get("metadata") or {}).get("resourceVersion")
+            meta = SimpleNamespace(resource_version=rv)
+            return SimpleNamespace(items=body.get("items") or [], metadata=meta)
+
+        listing.__doc__ = ":rtype: object"
+        self._informer = SharedInformer(listing, label_selector=label_selector or None)
         self._informer.add_event_handler(ADDED, self._put)
         self._informer.add_event_handler(MODIFIED, self._put)
         self._informer.add_event_handler(DELETED, self._delete)
 
-    def _put(self, obj: Any) -> None:
-        raw = self._api.sanitize_for_serialization(obj)
+    def _put(self, raw: Any) -> None:
         with self._lock:
             self._adverts[raw["metadata"]["name"]] = current_advert(raw)
 
