@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from components._base import child_opts, secret, token
 from components.manifests import common_labels
 from dynamic_providers.director.endpoint import DirectorEndpoint
-from stack_config.models import ComposerConfig, DirectorConfig, GpuPoolConfig
+from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
 
 #: Leader-election Lease name (chart default ``leaderElection.leaseName``).
 LEASE_NAME = "gpu-composer"
@@ -53,10 +53,33 @@ def composer_rbac_rules(
 
 @dataclass(frozen=True)
 class TenantPool:
-    """A tenant as a composer pool: its namespace pods share ``quota_gpus`` composer-managed GPUs."""
+    """A composer pool: the pods of its ``namespaces`` share ``quota_gpus`` composer-managed GPUs on
+    its ``hosts`` (Node names); ``tenants`` are the tenants whose namespaces those are."""
 
     name: str
-    quota_gpus: int
+    quota_gpus: int | None
+    hosts: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    tenants: tuple[str, ...] = ()
+
+
+def composer_pools(estate: EstateConfig) -> list[TenantPool]:
+    """The composer pools of ``estate`` (``composer.pools``), resolved: hosts (a pool's
+    ``hypervisor_cluster`` expanded), its tenants' namespaces, and its quota (``quota_gpus``, else the
+    sum of its tenants' ``gpu_quota``). Empty without a composer. Pure."""
+    out: list[TenantPool] = []
+    for p in estate.composer.pools if estate.composer is not None else []:
+        tenants = [t for n in p.tenant_names if (t := estate.tenant(n)) is not None]
+        out.append(
+            TenantPool(
+                name=p.name,
+                quota_gpus=p.quota_gpus if p.quota_gpus is not None else sum(t.gpu_quota for t in tenants),
+                hosts=tuple(estate.composer_pool_hosts(p)),
+                namespaces=tuple(t.namespace_name for t in tenants),
+                tenants=tuple(t.name for t in tenants),
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -71,7 +94,7 @@ class ComposerArgs:
         provider: provider of the target cluster.
         excluded_devices: device names composed statically (the program's GpuCompositions); the
             composer never composes or reclaims them.
-        tenant_pools: tenants whose namespaces form composer pools with GPU quotas.
+        tenant_pools: the composer pools (:func:`composer_pools`): quotas, hosts and namespaces.
         depends_on: resources to wait for (the static compositions).
     """
 
@@ -98,8 +121,9 @@ def composer_values(
     ``excluded_devices`` resolved.
 
     The Director password is not in the values: the chart reads it from the existing Secret
-    ``credentials_secret`` (key ``password``). Each tenant is a composer pool with its GPU quota
-    (tenant namespaces carry the label ``composer.liqid.io/pool=<tenant>``). ``config.image``,
+    ``credentials_secret`` (key ``password``). Each pool carries its quota and its members (Node
+    names and namespaces): the composer reads pool membership from these values, so it needs no
+    label on the target cluster's Nodes (``docs/composer-pools.md``). ``config.image``,
     ``config.api_server``, ``config.node_selector`` and ``config.tolerations`` set the image, the
     API server address for clusters without kube-proxy, and the Pods' placement when given;
     ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL;
@@ -127,7 +151,15 @@ def composer_values(
         },
         "composer": {
             "pool": "default",
-            "pools": [{"name": p.name, "quotaGpus": p.quota_gpus} for p in tenant_pools],
+            "pools": [
+                {
+                    "name": p.name,
+                    "quotaGpus": p.quota_gpus,
+                    "hosts": list(p.hosts),
+                    "namespaces": list(p.namespaces),
+                }
+                for p in tenant_pools
+            ],
             "excludedDevices": sorted(excluded_devices),
             "idleTimeoutSeconds": config.idle_timeout_seconds,
             "advertiseTimeoutSeconds": config.advertise_timeout_seconds,
@@ -158,7 +190,8 @@ class Composer(pulumi.ComponentResource):
       exclusion list.
 
     Contract properties: ``pool``, ``idle_timeout_seconds``, ``target_cluster``, ``cluster_admin``
-    (False), ``excluded_devices``, ``rbac_rules``.
+    (False), ``excluded_devices``, ``rbac_rules``, ``host_pools`` (host -> composer pool) and
+    ``pool_tenants`` (composer pool -> tenants), read by the policy pack.
     """
 
     namespace: pulumi.Output[str]
@@ -177,6 +210,8 @@ class Composer(pulumi.ComponentResource):
             "cluster_admin": False,
             "excluded_devices": excluded,
             "rbac_rules": composer_rbac_rules(restart_device_plugin=c.restart_device_plugin),
+            "host_pools": {h: p.name for p in args.tenant_pools for h in p.hosts},
+            "pool_tenants": {p.name: list(p.tenants) for p in args.tenant_pools},
         }
         super().__init__(token("Composer"), name, props, opts)
         labels = common_labels(component="composer")

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import Mothership, child_opts, token
-from components.composer import Composer, ComposerArgs, TenantPool
+from components.composer import Composer, ComposerArgs, composer_pools
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
 from components.gpu_composition import GpuComposition, GpuCompositionArgs
@@ -295,7 +295,7 @@ class Estate(pulumi.ComponentResource):
                     provider=provider,
                     catalog=cfg.catalog,
                     hypervisor_clusters=self.hypervisor_clusters,
-                    composer_pool=cfg.composer is not None,
+                    composer_pool=cfg.composer_tenant_pool(t.name),
                     gpu_catalogue=gpu_catalogue,
                     infra_namespace=ms_cfg.namespace,
                 ),
@@ -343,7 +343,7 @@ class Estate(pulumi.ComponentResource):
                     chart_path=resolve_path(cc.chart_path, root),
                     provider=target_provider,
                     excluded_devices=excluded,
-                    tenant_pools=[TenantPool(name=t.name, quota_gpus=t.gpu_quota) for t in cfg.tenants],
+                    tenant_pools=composer_pools(cfg),
                     depends_on=depends,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

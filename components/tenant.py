@@ -35,8 +35,9 @@ class TenantArgs:
         provider: mothership provider.
         catalog: ServiceTemplate names/versions (for its clusters).
         hypervisor_clusters: hypervisor-cluster components by name (its clusters depend on them).
-        composer_pool: when the composer runs, label the namespace into the composer pool named after
-            the tenant (the composer then enforces ``gpu_quota`` for its pods).
+        composer_pool: the composer pool the tenant's pods belong to (``composer.pools``), or None;
+            the namespace is labelled with it (for people and tools; the composer reads the
+            membership from its own configuration).
         gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
         infra_namespace: the infrastructure namespace (its networks' VXLAN segment records go there);
             default: the tenant's namespace.
@@ -46,7 +47,7 @@ class TenantArgs:
     provider: k8s.Provider
     catalog: CatalogConfig
     hypervisor_clusters: Mapping[str, pulumi.Resource] = field(default_factory=dict)
-    composer_pool: bool = False
+    composer_pool: str | None = None
     infra_namespace: str | None = None
     gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
 
@@ -57,7 +58,7 @@ class Tenant(pulumi.ComponentResource):
     Children:
 
     - ``<name>-namespace``: Namespace ``tenant-<name>`` (labelled with the tenant, and with
-      ``composer.liqid.io/pool=<name>`` when the composer runs).
+      ``composer.liqid.io/pool=<pool>`` when it is in a composer pool).
     - ``<name>-gpu-quota``: ResourceQuota ``requests.nvidia.com/gpu: <gpu_quota>``.
     - ``<name>-<network>``: a :class:`~components.network.TenantNetwork` per network.
     - ``<name>-<cluster>``: a :class:`~components.tenant_cluster.TenantCluster` per child cluster.
@@ -85,8 +86,8 @@ class Tenant(pulumi.ComponentResource):
         super().__init__(token("Tenant"), name, props, opts)
         ns_name = c.namespace_name
         ns_labels = common_labels(tenant=name)
-        if args.composer_pool:
-            ns_labels[COMPOSER_POOL_LABEL] = name
+        if args.composer_pool is not None:
+            ns_labels[COMPOSER_POOL_LABEL] = args.composer_pool
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": ns_name, "labels": ns_labels},

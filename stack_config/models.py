@@ -615,7 +615,7 @@ class ComposerPoolConfig(_Model):
     quota_gpus: NonNegativeInt | None = None
     """Most GPUs the composer may hold on the pool's hosts at once; default: the sum of the
     ``gpu_quota`` of the pool's tenants. At most the pool's size (see
-    :func:`stack_config.rules.composer_pools_valid`)."""
+    :func:`stack_config.rules.composer_pool_quota_fits`)."""
 
     @property
     def tenant_names(self) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from components import Composer, ComposerArgs, GpuComposition, GpuCompositionArgs
-from components.composer import TenantPool, composer_rbac_rules, composer_values
+from components.composer import TenantPool, composer_pools, composer_rbac_rules, composer_values
 from stack_config import load_estate
 from tests.components.conftest import (
     Recorder,
@@ -93,7 +93,7 @@ def _composer(tmp_path: Path, excluded: pulumi.Input[list[str]]) -> Composer:
             chart_path=tmp_path / "charts" / "composer",
             provider=provider,
             excluded_devices=excluded,
-            tenant_pools=[TenantPool("red", 4), TenantPool("blue", 2)],
+            tenant_pools=composer_pools(estate),
         ),
     )
 
@@ -128,7 +128,10 @@ def test_composer_chart_secret_and_props(mocks: Recorder, tmp_path: Path) -> Non
     }
     assert values["composer"]["excludedDevices"] == ["gpu0", "gpu5"]
     assert values["composer"]["idleTimeoutSeconds"] == 300
-    assert values["composer"]["pools"] == [{"name": "red", "quotaGpus": 4}, {"name": "blue", "quotaGpus": 2}]
+    assert values["composer"]["pools"] == [  # membership from config: no Node label needed
+        {"name": "blue", "quotaGpus": 2, "hosts": ["bm-1"], "namespaces": ["tenant-blue"]},
+        {"name": "green", "quotaGpus": 4, "hosts": ["bm-2"], "namespaces": ["tenant-green"]},
+    ]
     assert values["devicePlugin"] == {"restart": True, "namespace": "gpu-operator"}
     assert plain_occurrences([r.inputs for r in mocks.registrations], DIRECTOR_PASSWORD) == []
 
@@ -140,6 +143,8 @@ def test_composer_chart_secret_and_props(mocks: Recorder, tmp_path: Path) -> Non
         "cluster_admin": False,
         "excluded_devices": ["gpu0", "gpu5"],
         "rbac_rules": composer_rbac_rules(),
+        "host_pools": {"bm-1": "blue", "bm-2": "green"},
+        "pool_tenants": {"blue": ["blue"], "green": ["green"]},
     }
     assert value(comp.excluded_devices) == ["gpu0", "gpu5"]
 
@@ -171,7 +176,7 @@ def _values() -> dict:
         director_username="admin",
         credentials_secret="composer-director-credentials",
         excluded_devices=["gpu1"],
-        tenant_pools=[TenantPool("red", 4)],
+        tenant_pools=[TenantPool("red", 4, hosts=("bm-1",), namespaces=("tenant-red",))],
     )
 
 

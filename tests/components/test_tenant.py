@@ -23,7 +23,7 @@ def _tenant(index: int, **kwargs: object) -> Tenant:
 
 
 def test_tenant_children_and_props(mocks: Recorder) -> None:
-    tenant = run(lambda: _tenant(1, composer_pool=True))
+    tenant = run(lambda: _tenant(1, composer_pool="blue"))
     children = {(r.typ, r.name) for r in mocks.children_of("blue", TENANT)}
     assert children == {
         ("kubernetes:core/v1:Namespace", "blue-namespace"),
