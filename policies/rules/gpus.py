@@ -103,6 +103,41 @@ def check_static_outside_pool(resources: Sequence[ResourceRecord], config: Any =
     return found.violations
 
 
+def check_static_in_tenant_pool(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+    """``static-gpus-in-tenant-pool``: a GpuComposition dedicated to a tenant does not compose onto a
+    host that serves a Composer pool of other tenants. The composer lets the pods of a host's pool
+    use the host's spare GPUs (``docs/composer-pools.md``), so there the tenant's static GPUs would
+    serve another tenant's pods. Reads the Composer's ``host_pools`` (host -> pool) and
+    ``pool_tenants`` (pool -> tenants); a Composer without them has no pools (one pool for all)."""
+    found = Findings(RULE_STATIC_IN_TENANT_POOL.name)
+    composers: list[tuple[ResourceRecord, dict[str, Any], dict[str, Any]]] = []
+    for rec in of_type(resources, COMPOSER):
+        host_pools = read(rec, "host_pools", found, kind=dict, required=False, default={}, what="a dict")
+        pool_tenants = read(rec, "pool_tenants", found, kind=dict, required=False, default={}, what="a dict")
+        if host_pools is not INVALID and pool_tenants is not INVALID:
+            composers.append((rec, host_pools, pool_tenants))
+    for rec in of_type(resources, GPU_COMPOSITION):
+        tenant = read(rec, "tenant", found, kind=str, required=False, what="a tenant name")
+        if tenant is None or tenant is INVALID:
+            continue
+        host = read(rec, "host", found, kind=str, what="a host name")
+        if host is INVALID:
+            continue
+        for composer, host_pools, pool_tenants in composers:
+            pool = host_pools.get(host)
+            tenants = pool_tenants.get(pool, []) if pool is not None else []
+            if pool is UNKNOWN or tenants is UNKNOWN or UNKNOWN in tenants:
+                found.unprovable(composer, "host_pools")
+            elif pool is not None and tenant not in tenants:
+                others = ", ".join(f"'{t}'" for t in sorted(tenants)) or "no tenant"
+                found.add(rec, f"composes GPUs of tenant '{tenant}' onto host '{host}', which serves "
+                          f"{composer.label}'s pool '{pool}' of {others}: the composer would hand them "
+                          "to that pool's pods",
+                          f"move host '{host}' into the composer pool of '{tenant}', or compose onto a "
+                          f"host of that pool")
+    return found.violations
+
+
 def check_sharing_isolation(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
     """``gpu-sharing-tenant-isolation``: GPU time-slicing or MPS never shares one physical GPU
     between tenants; MIG may.
@@ -259,6 +294,12 @@ RULE_STATIC_OUTSIDE_POOL = Rule(
     description="GPUs composed statically stay outside the composer's dynamic pool "
     "(Composer excluded_devices).",
     check=check_static_outside_pool,
+)
+RULE_STATIC_IN_TENANT_POOL = Rule(
+    name="static-gpus-in-tenant-pool",
+    description="A tenant's static GPUs are on a host of that tenant's composer pool (never of a pool "
+    "of other tenants).",
+    check=check_static_in_tenant_pool,
 )
 RULE_SHARING_ISOLATION = Rule(
     name="gpu-sharing-tenant-isolation",

@@ -193,6 +193,8 @@ def compliant() -> Layout:
                 "target_cluster": "workload",
                 "cluster_admin": False,
                 "excluded_devices": ["gpu0", "gpu1"],
+                "host_pools": {"blade-slot-1": "tenant-a"},
+                "pool_tenants": {"tenant-a": ["tenant-a"]},
                 "rbac_rules": [
                     {
                         "apiGroups": [""],
@@ -263,6 +265,9 @@ VIOLATIONS: dict[str, Callable[[Layout], None]] = {
     "host-single-cluster": _set("hv-2", cluster="other-cluster"),
     "gpu-single-host": _set("hv-1-gpus", device_names=["gpu0"]),
     "static-gpus-outside-composer-pool": _set("composer", excluded_devices=["gpu1"]),
+    "static-gpus-in-tenant-pool": _set(
+        "composer", host_pools={"blade-slot-1": "tenant-b"}, pool_tenants={"tenant-b": ["tenant-b"]}
+    ),
     "gpu-sharing-tenant-isolation": _set("blade-time-slicing", tenants=["tenant-a", "tenant-b"]),
     "tenant-gpu-quota": _set("tenant-a", gpu_quota=0),
     "credentials-are-secrets": _set("hv-1", bmc_password="plaintext-password"),
@@ -299,6 +304,7 @@ UNKNOWNS: dict[str, Callable[[Layout], None]] = {
     "host-single-cluster": _set("hv-cluster", hosts=unknown()),
     "gpu-single-host": _set("hv-1-gpus", device_names=unknown()),
     "static-gpus-outside-composer-pool": _set("composer", excluded_devices=unknown()),
+    "static-gpus-in-tenant-pool": _set("composer", host_pools=unknown()),
     "gpu-sharing-tenant-isolation": _set("blade-time-slicing", tenants=unknown()),
     "tenant-gpu-quota": _set("blade-slot-1-gpus", count=unknown()),
     "credentials-are-secrets": _set("hv-1", bmc_password=unknown()),

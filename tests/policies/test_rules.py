@@ -338,6 +338,26 @@ def test_any_gpu_composition_from_composer_pool_is_unprovable():
     assert "composes any free GPU from pool 'default'" in message
 
 
+def test_static_gpus_of_a_tenant_on_a_host_of_another_tenants_pool():
+    [message] = _messages("static-gpus-in-tenant-pool", variant(VIOLATIONS["static-gpus-in-tenant-pool"]))
+    assert "composes GPUs of tenant 'tenant-a' onto host 'blade-slot-1'" in message
+    assert "pool 'tenant-b' of 'tenant-b'" in message
+
+
+def test_static_gpus_in_a_shared_pool_of_their_tenant_or_without_a_tenant_pass():
+    def shared(layout):
+        find(layout, "composer").update(host_pools={"blade-slot-1": "shared"},
+                                        pool_tenants={"shared": ["tenant-a", "tenant-b"]})
+
+    assert _messages("static-gpus-in-tenant-pool", variant(shared)) == []
+
+    def untenanted(layout):
+        VIOLATIONS["static-gpus-in-tenant-pool"](layout)
+        find(layout, "blade-slot-1-gpus").pop("tenant")
+
+    assert _messages("static-gpus-in-tenant-pool", variant(untenanted)) == []
+
+
 def test_composition_from_another_pool_is_outside_the_composer():
     layout = variant(lambda lay: find(lay, "hv-1-gpus").update(pool="static", device_names=[]))
     assert _messages("static-gpus-outside-composer-pool", layout) == []
