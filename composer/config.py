@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic.alias_generators import to_camel
@@ -170,6 +171,12 @@ class Settings(BaseSettings):
         le=86400,
         description="a gated pod nothing in the pool can serve is ungated unchanged this long after "
         "its creation (so a node autoscaler can act)",
+    )
+    nominate_node: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="set a gated pod's status.nominatedNodeName to the node its GPUs are reserved on "
+        "(KEP-5278, so the scheduler and node autoscalers see where it will run); auto: on when the "
+        "API server is 1.35 or newer, where NominatedNodeNameForExpectation is on by default",
     )
     reclaim_budget: str | None = Field(
         default=None,

@@ -110,6 +110,8 @@ class Controller:
         fabric_max_age_seconds: longest a round reuses the previous Director read when no
             node job finished since (0 = read every round).
         on_job_done: called (on the worker thread) when a node job ends, to wake the loop.
+        nominate: set ``status.nominatedNodeName`` of gated pods to the node their GPUs are
+            reserved on (see :func:`composer.gating.nomination_enabled`).
     """
 
     kube: KubeApi
@@ -123,6 +125,7 @@ class Controller:
     source: ClusterSource | None = None
     fabric_max_age_seconds: float = 0.0
     on_job_done: Callable[[], None] | None = None
+    nominate: bool = False
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
     _fabric: FabricClient | None = None
@@ -265,8 +268,9 @@ class Controller:
         for ev in decision.events:
             self.executor.emit(ev)
         gates = self._gates()
+        nominated = {p.uid: p.nominated_node for p in snap.pods if p.nominated_node}
         for action in (*early, *decision.pod_actions):
-            gates.apply(action)
+            gates.apply(action, nominated=nominated.get(action.uid, ""))
         self.next_round_in = decision.wake_after
         created = {p.uid: p.created for p in snap.pods}
         pool = self._ensure_pool()
@@ -275,6 +279,8 @@ class Controller:
             if self.on_job_done is not None:  # its results feed the next round: start it
                 fut.add_done_callback(lambda _f, wake=self.on_job_done: wake())
             self._running[job.node] = _Running(fut, job)
+        if self.nominate:
+            self._nominate(snap, decision)
         for seconds in decision.advertised_after:
             self.metrics.pending_to_advertised.observe(seconds)
         self.metrics.pending_pods.set(decision.pending)
@@ -300,8 +306,20 @@ class Controller:
 
     def _gates(self) -> GateExecutor:
         if self._gate_executor is None:
-            self._gate_executor = GateExecutor(self.kube, self.metrics, self.executor.emit, self.clock)
+            self._gate_executor = GateExecutor(
+                self.kube, self.metrics, self.executor.emit, self.clock, nominate=self.nominate
+            )
         return self._gate_executor
+
+    def _nominate(self, snap: Snapshot, decision: Decision) -> None:
+        """Nominate each gated pod a new job composes for onto the job's node (unless it is
+        nominated there already)."""
+        gated = {p.uid: p for p in snap.pods if p.gated}
+        for job in decision.jobs:
+            for it in job.compose:
+                p = gated.get(it.placement.uid)
+                if p is not None and p.nominated_node != job.node:
+                    self._gates().nominate_reserved(p.key, job.node)
 
     def wait_seconds(self, resync_seconds: float) -> float:
         """How long the loop may sleep before the next round: ``resync_seconds``, or less when
@@ -332,6 +350,8 @@ class Controller:
             self._pool = None
         self._collect()
         self._reset_fabric()
+        if self._gate_executor is not None:
+            self._gate_executor.close()
 
     def run(
         self,

@@ -647,7 +647,7 @@ def decide(
             or not p.wants_gpu
             or p.deleting
             or p.terminal
-            or p.nominated_node
+            or (p.nominated_node and not p.gated)  # our own nomination of a gated pod is a reservation
             or p.uid in served
             or not _serves(policy, p)
         ):

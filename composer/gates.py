@@ -3,6 +3,11 @@
 Runs on the controller's loop thread (a patch is one small API call). A refused patch (the pod
 changed, went away, or a ``test`` operation failed) is logged and left to the next round, which
 decides again from what is there; nothing is retried here.
+
+Nominations (``status.nominatedNodeName``, see :mod:`composer.gating`) are sent from one
+background thread, in order, so they never delay a round or a compose; a failed one is logged
+and counted (``composer_gate_patch_failures_total{kind="nominate"}``), never retried: the
+nomination is a hint, the pin in the release patch is what places the pod.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from composer.gating import PodAction
@@ -25,6 +31,8 @@ class PodWrites(Protocol):
     """The Kubernetes calls used here (:class:`composer.kube.KubeApi` provides them)."""
 
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> Mapping[str, Any]: ...
+
+    def nominate_pod(self, namespace: str, name: str, node: str | None) -> None: ...
 
 
 @dataclass
@@ -42,10 +50,19 @@ class GateExecutor:
     metrics: Metrics
     emit: Callable[[EventSpec], None]
     clock: Callable[[], float] = time.time
+    nominate: bool = False
+    _nominator: ThreadPoolExecutor | None = field(default=None, repr=False)
 
-    def apply(self, action: PodAction) -> bool:
-        """Patch the pod; on success emit the action's Event. Returns True when applied."""
+    def apply(self, action: PodAction, *, nominated: str = "") -> bool:
+        """Patch the pod; on success emit the action's Event. Returns True when applied.
+
+        ``nominated``: the pod's ``status.nominatedNodeName``; when nominating, an ``ungate``
+        (the pod leaves unchanged, for the scheduler or an autoscaler to place) also clears it
+        (from the nomination thread).
+        """
         ns, _, name = action.key.partition("/")
+        if self.nominate and nominated and action.kind == "ungate":
+            self._submit(action.key, None)
         try:
             self.kube.patch_pod(ns, name, list(action.patch))
         except KubeError as exc:
@@ -56,3 +73,29 @@ class GateExecutor:
             self.metrics.time_gated.labels(action.kind).observe(max(0.0, self.clock() - action.created))
         self.emit(action.event)
         return True
+
+    def nominate_reserved(self, key: str, node: str) -> None:
+        """Nominate the pod ``key`` (``namespace/name``) onto ``node``, where its GPUs are
+        reserved, from the background thread (no-op unless ``nominate``)."""
+        if self.nominate:
+            self._submit(key, node)
+
+    def _submit(self, key: str, node: str | None) -> None:
+        # One thread: a pod's nominations and clears reach the API server in the order decided.
+        if self._nominator is None:
+            self._nominator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="composer-nominate")
+        self._nominator.submit(self._send_nomination, key, node)
+
+    def _send_nomination(self, key: str, node: str | None) -> None:
+        ns, _, name = key.partition("/")
+        try:
+            self.kube.nominate_pod(ns, name, node)
+        except KubeError as exc:
+            self.metrics.gate_patch_failures.labels("nominate").inc()
+            log.info("nominatedNodeName of %s not %s: %s", key, "set" if node else "cleared", exc)
+
+    def close(self) -> None:
+        """Wait for nominations in flight."""
+        if self._nominator is not None:
+            self._nominator.shutdown(wait=True)
+            self._nominator = None

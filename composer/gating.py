@@ -21,8 +21,12 @@ primitives instead of hoping the scheduler picks the right pod:
 - **Never strand a pod**: :func:`ungate_patch` removes only the gate (nothing else changes), for
   pods nothing can serve, so a node autoscaler (which ignores gated pods) can act.
 
-KEP-5278 (``status.nominatedNodeName`` set by components other than the scheduler, beta in
-1.35) is not used: the lab's Kubernetes is v1.34, where that field is still the scheduler's.
+- **Nominate** (KEP-5278, nominated node name for expectation): while a pod's GPUs are being
+  composed, its ``status.nominatedNodeName`` names the reserved node, so the scheduler counts
+  the pod on that node and a node autoscaler sees where it will run; :func:`nomination_enabled`
+  says when (the ``NominatedNodeNameForExpectation`` feature gate is alpha, off by default, in
+  1.34 and beta, on by default, in 1.35: ``pkg/features/kube_features.go`` of
+  kubernetes/kubernetes v1.34.4 and v1.35). An ungated-unchanged pod has its nomination cleared.
 
 Sources: kubernetes/enhancements ``keps/sig-scheduling/3521-pod-scheduling-readiness`` and
 ``keps/sig-scheduling/3838-pod-mutable-scheduling-directives`` (README "Design Details");
@@ -215,6 +219,29 @@ def batch_wait(
     return max(0.0, min(idle_left, max_left)) if idle_left > 0 and max_left > 0 else 0.0
 
 
+#: First Kubernetes minor version (of major 1) whose API server and scheduler have
+#: ``NominatedNodeNameForExpectation`` on by default (beta).
+NOMINATION_DEFAULT_ON_MINOR = 35
+
+
+def nomination_enabled(setting: str, server_version: tuple[int, int] | None) -> bool:
+    """Whether the composer sets ``status.nominatedNodeName`` on the pods it reserves GPUs for.
+
+    Args:
+        setting: ``on``, ``off`` or ``auto`` (on from Kubernetes 1.35, where the feature gate
+            is on by default; off below and when the version is unknown).
+        server_version: the API server's (major, minor), None when it could not be read.
+
+    Raises:
+        ValueError: another ``setting``.
+    """
+    if setting in ("on", "off"):
+        return setting == "on"
+    if setting != "auto":
+        raise ValueError(f"nominate_node must be auto, on or off, not {setting!r}")
+    return server_version is not None and server_version >= (1, NOMINATION_DEFAULT_ON_MINOR)
+
+
 def time_gated(pod: PodView, now: float) -> float:
     """Seconds the pod has been gated (since its creation; the gate is added at creation)."""
     return max(0.0, now - pod.created) if pod.created > 0 else 0.0
@@ -226,6 +253,7 @@ __all__ = [
     "admission_response",
     "batch_wait",
     "gate_decision",
+    "nomination_enabled",
     "release_patch",
     "time_gated",
     "ungate_patch",

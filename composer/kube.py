@@ -8,6 +8,7 @@ API failures raise :class:`KubeError` (method, resource, HTTP status, clipped me
 
 Verbs used here and by :mod:`composer.cache` (the chart's RBAC grants exactly these): pods
 list/watch/patch (cluster; patch only removes the composer's scheduling gate and pins the pod),
+pods/status patch (cluster, only when nominating: ``status.nominatedNodeName``),
 pods delete (device-plugin namespace), nodes list/watch/get/patch,
 namespaces list/watch, events create, leases get/create/update (own namespace).
 """
@@ -198,6 +199,41 @@ class KubeApi:
             return dict(json.loads(resp.data))
         except Exception as exc:
             raise _wrap("PATCH", f"{namespace}/pods/{name}", exc) from exc
+
+    def nominate_pod(self, namespace: str, name: str, node: str | None) -> None:
+        """Set (or, with None, clear) the pod's ``status.nominatedNodeName`` with a JSON merge
+        patch on the ``status`` subresource (KEP-5278: components other than the scheduler may
+        set it to say where they expect the pod to run).
+
+        Raises:
+            KubeError: refused (404 when the pod is gone).
+        """
+        try:
+            self.core.patch_namespaced_pod_status(
+                name,
+                namespace,
+                {"status": {"nominatedNodeName": node}},
+                _content_type=MERGE_PATCH,
+                _request_timeout=REQUEST_TIMEOUT,
+                _preload_content=False,
+            )
+        except Exception as exc:
+            raise _wrap("PATCH", f"{namespace}/pods/{name}/status", exc) from exc
+
+    def server_version(self) -> tuple[int, int]:
+        """The API server's (major, minor) version from ``GET /version`` (a ``minor`` such as
+        ``"35+"`` counts as 35).
+
+        Raises:
+            KubeError: unreadable, or not a number.
+        """
+        try:
+            info = client.VersionApi(self.api).get_code(_request_timeout=REQUEST_TIMEOUT)
+            return int(info.major), int("".join(ch for ch in info.minor if ch.isdigit()))
+        except ValueError as exc:
+            raise KubeError("GET", "version", None, f"not a version number: {exc}") from exc
+        except Exception as exc:
+            raise _wrap("GET", "version", exc) from exc
 
     def set_taint(self, node: str, taint: Taint, present: bool, *, attempts: int = 5) -> dict[str, Any]:
         """Add or remove ``taint`` (matched by key and effect) on ``node``.

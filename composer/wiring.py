@@ -4,6 +4,7 @@ baseline in ``bench/baseline.py``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,8 +14,11 @@ from composer.cache import ClusterCache
 from composer.config import Settings
 from composer.controller import Controller
 from composer.fabric import director_factory
-from composer.kube import KubeApi, api_client
+from composer.gating import nomination_enabled
+from composer.kube import KubeApi, KubeError, api_client
 from composer.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -82,5 +86,19 @@ def build_controller(
         source=cache,
         fabric_max_age_seconds=settings.director_resync_seconds,
         on_job_done=on_change,
+        nominate=_nominate(settings.nominate_node, kube),
     )
     return Wired(kube, metrics, controller, cache)
+
+
+def _nominate(setting: str, kube: KubeApi) -> bool:
+    """Resolve ``nominate_node`` (``auto`` reads the API server's version once, at start)."""
+    version = None
+    if setting == "auto":
+        try:
+            version = kube.server_version()
+        except KubeError as exc:
+            log.warning("API server version unreadable (%s): pods are not nominated", exc)
+    on = nomination_enabled(setting, version)
+    log.info("nominatedNodeName of reserved pods: %s (nominate_node=%s)", "set" if on else "not set", setting)
+    return on

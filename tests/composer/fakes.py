@@ -282,6 +282,20 @@ class FakeKube:
             raise KubeError("PATCH", f"{key}", 422, str(exc)) from exc
         return copy.deepcopy(self.pods[key])
 
+    def nominate_pod(self, namespace: str, name: str, node: str | None) -> None:
+        """Merge-patch ``status.nominatedNodeName`` (None clears it); 404 for a missing pod."""
+        from composer.kube import KubeError
+
+        key = f"{namespace}/{name}"
+        self.writes.append(("nominate", key, node))
+        if key not in self.pods:
+            raise KubeError("PATCH", f"{key}/status", 404, "not found")
+        status = self.pods[key]["status"]
+        if node is None:
+            status.pop("nominatedNodeName", None)
+        else:
+            status["nominatedNodeName"] = node
+
     def delete_device_plugin_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
         self.plugin_restarts.append(node_name)
         return [f"nvidia-device-plugin-{node_name}"]

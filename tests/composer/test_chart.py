@@ -49,10 +49,13 @@ def test_rbac_is_least_privilege():
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"]) for r in cr["rules"]}
     assert rules == {
         (("",), ("pods",)): ["list", "patch", "watch"],
+        (("",), ("pods/status",)): ["patch"],  # nominatedNodeName (composer.nominateNode auto)
         (("",), ("nodes",)): ["get", "list", "patch", "watch"],
         (("",), ("namespaces",)): ["list", "watch"],
         (("",), ("events",)): ["create"],
     }
+    (off,) = by_kind(render("director.existingSecret=s", "composer.nominateNode=off"), "ClusterRole")
+    assert [r for r in off["rules"] if "pods/status" in r["resources"]] == []
     text = yaml.safe_dump_all(docs)
     assert "cluster-admin" not in text and "'*'" not in text and '"*"' not in text
     (crb,) = by_kind(docs, "ClusterRoleBinding")
@@ -151,6 +154,7 @@ def test_rendered_environment_is_accepted_by_the_controller(monkeypatch):
         "composer.batchIdleSeconds=1",
         "composer.batchMaxSeconds=3",
         "composer.reservationTimeoutSeconds=120",
+        "composer.nominateNode=on",
     )
     (dep,) = by_kind(docs, "Deployment")
     for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]:
@@ -168,6 +172,7 @@ def test_rendered_environment_is_accepted_by_the_controller(monkeypatch):
         and s.policy().reservation_timeout_seconds == 120
     )
     assert s.webhook_port == 9443 and str(s.webhook_cert_file) == "/etc/composer/webhook/tls.crt"
+    assert s.nominate_node == "on"
 
 
 def test_webhook_configuration_tls_and_opt_outs():

@@ -15,9 +15,19 @@ from composer import annotations as ann
 from composer.act import Executor
 from composer.controller import Controller
 from composer.decide import Policy
-from composer.gating import admission_response, batch_wait, gate_decision, release_patch, ungate_patch
+from composer.gates import GateExecutor
+from composer.gating import (
+    PodAction,
+    admission_response,
+    batch_wait,
+    gate_decision,
+    nomination_enabled,
+    release_patch,
+    ungate_patch,
+)
 from composer.kube import KubeError
 from composer.metrics import Metrics
+from composer.models import EventSpec
 from composer.podspec import pod_view
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
@@ -160,7 +170,7 @@ def world(hosts: int = 2, gpus: int = 4, max_gpus: str | None = "2") -> FakeWorl
     return FakeWorld(kube, fabric)
 
 
-def make(w: FakeWorld, clock: Clock, **policy) -> tuple[Controller, Metrics]:
+def make(w: FakeWorld, clock: Clock, *, nominate: bool = False, **policy) -> tuple[Controller, Metrics]:
     pol = Policy(
         **{
             "idle_timeout_seconds": 60,
@@ -175,7 +185,8 @@ def make(w: FakeWorld, clock: Clock, **policy) -> tuple[Controller, Metrics]:
     )
     metrics = Metrics()
     ex = Executor(w.kube, lambda: w.fabric, pol, metrics, clock=clock)
-    return Controller(w.kube, lambda: w.fabric, pol, metrics, ex, clock=clock, workers=2), metrics
+    ctrl = Controller(w.kube, lambda: w.fabric, pol, metrics, ex, clock=clock, workers=2, nominate=nominate)
+    return ctrl, metrics
 
 
 def run(ctrl: Controller):
@@ -299,11 +310,16 @@ def test_unknown_pinned_host_is_ungated_at_once_and_user_pin_is_kept(clock):
     assert "already selects this node" in released.message
 
 
-def test_reservation_expires_and_the_pod_is_planned_again_without_a_second_compose(clock):
+@pytest.mark.parametrize("nominate", [False, True])
+def test_reservation_expires_and_the_pod_is_planned_again_without_a_second_compose(clock, nominate):
+    """Also with nomination: a gated pod carrying the composer's own nominatedNodeName is its
+    reservation, planned again when it expires (not mistaken for a pod the scheduler placed)."""
     w = world()
-    ctrl, m = make(w, clock, advertise_timeout_seconds=1000)
+    ctrl, m = make(w, clock, nominate=nominate, advertise_timeout_seconds=1000)
     gpods(w, clock, ("a", 1))
     run(ctrl)
+    ctrl.close()
+    assert ("nominatedNodeName" in w.kube.pods["ml/a"]["status"]) is nominate
     attached = w.fabric.attached()
     clock.tick(101)  # never advertised: the reservation runs out
     run(ctrl)
@@ -412,3 +428,100 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
     assert "schedulingGates" not in w.kube.pods["ml/b"]["spec"]
     assert [e.reason for e in w.kube.events if e.name == "a"].count("Released") == 1
     assert [e.reason for e in w.kube.events if e.name == "b"].count("Gated") == 1
+
+
+# -- nomination (status.nominatedNodeName, KEP-5278) ---------------------------------------------
+@pytest.mark.parametrize(
+    ("setting", "version", "on"),
+    [
+        ("auto", (1, 34), False),  # NominatedNodeNameForExpectation alpha, off by default
+        ("auto", (1, 35), True),  # beta, on by default
+        ("auto", (1, 37), True),
+        ("auto", None, False),  # version unreadable
+        ("on", (1, 34), True),
+        ("off", (1, 36), False),
+    ],
+)
+def test_nomination_enabled(setting, version, on):
+    assert nomination_enabled(setting, version) is on
+
+
+def test_nomination_setting_must_be_known():
+    with pytest.raises(ValueError, match="auto, on or off"):
+        nomination_enabled("yes", (1, 35))
+
+
+def test_reserved_gated_pods_are_nominated_onto_their_node_and_still_released(clock):
+    w = world()
+    ctrl, m = make(w, clock, nominate=True)
+    gpods(w, clock, ("a-small", 1), ("b-big", 2))
+    run(ctrl)
+    ctrl.close()  # waits for the nomination thread too
+    hosts = {uid: n for n in w.kube.nodes for uid in w.kube.intents_json(n)}
+    for name in ("a-small", "b-big"):
+        p = w.kube.pods[f"ml/{name}"]
+        assert p["status"]["nominatedNodeName"] == hosts[f"uid-{name}"]
+        assert p["spec"].get("schedulingGates")  # nominated, still gated
+    w.agent_step()
+    run(ctrl)  # a pod the composer nominated is its own reservation: released, not skipped
+    w.schedule()
+    for name in ("a-small", "b-big"):
+        assert w.kube.pods[f"ml/{name}"]["spec"]["nodeName"] == hosts[f"uid-{name}"]
+    assert sorted(wr for wr in w.kube.writes if wr[0] == "nominate") == [
+        ("nominate", "ml/a-small", hosts["uid-a-small"]),
+        ("nominate", "ml/b-big", hosts["uid-b-big"]),
+    ]  # once each: a later round does not nominate again
+    assert metric(m, "composer_gate_patch_failures_total", kind="nominate") == 0
+
+
+def test_without_nomination_no_status_is_written(clock):
+    w = world()
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    ctrl.close()
+    assert [wr for wr in w.kube.writes if wr[0] == "nominate"] == []
+    assert "nominatedNodeName" not in w.kube.pods["ml/a"]["status"]
+
+
+def test_ungating_unchanged_clears_the_composers_nomination():
+    kube = FakeKube()
+    kube.add_pod(pod("a", 1, gated=True))
+    kube.pods["ml/a"]["status"]["nominatedNodeName"] = "host-1"
+    gates = GateExecutor(kube, Metrics(), lambda ev: None, nominate=True)
+    ev = EventSpec("Pod", "ml", "a", "uid-a", "Warning", "Ungated", "no free GPU")
+    action = PodAction("ungate", "uid-a", "ml/a", "", tuple(ungate_patch(pod_view(kube.pods["ml/a"]))), ev)
+    assert gates.apply(action, nominated="host-1")
+    gates.close()
+    assert "nominatedNodeName" not in kube.pods["ml/a"]["status"]
+    assert "schedulingGates" not in kube.pods["ml/a"]["spec"]
+
+
+def test_a_refused_nomination_is_counted_not_raised():
+    kube = FakeKube()  # the pod is gone: 404
+    m = Metrics()
+    gates = GateExecutor(kube, m, lambda ev: None, nominate=True)
+    gates.nominate_reserved("ml/gone", "host-1")
+    gates.close()
+    assert m.registry.get_sample_value("composer_gate_patch_failures_total", {"kind": "nominate"}) == 1
+
+
+class _Versioned:
+    def __init__(self, version=None, error=None):
+        self.version, self.error, self.calls = version, error, 0
+
+    def server_version(self):
+        self.calls += 1
+        if self.error:
+            raise self.error
+        return self.version
+
+
+def test_auto_nomination_reads_the_server_version_once_at_start():
+    from composer.wiring import _nominate
+
+    assert _nominate("auto", _Versioned((1, 35))) is True
+    assert _nominate("auto", _Versioned((1, 34))) is False
+    assert _nominate("auto", _Versioned(error=KubeError("GET", "version", 403, "forbidden"))) is False
+    explicit = _Versioned((1, 30))
+    assert _nominate("on", explicit) is True and explicit.calls == 0

@@ -67,6 +67,30 @@ def test_two_pods_of_different_sizes_racing_each_get_their_own_gpus(make_scenari
             raise
 
 
+def test_reserved_pod_is_nominated_onto_its_node_while_gated(make_scenario):
+    """KEP-5278 on the real API server: the composer (as the chart's ServiceAccount, whose
+    pods/status patch permission this needs) names the reserved node in
+    ``status.nominatedNodeName`` while the pod waits behind its gate for the hot-plug."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        sc.start_agent()
+        hook = sc.enable_gating()
+        sc.start_composer("--idle-timeout-seconds", "60", "--nominate-node", "on", *hook)
+        try:
+            sc.delay_reprogram(3)
+            sc.gpu_pod("nominee", 1, product=T4)
+            node = wait_for(
+                lambda: sc.pod("nominee").status.nominated_node_name, timeout=30, what="nominatedNodeName"
+            )
+            assert _gates(sc, "nominee") == [ann.GATE]  # nominated while still gated
+            assert sc.pod("nominee").metadata.uid in _intents(sc, node)  # the node holding its reservation
+            assert wait_for(lambda: sc.running_on("nominee"), timeout=60, what="pod running") == node
+            m = sc.metrics()
+            assert _metric(m, "composer_gate_patch_failures_total") == 0
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
 def test_gated_pod_deleted_mid_compose_leaves_no_reservation_and_no_leaked_gpu(make_scenario):
     with make_scenario(inventory="dev.yaml") as sc:
         a = sc.node("blade-slot-1")
