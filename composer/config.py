@@ -11,9 +11,17 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 
@@ -25,6 +33,17 @@ from composer.pools import PoolMap
 BUDGET_PATTERN = r"^[0-9]{1,6}%?$"
 #: A reclaim window, ``HH:MM-HH:MM`` UTC (checked again by ``reclaim_guard.parse_window``).
 WINDOW_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]|24):[0-5][0-9]$"
+
+
+def _count_as_text(v: object) -> object:
+    """A budget written as a bare number in YAML (``reclaimBudget: 2``) is the count ``"2"``."""
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+#: A reclaim budget value as configured (``"2"``, ``2`` or ``"20%"``; None = no limit).
+BudgetText = Annotated[
+    Annotated[str, StringConstraints(pattern=BUDGET_PATTERN)] | None, BeforeValidator(_count_as_text)
+]
 
 
 class PoolSpec(BaseModel):
@@ -49,7 +68,7 @@ class PoolSpec(BaseModel):
     devices: list[str] = Field(default_factory=list)
     hosts: list[str] = Field(default_factory=list)
     namespaces: list[str] = Field(default_factory=list)
-    reclaim_budget: str | None = Field(default=None, pattern=BUDGET_PATTERN)
+    reclaim_budget: BudgetText = None
 
 
 class Settings(BaseSettings):
@@ -149,7 +168,7 @@ class Settings(BaseSettings):
     )
 
     batch_idle_seconds: float = Field(
-        default=0.1,
+        default=0.05,
         ge=0,
         le=60,
         description="gated pods: plan a batch once no new gated pod arrived for this long "
@@ -178,9 +197,8 @@ class Settings(BaseSettings):
         "(KEP-5278, so the scheduler and node autoscalers see where it will run); auto: on when the "
         "API server is 1.35 or newer, where NominatedNodeNameForExpectation is on by default",
     )
-    reclaim_budget: str | None = Field(
+    reclaim_budget: BudgetText = Field(
         default=None,
-        pattern=BUDGET_PATTERN,
         description="most nodes of a pool reclaiming at once: a count (\"2\") or a percentage of the "
         "pool's nodes (\"20%\", rounded up) as in Karpenter's disruption budgets; unset = no limit; "
         "a pool's reclaimBudget overrides it",

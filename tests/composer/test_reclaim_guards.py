@@ -9,15 +9,19 @@ GPUs on a machine without a Node go back to the free pool after the grace period
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from composer import annotations as ann
 from composer import reclaim_guard as guard
 from composer.act import RECLAIM_TAINT
+from composer.config import Settings
 from composer.controller import Controller
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+from tests.composer.test_chart import CHART, helm, render
 from tests.composer.test_controller import make as controller_for
 from tests.composer.test_controller import run
 
@@ -362,3 +366,53 @@ def test_a_crash_between_detach_and_untag_leaves_the_gpu_free_to_plan(clock):
     w.kube.add_pod(pod("a", 1))
     run(ctrl)
     assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+
+
+# -- configuration ---------------------------------------------------------------------------------
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (make setup)")
+def test_chart_guard_values_reach_the_controller_and_bad_ones_are_refused(monkeypatch):
+    docs = render(
+        "director.existingSecret=s",
+        "composer.reclaimBudget=20%",
+        "composer.reclaimWindowsUtc[0]=22:00-06:00",
+        "composer.pools[0].name=red",
+        "composer.pools[0].reclaimBudget=1",
+        "composer.ownerTag=composer-east",
+        "composer.orphanGraceSeconds=120",
+    )
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if "value" in e:
+            monkeypatch.setenv(e["name"], e["value"])
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "from-secret")
+    p = Settings().policy()
+    assert p.reclaim_budget == guard.Budget(percent=20) and p.budget_of("red") == guard.Budget(count=1)
+    assert p.reclaim_windows == (guard.Window(22 * 60, 6 * 60),)
+    assert (p.owner_tag, p.orphan_grace_seconds) == ("composer-east", 120)
+    for bad in (
+        "composer.reclaimBudget=ten",
+        "composer.reclaimWindowsUtc[0]=22-06",
+        "composer.ownerTag=",
+        "composer.orphanGraceSeconds=-1",
+        "composer.pools[0].reclaimBudget=1.5",
+    ):
+        out = helm("template", "gpu", str(CHART), "--set", "director.existingSecret=s", "--set",
+                   "composer.pools[0].name=red", "--set", bad, check=False)
+        assert out.returncode != 0, bad
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"reclaim_budget": "101%"},
+        {"reclaim_budget": "x"},
+        {"reclaim_windows_utc": ["06:00-06:00"]},
+        {"pools": [{"name": "red", "reclaimBudget": "200%"}]},
+        {"owner_tag": "n/a"},
+        {"orphan_grace_seconds": -1},
+    ],
+)
+def test_settings_refuse_bad_guard_values_with_one_message_each(bad):
+    with pytest.raises(ValidationError) as err:
+        Settings(director_url="http://d", director_password="p", **bad)
+    assert err.value.error_count() == 1

@@ -1,0 +1,189 @@
+"""Reclaim guards, out-of-band detaches and orphaned GPUs end to end on the lab.
+
+Through :mod:`tests.composer.harness`: the composer as a process with the chart's RBAC (its
+ServiceAccount token), the Director simulator, kwok Nodes, the GPU-Operator stand-in and the
+lab's real API server and scheduler. Timeouts are short (idle 1 s, orphan grace 2 s).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from composer import annotations as ann
+from tests.composer.harness import wait_for
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+HOLD_KEYS = (ann.AUTOSCALER_HOLD, *ann.AUTOSCALER_ANNOTATIONS)
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + " ") or line.startswith(name + "{")
+    )
+
+
+def _node_events(sc, node: str) -> list[tuple[str, str, str]]:
+    """(type, reason, message) of this scenario's composer Events on ``node`` (in ``default``)."""
+    evs = sc.core.list_namespaced_event("default", field_selector=f"involvedObject.name={node}").items
+    return [
+        (e.type, e.reason, e.message)
+        for e in sorted(evs, key=lambda e: e.metadata.creation_timestamp)
+        if (e.reporting_instance or "").startswith(f"e2e-{sc.sid}-")
+    ]
+
+
+def _annotations(sc, node: str) -> dict[str, str]:
+    return sc.node_obj(node).metadata.annotations or {}
+
+
+def _annotate_node(sc, node: str, value: str | None) -> None:
+    sc.core.patch_node(node, {"metadata": {"annotations": {ann.DO_NOT_RECLAIM: value}}})
+
+
+def _udesc(sc) -> dict[str, str]:
+    return {g["name"]: g.get("udesc") or "" for g in sc.sim("GET", "state")["gpus"]}
+
+
+def test_reclaim_guards_and_autoscaler_annotations(make_scenario):
+    """do-not-reclaim on a node and on a pod hold the GPUs (ReclaimHeld naming them); once
+    lifted, a budget of 1 reclaims one node at a time (ReclaimHeld naming the budget); the
+    autoscaler annotations are on the nodes while they hold composer GPUs and gone after."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        a, b = sc.node("blade-slot-1"), sc.node("blade-slot-2")
+        sc.start_agent()
+        sc.start_composer("--idle-timeout-seconds", "1", "--reclaim-budget", "1")
+        try:
+            sc.gpu_pod("pa", 1, host=a)
+            sc.gpu_pod("pb", 1, host=b)
+            wait_for(lambda: sc.running_on("pa") and sc.running_on("pb"), timeout=60, what="pods running")
+            for n in (a, b):
+                assert all(_annotations(sc, n).get(k) == "true" for k in HOLD_KEYS), _annotations(sc, n)
+            assert set(_udesc(sc).values()) == {"gpu-composer"}  # its owner tag on what it attached
+
+            _annotate_node(sc, a, "true")
+            toleration = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+            keeper = {
+                "metadata": {"name": "keeper", "annotations": {ann.DO_NOT_RECLAIM: "true"}},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": b},
+                    "tolerations": [toleration],
+                    "containers": [{"name": "c", "image": "stand-in"}],
+                },
+            }
+            sc.core.create_namespaced_pod(sc.ns, keeper)
+            wait_for(lambda: sc.running_on("keeper"), timeout=30, what="keeper running")
+            sc.delete_pod("pa")
+            sc.delete_pod("pb")
+            wait_for(
+                lambda: any(r == "ReclaimHeld" for _, r, _ in _node_events(sc, a))
+                and any(r == "ReclaimHeld" for _, r, _ in _node_events(sc, b)),
+                timeout=30,
+                what="both reclaims held",
+            )
+            assert "node " + a in [m for _, r, m in _node_events(sc, a) if r == "ReclaimHeld"][0]
+            assert f"pod {sc.ns}/keeper" in [m for _, r, m in _node_events(sc, b) if r == "ReclaimHeld"][0]
+            assert sc.attached() == {a: ["gpu0"], b: ["gpu1"]}
+
+            # both guards lifted at once: the budget (1) lets one node reclaim at a time
+            _annotate_node(sc, a, None)
+            sc.delete_pod("keeper")
+            wait_for(lambda: sc.attached() == {}, timeout=60, what="both nodes reclaimed")
+            held = [
+                m for n in (a, b) for _, r, m in _node_events(sc, n) if r == "ReclaimHeld" and "(budget)" in m
+            ]
+            assert held, [_node_events(sc, n) for n in (a, b)]
+            wait_for(
+                lambda: not any(k in _annotations(sc, n) for n in (a, b) for k in HOLD_KEYS),
+                timeout=30,
+                what="autoscaler annotations removed after the reclaim",
+            )
+            assert set(_udesc(sc).values()) == {""}  # untagged once given back
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_gpu_detached_out_of_band_is_reported_on_pod_and_node_and_not_replaced(make_scenario):
+    with make_scenario(inventory="dev.yaml") as sc:
+        a = sc.node("blade-slot-1")
+        sc.start_agent()
+        sc.start_composer("--director-resync-seconds", "0.5")
+        try:
+            sc.gpu_pod("train", 1, host=a)
+            assert wait_for(lambda: sc.running_on("train"), timeout=60, what="pod running") == a
+            assert sc.attached() == {a: ["gpu0"]}
+            relates = sc.sim("GET", "state")["counters"].get("POST relate/gpu")
+            sc.sim("POST", "detach", {"device": "gpu0"})
+            wait_for(
+                lambda: "GpuDetachedOutOfBand" in [r for _, r, _ in sc.events("train")],
+                timeout=30,
+                what="Warning on the pod",
+            )
+            pod_ev = [(t, m) for t, r, m in sc.events("train") if r == "GpuDetachedOutOfBand"]
+            node_ev = [(t, m) for t, r, m in _node_events(sc, a) if r == "GpuDetachedOutOfBand"]
+            assert pod_ev[0][0] == "Warning" and "gpu0" in pod_ev[0][1] and "Director" in pod_ev[0][1]
+            assert node_ev and node_ev[0][0] == "Warning" and f"{sc.ns}/train" in node_ev[0][1]
+            assert _metric(sc.metrics(), "composer_gpus_detached_out_of_band_total") == 1
+            wait_for(lambda: ann.DEVICES not in _annotations(sc, a), timeout=10, what="record updated")
+            assert sc.running_on("train") == a
+            # nothing composed in its place for the running pod
+            assert sc.sim("GET", "state")["counters"].get("POST relate/gpu") == relates
+            assert sc.attached() == {}
+            assert len(pod_ev) == 1
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_node_deleted_while_the_composer_is_down_mid_compose_gpus_go_back(make_scenario):
+    """The composer is killed mid-compose (the GPUs already carry its owner tag), and the Node
+    is deleted while it is down: the next composer finds the tagged GPUs on a machine with no
+    Node and gives them back after the grace period, with Events on its Lease; nothing attached
+    twice."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        a = sc.node("blade-slot-1")
+        sc.start_agent()
+        args = ("--orphan-grace-seconds", "2", "--idle-timeout-seconds", "600")
+        sc.start_composer(*args)
+        try:
+            sc.delay_reprogram(3)
+            sc.gpu_pod("crash", 2, host=a)
+            wait_for(
+                lambda: sc.sim("GET", "state")["counters"].get("POST fabric/reprogram"),
+                timeout=30,
+                what="reprogram in flight",
+            )
+            assert set(_udesc(sc).values()) == {"gpu-composer"}  # tagged before the attach
+            sc.procs["composer"].kill()
+            wait_for(lambda: sc.attached() == {a: ["gpu0", "gpu1"]}, timeout=20, what="hot-plug finishing")
+            sc.core.delete_namespaced_pod("crash", sc.ns, grace_period_seconds=0)
+            sc.core.delete_node(a)
+            sc.start_composer(*args)
+            wait_for(lambda: sc.attached() == {}, timeout=40, what="orphaned GPUs given back")
+
+            def lease_events() -> list:
+                evs = sc.core.list_namespaced_event(sc.ns, field_selector="involvedObject.kind=Lease").items
+                return [e for e in evs if (e.reporting_instance or "").startswith(f"e2e-{sc.sid}-")]
+
+            wait_for(
+                lambda: "OrphanedGpusReclaimed" in [e.reason for e in lease_events()],
+                timeout=10,
+                what="Event on the Lease",
+            )
+            evs = lease_events()
+            assert "OrphanedGpus" in [e.reason for e in evs]
+            lease = next(e for e in evs if e.reason == "OrphanedGpusReclaimed")
+            assert lease.involved_object.name == "composer-e2e" and "gpu0, gpu1" in lease.message
+            assert _metric(sc.metrics(), "composer_orphaned_gpus_reclaimed_total") == 2
+            counters = sc.sim("GET", "state")["counters"]
+            assert counters.get("POST relate/gpu") == 2, counters  # each GPU attached exactly once
+            assert set(_udesc(sc).values()) == {""}
+            assert json.dumps(sc.sim("GET", "state")["violations"]) == "[]"
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
