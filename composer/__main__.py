@@ -35,7 +35,7 @@ from composer.wiring import build_controller
 log = logging.getLogger("composer")
 
 #: Pause after a change before the round starts, to batch a burst of changes (seconds).
-DEBOUNCE_SECONDS = 0.05
+DEBOUNCE_SECONDS = 0.02
 
 
 def main(argv: list[str] | None = None) -> int:

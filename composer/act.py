@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -97,6 +98,9 @@ class Executor:
         release_to_system_pool: move reclaimed GPUs from the group pool to the system pool.
         clock: seconds since the epoch.
         created: pod UID -> creation time, for the latency histograms (set each round).
+        async_events: create Events from one background thread, in the order emitted (as
+            client-go's event broadcaster does), so that no round, release or compose waits
+            for an Event's API call; :meth:`close` waits for the queue.
     """
 
     kube: KubeWrites
@@ -107,7 +111,10 @@ class Executor:
     plugin_selector: str = "app=nvidia-device-plugin-daemonset"
     release_to_system_pool: bool = True
     clock: Callable[[], float] = time.time
+    async_events: bool = False
     _local: threading.local = field(default_factory=threading.local, repr=False)
+    _events: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def fabric(self) -> FabricClient:
         """This thread's Director client."""
@@ -126,12 +133,29 @@ class Executor:
                 log.debug("closing the Director client failed", exc_info=True)
 
     def emit(self, ev: EventSpec) -> None:
-        """Create an Event (also logged); failures are logged, never raised."""
+        """Create an Event (also logged); failures are logged, never raised. With
+        ``async_events`` the API call is queued (any thread may emit; order is kept)."""
         log.info("event %s %s/%s %s: %s", ev.type, ev.namespace, ev.name, ev.reason, ev.message)
+        if not self.async_events:
+            self._create_event(ev)
+            return
+        with self._events_lock:
+            if self._events is None:
+                self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="composer-events")
+            self._events.submit(self._create_event, ev)
+
+    def _create_event(self, ev: EventSpec) -> None:
         try:
             self.kube.create_event(ev)
         except Exception as exc:
             log.warning("event %s/%s %s not recorded: %s", ev.namespace, ev.name, ev.reason, exc)
+
+    def close(self) -> None:
+        """Wait until every queued Event was sent (``async_events``)."""
+        with self._events_lock:
+            events, self._events = self._events, None
+        if events is not None:
+            events.shutdown(wait=True)
 
     def _write(self, res: JobResult, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
         new = ann.with_hold(new)  # the autoscaler annotations ride on the same PATCH

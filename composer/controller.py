@@ -352,6 +352,7 @@ class Controller:
         self._reset_fabric()
         if self._gate_executor is not None:
             self._gate_executor.close()
+        self.executor.close()
 
     def run(
         self,

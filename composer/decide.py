@@ -93,7 +93,7 @@ class Policy:
     retry_max_seconds: float = 300.0
     restart_device_plugin: bool = True
     namespaces: frozenset[str] = frozenset()
-    batch_idle_seconds: float = 0.1
+    batch_idle_seconds: float = 0.05
     batch_max_seconds: float = 1.0
     reservation_timeout_seconds: float = 300.0
     unserved_wait_seconds: float = 60.0

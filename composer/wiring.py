@@ -74,6 +74,7 @@ def build_controller(
         plugin_namespace=settings.device_plugin_namespace,
         plugin_selector=settings.device_plugin_selector,
         release_to_system_pool=settings.release_to_system_pool,
+        async_events=True,
     )
     controller = Controller(
         kube,

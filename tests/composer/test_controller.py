@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -11,6 +12,7 @@ from composer.act import Executor
 from composer.controller import Controller
 from composer.decide import Policy
 from composer.metrics import Metrics
+from composer.models import EventSpec
 from dynamic_providers.director.errors import DirectorServerError, DirectorUnavailableError
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
@@ -396,3 +398,29 @@ def test_a_pod_recreated_before_its_gpu_was_advertised_gets_that_gpu_not_another
     run(ctrl)
     assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
     ctrl.close()
+
+
+def test_async_events_do_not_wait_for_the_api_and_keep_their_order():
+    """With ``async_events`` an Event's API call never holds up the emitting thread (a round, a
+    release, a compose); Events reach the API server in the order emitted; close() drains."""
+    gate = threading.Event()
+
+    class SlowKube(FakeKube):
+        def create_event(self, ev: EventSpec) -> None:
+            gate.wait(5)
+            super().create_event(ev)
+
+    kube = SlowKube()
+    ex = Executor(kube, lambda: FakeFabric([], []), Policy(), Metrics(), async_events=True)
+    evs = [EventSpec("Pod", "ml", "p1", "u1", "Normal", r, "m") for r in ("Gated", "Reserved")]
+    t0 = time.monotonic()
+    for ev in evs:
+        ex.emit(ev)
+    assert time.monotonic() - t0 < 1 and kube.events == []  # queued, not sent
+    composed = EventSpec("Pod", "ml", "p1", "u1", "Normal", "Composed", "m")
+    worker = threading.Thread(target=ex.emit, args=(composed,))  # a node job's thread
+    worker.start()
+    worker.join()
+    gate.set()
+    ex.close()
+    assert [e.reason for e in kube.events] == ["Gated", "Reserved", "Composed"]
