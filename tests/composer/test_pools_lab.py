@@ -1,0 +1,187 @@
+"""Composer pools end to end: a stack's ``composer.pools`` through ``pulumi up`` to the composer.
+
+The stack (written here, applied with the real pulumi CLI through the Automation API) names two
+tenants, each with a composer pool of one host, on a scenario's own Director simulator and kwok
+Nodes (:mod:`tests.composer.harness`). Nothing is labelled by hand: the composer is started with
+the configuration ``pulumi up`` rendered into its Deployment (``COMPOSER_POOLS`` and the other
+``COMPOSER_*`` values read back from the API server), as its Pods would run it. The chart's Pods
+themselves go to kwok Nodes, which do not run them; the composer runs as a local process with the
+chart's ServiceAccount rights.
+
+Checked: tenant alpha's pod gets a GPU composed onto alpha's host (blade-slot-2, although
+blade-slot-1 comes first by name); a second alpha pod is refused by the pool quota (1 GPU, while
+the namespace's ResourceQuota admits 2); a beta pod pinned to alpha's host is refused
+(``NoHostFits``: the host is in pool alpha) and alpha's GPU stays where it is. About 40 s.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from pulumi import automation as auto
+
+from tests.composer.harness import E2E_LABEL, SIM_PASSWORD, SIM_USER, Scenario, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARIES = ("pulumi", "pulumi-language-python", "helm")
+MISSING = [b for b in BINARIES if not (ROOT / ".toolchain" / "bin" / b).exists() and shutil.which(b) is None]
+PASSPHRASE = "pools-e2e-lab-only"
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.cli,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(MISSING), reason=f"binaries missing ({', '.join(MISSING)}): run make setup"),
+]
+
+
+def _estate(sc: Scenario, run: str, kubeconfig: Path) -> dict[str, Any]:
+    """A small lab stack on the scenario's Director and Nodes: two hosts, two tenants, one pool each."""
+    n1, n2 = sc.node("blade-slot-1"), sc.node("blade-slot-2")
+    hosts = [
+        {
+            "name": n,
+            "role": "baremetal-worker",
+            "boot_mac": f"52:54:00:00:0e:0{i}",
+            "bmc": {"endpoint": f"https://127.0.0.1:1845{i}", "username": "root", "verify_tls": False},
+        }
+        for i, n in ((1, n1), (2, n2))
+    ]
+    tenants = [
+        {"name": t, "namespace": f"{run}-{t}", "gpu_quota": q, "allowed_models": ["Tesla-T4"]}
+        for t, q in (("alpha", 2), ("beta", 1))
+    ]
+    return {
+        "environment": "lab",
+        "mothership": {"kubeconfig": str(kubeconfig), "namespace": f"{run}-infra"},
+        "fabric": {
+            "director": {"endpoint": sc.director_url, "username": SIM_USER},
+            "pools": [{"name": "gpu-pool", "models": ["Tesla-T4"], "size": 2}],
+        },
+        "hosts": hosts,
+        "hypervisor_clusters": [
+            {
+                "name": "workers",
+                "hosts": [n1, n2],
+                "gpu_workload_mode": "container",
+                "kubevirt": False,
+                "control_plane_replicas": 1,
+            }
+        ],
+        "tenants": tenants,
+        "composer": {
+            "pool": "gpu-pool",
+            "target_cluster": "workers",
+            "namespace": f"{run}-composer",
+            "release_name": f"{run}-composer",
+            "restart_device_plugin": False,
+            "namespaces": [t["namespace"] for t in tenants],
+            # alpha on the second host: the first by name is where an unpooled pod would go
+            # alpha's namespace admits 2 GPUs, its composer pool holds 1 at a time
+            "pools": [{"name": "alpha", "hosts": [n2], "quota_gpus": 1}, {"name": "beta", "hosts": [n1]}],
+        },
+    }
+
+
+def _stack(tmp_path: Path, estate: dict[str, Any]) -> auto.Stack:
+    work = tmp_path / "project"
+    (work / "state").mkdir(parents=True)
+    (work / "Pulumi.yaml").write_text(
+        textwrap.dedent(f"""\
+        name: composable-gpu
+        main: {ROOT}
+        runtime:
+          name: python
+          options:
+            virtualenv: {ROOT / ".venv"}
+        """)
+    )
+    (work / "Pulumi.pools.yaml").write_text(yaml.safe_dump({"config": {"composable-gpu:estate": estate}}))
+    env = {"PULUMI_BACKEND_URL": f"file://{work / 'state'}", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
+    stack = auto.create_stack("pools", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
+    secrets = {"fabric.director.password": SIM_PASSWORD, "hosts[0].bmc.password": "lab-bmc-password",
+               "hosts[1].bmc.password": "lab-bmc-password"}
+    for path, value in secrets.items():
+        stack.set_config(f"estate.{path}", auto.ConfigValue(value, secret=True), path=True)
+    return stack
+
+
+def _deployed_env(api: client.ApiClient, namespace: str, name: str) -> dict[str, str]:
+    """The plain ``COMPOSER_*`` values of the composer container of Deployment ``name``."""
+    dep = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)
+    container = next(c for c in dep.spec.template.spec.containers if c.name == "composer")
+    return {e.name: e.value for e in container.env or () if e.name.startswith("COMPOSER_") and e.value}
+
+
+def _pod(core: client.CoreV1Api, namespace: str, name: str, sid: str, *, host: str | None = None) -> None:
+    selector = {E2E_LABEL: sid, **({"kubernetes.io/hostname": host} if host else {})}
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": selector,
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:stand-in", "resources": {
+                "limits": {"nvidia.com/gpu": "1", "cpu": "100m", "memory": "64Mi"}}}],
+        },
+    })
+
+
+def _not_composed(core: client.CoreV1Api, namespace: str, name: str) -> list[str]:
+    evs = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    return [e.message for e in evs if e.reason == "NotComposed"]
+
+
+def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, lab_api, tmp_path):
+    core = client.CoreV1Api(lab_api)
+    with make_scenario(inventory="dev.yaml") as sc:
+        n1, n2 = sc.node("blade-slot-1"), sc.node("blade-slot-2")
+        run = f"p{sc.sid}"
+        alpha, beta = f"{run}-alpha", f"{run}-beta"
+        stack = _stack(tmp_path, _estate(sc, run, composer_lab.kubeconfig))
+        try:
+            assert stack.up(on_output=lambda _line: None).summary.result == "succeeded"
+            env = _deployed_env(lab_api, f"{run}-composer", f"{run}-composer")
+            pools = json.loads(env["COMPOSER_POOLS"])
+            assert pools == [
+                {"name": "alpha", "quotaGpus": 1, "hosts": [n2], "namespaces": [alpha]},
+                {"name": "beta", "quotaGpus": 1, "hosts": [n1], "namespaces": [beta]},
+            ]
+            assert E2E_LABEL not in yaml.safe_dump(pools)  # no hand-made label is involved
+            sc.start_agent()
+            sc.start_composer(
+                "--pools", env["COMPOSER_POOLS"],
+                "--namespaces", env["COMPOSER_NAMESPACES"],
+                "--excluded-devices", env["COMPOSER_EXCLUDED_DEVICES"],
+            )
+            _pod(core, alpha, "a1", sc.sid)
+            node = wait_for(lambda: _running_on(core, alpha, "a1"), timeout=60, what="alpha pod running")
+            assert node == n2
+            assert sc.attached() == {n2: ["gpu0"]}
+
+            _pod(core, alpha, "a2", sc.sid)  # alpha's pool quota is 1 GPU
+            msg = wait_for(lambda: _not_composed(core, alpha, "a2"), timeout=30, what="a2 refused")[0]
+            assert msg.startswith("QuotaExceeded: pool 'alpha' has 0 GPU(s) of quota left")
+
+            _pod(core, beta, "b1", sc.sid, host=n2)  # beta asks for alpha's host
+            msg = wait_for(lambda: _not_composed(core, beta, "b1"), timeout=30, what="b1 refused")[0]
+            assert msg == f"NoHostFits: host {n2} belongs to pool 'alpha', the pod to 'beta'"
+            assert sc.attached() == {n2: ["gpu0"]}  # nothing composed for beta on alpha's host
+            assert _running_on(core, beta, "b1") is None
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+        finally:
+            stack.destroy(on_output=lambda _line: None)
+            stack.workspace.remove_stack("pools")
+
+
+def _running_on(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    p = core.read_namespaced_pod(name, namespace)
+    return p.spec.node_name if p.spec.node_name and p.status.phase == "Running" else None
