@@ -8,10 +8,11 @@ the configuration ``pulumi up`` rendered into its Deployment (``COMPOSER_POOLS``
 themselves go to kwok Nodes, which do not run them; the composer runs as a local process with the
 chart's ServiceAccount rights.
 
-Checked: tenant alpha's pod gets a GPU composed onto alpha's host (blade-slot-2, although
-blade-slot-1 comes first by name); a second alpha pod is refused by the pool quota (1 GPU, while
-the namespace's ResourceQuota admits 2); a beta pod pinned to alpha's host is refused
-(``NoHostFits``: the host is in pool alpha) and alpha's GPU stays where it is. About 40 s.
+Checked: beta's static GPU (a GpuComposition of the stack) serves beta's pod on beta's host, and
+nothing is composed onto that host; tenant alpha's pod gets a GPU composed onto alpha's host
+(blade-slot-2, although blade-slot-1 comes first by name); a second alpha pod is refused by the
+pool quota (1 GPU, while the namespace's ResourceQuota admits 2); a beta pod pinned to alpha's
+host is refused (``NoHostFits``: the host is in pool alpha) and no GPU moves. About 60 s.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def _estate(sc: Scenario, run: str, kubeconfig: Path) -> dict[str, Any]:
         for i, n in ((1, n1), (2, n2))
     ]
     tenants = [
-        {"name": t, "namespace": f"{run}-{t}", "gpu_quota": q, "allowed_models": ["Tesla-T4"]}
-        for t, q in (("alpha", 2), ("beta", 1))
+        {"name": t, "namespace": f"{run}-{t}", "gpu_quota": 2, "allowed_models": ["Tesla-T4"]}
+        for t in ("alpha", "beta")
     ]
     return {
         "environment": "lab",
@@ -76,6 +77,10 @@ def _estate(sc: Scenario, run: str, kubeconfig: Path) -> dict[str, Any]:
             }
         ],
         "tenants": tenants,
+        # beta's static GPU, on beta's host
+        "gpu_compositions": [
+            {"host": n1, "pool": "gpu-pool", "device_names": ["gpu1"], "model": "Tesla-T4", "tenant": "beta"}
+        ],
         "composer": {
             "pool": "gpu-pool",
             "target_cluster": "workers",
@@ -84,8 +89,12 @@ def _estate(sc: Scenario, run: str, kubeconfig: Path) -> dict[str, Any]:
             "restart_device_plugin": False,
             "namespaces": [t["namespace"] for t in tenants],
             # alpha on the second host: the first by name is where an unpooled pod would go
-            # alpha's namespace admits 2 GPUs, its composer pool holds 1 at a time
-            "pools": [{"name": "alpha", "hosts": [n2], "quota_gpus": 1}, {"name": "beta", "hosts": [n1]}],
+            # alpha's namespace admits 2 GPUs, its composer pool holds 1 at a time (the composer can
+            # hand out 1: the fabric pool's 2 minus the static one)
+            "pools": [
+                {"name": "alpha", "hosts": [n2], "quota_gpus": 1},
+                {"name": "beta", "hosts": [n1], "quota_gpus": 1},
+            ],
         },
     }
 
@@ -153,27 +162,36 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
                 {"name": "alpha", "quotaGpus": 1, "hosts": [n2], "namespaces": [alpha]},
                 {"name": "beta", "quotaGpus": 1, "hosts": [n1], "namespaces": [beta]},
             ]
-            assert E2E_LABEL not in yaml.safe_dump(pools)  # no hand-made label is involved
+            assert json.loads(env["COMPOSER_EXCLUDED_DEVICES"]) == ["gpu1"]
+            assert sc.attached() == {n1: ["gpu1"]}  # the static composition
             sc.start_agent()
             sc.start_composer(
                 "--pools", env["COMPOSER_POOLS"],
                 "--namespaces", env["COMPOSER_NAMESPACES"],
                 "--excluded-devices", env["COMPOSER_EXCLUDED_DEVICES"],
             )
+            # beta's pod uses beta's static GPU (same pool); nothing is composed onto that host
+            _pod(core, beta, "b1", sc.sid)
+            assert wait_for(lambda: _running_on(core, beta, "b1"), timeout=60, what="beta pod running") == n1
+            _pod(core, beta, "b2", sc.sid, host=n1)
+            msg = wait_for(lambda: _not_composed(core, beta, "b2"), timeout=30, what="b2 refused")[0]
+            assert msg.startswith(f"NoHostFits: host {n1} carries 1 statically composed GPU(s)")
+
             _pod(core, alpha, "a1", sc.sid)
             node = wait_for(lambda: _running_on(core, alpha, "a1"), timeout=60, what="alpha pod running")
             assert node == n2
-            assert sc.attached() == {n2: ["gpu0"]}
+            assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}
 
             _pod(core, alpha, "a2", sc.sid)  # alpha's pool quota is 1 GPU
             msg = wait_for(lambda: _not_composed(core, alpha, "a2"), timeout=30, what="a2 refused")[0]
             assert msg.startswith("QuotaExceeded: pool 'alpha' has 0 GPU(s) of quota left")
 
-            _pod(core, beta, "b1", sc.sid, host=n2)  # beta asks for alpha's host
-            msg = wait_for(lambda: _not_composed(core, beta, "b1"), timeout=30, what="b1 refused")[0]
+            core.delete_namespaced_pod("b2", beta, grace_period_seconds=0)
+            _pod(core, beta, "b3", sc.sid, host=n2)  # beta asks for alpha's host
+            msg = wait_for(lambda: _not_composed(core, beta, "b3"), timeout=30, what="b3 refused")[0]
             assert msg == f"NoHostFits: host {n2} belongs to pool 'alpha', the pod to 'beta'"
-            assert sc.attached() == {n2: ["gpu0"]}  # nothing composed for beta on alpha's host
-            assert _running_on(core, beta, "b1") is None
+            assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}  # nothing moved or added
+            assert _running_on(core, beta, "b3") is None
         except AssertionError:
             print(sc.diagnostics())
             raise
