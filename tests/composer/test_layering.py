@@ -26,6 +26,7 @@ PURE = (
     "decide",
     "fabric",
     "gating",
+    "reclaim_guard",
 )
 IO_MODULES = (
     "composer.kube",
