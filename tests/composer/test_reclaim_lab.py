@@ -8,6 +8,7 @@ lab's real API server and scheduler. Timeouts are short (idle 1 s, orphan grace 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -184,6 +185,41 @@ def test_node_deleted_while_the_composer_is_down_mid_compose_gpus_go_back(make_s
             assert counters.get("POST relate/gpu") == 2, counters  # each GPU attached exactly once
             assert set(_udesc(sc).values()) == {""}
             assert json.dumps(sc.sim("GET", "state")["violations"]) == "[]"
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def _window(offset_hours: int, hours: int) -> str:
+    """A daily UTC window starting ``offset_hours`` from now (may be negative), ``hours`` long."""
+    start = (datetime.now(UTC) + timedelta(hours=offset_hours)).replace(minute=0)
+    end = start + timedelta(hours=hours)
+    return f"{start:%H:%M}-{end:%H:%M}"
+
+
+def test_reclaim_waits_for_its_window(make_scenario):
+    """Outside the configured UTC window an idle node keeps its GPUs (ReclaimHeld naming the
+    window); a composer configured with a window around now gives them back."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        a = sc.node("blade-slot-1")
+        sc.start_agent()
+        later = json.dumps([_window(2, 2)])
+        sc.start_composer("--idle-timeout-seconds", "1", "--reclaim-windows-utc", later)
+        try:
+            sc.gpu_pod("pa", 1, host=a)
+            wait_for(lambda: sc.running_on("pa"), timeout=60, what="pod running")
+            sc.delete_pod("pa")
+            wait_for(
+                lambda: [m for _, r, m in _node_events(sc, a) if r == "ReclaimHeld"],
+                timeout=30,
+                what="reclaim held by the window",
+            )
+            assert "(window)" in [m for _, r, m in _node_events(sc, a) if r == "ReclaimHeld"][0]
+            assert sc.attached() == {a: ["gpu0"]}
+            sc.procs["composer"].stop()
+            now = json.dumps([_window(-1, 3)])
+            sc.start_composer("--idle-timeout-seconds", "1", "--reclaim-windows-utc", now)
+            wait_for(lambda: sc.attached() == {}, timeout=40, what="reclaimed inside the window")
         except AssertionError:
             print(sc.diagnostics())
             raise
