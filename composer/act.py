@@ -201,12 +201,6 @@ class Executor:
             self._orphans(job, res)
         return res
 
-    def _tag(self, devices: list[str]) -> None:
-        """Write the composer's owner tag on ``devices`` (clients without tags: nothing)."""
-        tag = getattr(self.fabric(), "set_owner_tag", None)
-        if tag is not None:
-            tag(devices, self.policy.owner_tag)
-
     def _untag(self, devices: list[str]) -> None:
         """Clear the composer's owner tag from ``devices``; a failure is logged (a free GPU
         still carrying the tag is planned like any free GPU)."""
@@ -295,8 +289,7 @@ class Executor:
                 )
             return rec
         try:
-            self._tag(devices)
-            self.fabric().compose(job.node, devices)
+            self.fabric().compose(job.node, devices, owner_tag=self.policy.owner_tag)
         except DirectorError as exc:
             return self._compose_failed(job, rec, res, exc, fresh)
         except Exception as exc:  # a client bug or transport surprise: treat as transient

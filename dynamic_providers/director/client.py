@@ -373,7 +373,9 @@ class DirectorClient:
         pool_api.cancel(self._t, pool=self._group_pool(self.group(group)))
 
     # ================================================================ transactions
-    def compose(self, machine: MachineRef, device_names: Sequence[str]) -> None:
+    def compose(
+        self, machine: MachineRef, device_names: Sequence[str], *, owner_tag: str | None = None
+    ) -> None:
         """Attach GPUs to a machine in one transaction; idempotent.
 
         GPUs already on the machine are left alone. GPUs in the system free pool are moved into
@@ -385,6 +387,10 @@ class DirectorClient:
         Args:
             machine: machine name, ``mach_id`` or :class:`Machine` record.
             device_names: GPUs to attach (``gpu0``...).
+            owner_tag: when given, written into each GPU's user description before anything
+                on the fabric changes (``PUT device/udesc/gpu/{id}``, skipped for a GPU that
+                carries it already), so the tag is the durable record of who attached it; a
+                GPU carrying another tag is refused. One ``GET device/info/gpu`` reads the tags.
 
         Returns nothing: read the result back with :meth:`attached_gpus` when needed (the
         transaction reads only ``status/gpu`` and ``predevice``, not the GPU models, so the
@@ -392,8 +398,9 @@ class DirectorClient:
 
         Raises:
             DirectorNotFoundError: unknown machine or GPU.
-            DirectorConflictError: a GPU held by another machine or in another group's pool;
-                an edit left open on the machine for longer than ``edit_wait``.
+            DirectorConflictError: a GPU held by another machine or in another group's pool,
+                or carrying another owner tag; an edit left open on the machine for longer
+                than ``edit_wait``.
             DirectorServerError / DirectorTimeoutError / DirectorUnavailableError: still failing
                 after ``retries`` attempts.
             DirectorJobFailedError: a job (HTTP 202) of the last attempt failed.
@@ -431,6 +438,8 @@ class DirectorClient:
             self._undo_compose(m, names, already or set(), moved, exc)
 
         def run(todo: list[str], gpus: dict[str, Placed]) -> None:
+            if owner_tag is not None:
+                self._claim(m, todo, gpus, owner_tag)
             from_system = [n for n in todo if gpus[n].group_id is None]
             if from_system:
                 self._pool_transaction(grp, gpus, add=from_system)
@@ -463,6 +472,20 @@ class DirectorClient:
         )
 
     # ================================================================ internals
+    def _claim(self, m: Machine, names: Sequence[str], gpus: Mapping[str, Placed], tag: str) -> None:
+        """Write ``tag`` on the GPUs not carrying it yet; refuse one carrying another tag."""
+        if not tag.strip() or tag.strip() == "n/a":
+            raise ValueError(f"owner tag {tag!r} reads as no description on the Director")
+        udesc = {i.name: i.udesc for i in self.gpu_infos()}
+        for n in names:
+            have = udesc.get(n) or ""
+            if have in ("", "n/a"):
+                device_api.set_gpu_description(self._t, dev_id=gpus[n].status.dev_id, text=tag, device=n)
+            elif have != tag:
+                raise DirectorConflictError(
+                    f"GPU {n} carries the owner tag {have!r}, not {tag!r}", machine=m.mach_name, device=n
+                )
+
     def _by_name(self, names: Iterable[str], *, missing_ok: bool = False) -> dict[str, Gpu]:
         wanted = list(dict.fromkeys(names))
         by_name = {g.name: g for g in self.gpus()}

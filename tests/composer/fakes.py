@@ -155,7 +155,9 @@ class FakeFabric:
     def by(self, name: str) -> FakeGpu:
         return next(g for g in self.gpu_list if g.name == name)
 
-    def compose(self, machine: str, device_names: list[str]) -> None:
+    def compose(self, machine: str, device_names: list[str], *, owner_tag: str | None = None) -> None:
+        if owner_tag is not None:  # the real client tags before it changes the fabric
+            self.set_owner_tag(device_names, owner_tag)
         self.calls.append(("compose", machine, tuple(device_names)))
         self._maybe_fail("compose")
         for d in device_names:

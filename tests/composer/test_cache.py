@@ -222,9 +222,9 @@ def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation()
     seen: list[int] = []
     real = w.fabric.compose
 
-    def compose(machine, names):
+    def compose(machine, names, **kw):
         seen.append(len([x for x in w.kube.writes if x[0] == "annotations"]))
-        return real(machine, names)
+        return real(machine, names, **kw)
 
     w.fabric.compose = compose  # type: ignore[method-assign]
     ctrl = _controller(w, ListingSource(w.kube))

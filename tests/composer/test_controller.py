@@ -56,9 +56,9 @@ def test_article_scenario_in_memory(clock):
     seen_before_compose = []
     real_compose = w.fabric.compose
 
-    def compose(machine, names):
+    def compose(machine, names, **kw):
         seen_before_compose.append(w.kube.intents_json(machine))
-        return real_compose(machine, names)
+        return real_compose(machine, names, **kw)
 
     w.fabric.compose = compose
     w.kube.add_pod(pod("a", 2, product=T4, host="blade-slot-1"))
@@ -291,10 +291,10 @@ def test_a_gpu_being_composed_is_not_planned_for_another_pod(clock):
     gate, started = threading.Event(), threading.Event()
     real = fabric.compose
 
-    def slow(machine, names):
+    def slow(machine, names, **kw):
         started.set()
         assert gate.wait(10)
-        return real(machine, names)
+        return real(machine, names, **kw)
 
     fabric.compose = slow
     kube.add_pod(pod("first", 2, host="h1"))

@@ -343,7 +343,7 @@ def test_new_leader_finishes_gated_pods_without_composing_twice(clock):
     ctrl.close()  # the old leader is gone; its memory with it
     calls = []
     real = w.fabric.compose
-    w.fabric.compose = lambda machine, names: (calls.append(names), real(machine, names))[1]
+    w.fabric.compose = lambda machine, names, **kw: (calls.append(names), real(machine, names, **kw))[1]
     fresh, _ = make(w, clock)
     w.agent_step()
     run(fresh)
@@ -410,7 +410,7 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
     run(ctrl)  # a's GPU composed, not advertised yet
     gate = threading.Event()
     real = w.fabric.compose
-    w.fabric.compose = lambda machine, names: (gate.wait(10), real(machine, names))[1]
+    w.fabric.compose = lambda machine, names, **kw: (gate.wait(10), real(machine, names, **kw))[1]
     gpods(w, clock, ("b", 1))
     try:
         ctrl.round()  # b's compose starts on host-1 and blocks

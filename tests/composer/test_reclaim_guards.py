@@ -111,9 +111,9 @@ def test_autoscaler_annotations_are_set_before_the_attach_and_removed_after_the_
     seen = []
     real = w.fabric.compose
 
-    def compose(machine, names):
+    def compose(machine, names, **kw):
         seen.append({k: w.kube.nodes[machine]["metadata"]["annotations"].get(k) for k in HOLD_KEYS})
-        return real(machine, names)
+        return real(machine, names, **kw)
 
     w.fabric.compose = compose
     serve_and_finish(w, ctrl)

@@ -122,6 +122,30 @@ def test_compose_and_decompose_follow_liqids_call_order(sim: Sim) -> None:
     assert sim.gpu("gpu0")["grp_id"] is None and sim.gpu("gpu2")["mach_id"] is None
 
 
+def test_compose_with_an_owner_tag_tags_before_the_fabric_changes(sim: Sim) -> None:
+    """The owner tag (``PUT device/udesc/gpu/{id}``; LiqidClient.java ``createDeviceDescription``) is
+    the durable record of who attached a GPU, so it is written before ``pool/edit``; a GPU
+    that carries it already is not written again; one carrying another tag is refused with
+    nothing changed."""
+    with make_client(sim.url) as c:
+        requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()
+        c.compose("blade-slot-1", ["gpu0"], owner_tag="gpu-composer")
+        changes = _changes(_calls(sim))
+        assert changes[0].startswith("PUT device/udesc/gpu/") and changes[1] == "POST pool/edit"
+        assert {g.name: g.owner_tag for g in c.gpus()}["gpu0"] == "gpu-composer"
+        c.decompose("blade-slot-1", ["gpu0"])
+        requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()
+        c.compose("blade-slot-1", ["gpu0"], owner_tag="gpu-composer")  # tagged already
+        assert not [x for x in _changes(_calls(sim)) if "udesc" in x]
+        c.set_owner_tag(["gpu1"], "pulumi:dev/alpha")
+        requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()
+        refused = "gpu1 carries the owner tag 'pulumi:dev/alpha'"
+        with pytest.raises(errors.DirectorConflictError, match=refused):
+            c.compose("blade-slot-1", ["gpu1"], owner_tag="gpu-composer")
+        assert _changes(_calls(sim)) == []
+    assert sim.gpu("gpu1")["mach_id"] is None
+
+
 # ------------------------------------------------------------------ 4. asynchronous answers
 def _violations(sim: Sim) -> list[str]:
     return sim.state()["violations"]
