@@ -199,6 +199,11 @@ class Executor:
             self._reclaim(job, rec, res)
         if job.orphans:
             self._orphans(job, res)
+        if job.untag:
+            self._untag(list(job.untag))
+            log.info("cleared the owner tag of free GPU(s) %s (left by an interrupted compose or reclaim)",
+                     ", ".join(job.untag))
+            res.reclaimed = job.untag  # the next round reads the Director again
         return res
 
     def _untag(self, devices: list[str]) -> None:

@@ -400,3 +400,4 @@ def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
     return replace(
         snap, pods=pods, nodes=nodes, fabric=fabric, hidden=hidden, hidden_reclaiming=reclaiming & busy.keys()
     )
+    devices |= {d for job in busy.values() for d in job.untag}  # not planned while being untagged

@@ -196,6 +196,10 @@ def lease_event(policy: Policy, type_: str, reason: str, message: str) -> EventS
     return EventSpec("Lease", ns, name, "", type_, reason, message)
 
 
+#: Job key of the free pool's tag clean-up (contains "/": never a Node name).
+FREE_POOL = ann.PREFIX + "free-pool"
+
+
 @dataclass(frozen=True, slots=True)
 class ReclaimStep:
     """One step of an idle reclaim.
@@ -234,6 +238,8 @@ class NodeJob:
         reclaim: a reclaim step, or None.
         orphans: for a Director machine with no Node (``node`` is the machine's name): the
             composer-tagged GPUs to decompose back to the free pool.
+        untag: for the free pool (``node`` is :data:`FREE_POOL`): free GPUs whose composer owner
+            tag is to be cleared.
     """
 
     node: str
@@ -244,6 +250,7 @@ class NodeJob:
     compose: tuple[ComposeItem, ...] = ()
     reclaim: ReclaimStep | None = None
     orphans: tuple[str, ...] = ()
+    untag: tuple[str, ...] = ()
 
     @property
     def idle(self) -> bool:
@@ -255,6 +262,7 @@ class NodeJob:
             and not self.compose
             and self.reclaim is None
             and not self.orphans
+            and not self.untag
         )
 
 
@@ -801,7 +809,8 @@ def decide(
             jobs.append(job)
 
     # 5. orphans: the composer's GPUs on Director machines that have no Node
-    jobs.extend(_orphan_jobs(snapshot, policy, memory, events))
+    planned = frozenset(d for pl in plan.placements for d in pl.devices)
+    jobs.extend(_orphan_jobs(snapshot, records, planned, policy, memory, events))
     pending = sum(
         1
         for p in snapshot.pods
@@ -927,15 +936,31 @@ class _Guards:
 
 
 def _orphan_jobs(
-    snapshot: Snapshot, policy: Policy, memory: Memory, events: list[EventSpec]
+    snapshot: Snapshot,
+    records: Mapping[str, NodeRecord],
+    planned: frozenset[str],
+    policy: Policy,
+    memory: Memory,
+    events: list[EventSpec],
 ) -> list[NodeJob]:
     """Jobs decomposing the composer-tagged GPUs of Director machines with no Node once they
-    were seen so for ``orphan_grace_seconds`` (a Node that comes back in time keeps them)."""
+    were seen so for ``orphan_grace_seconds`` (a Node that comes back in time keeps them), and
+    one clearing the tag of free GPUs no intent names (left by a crash between detach and untag,
+    or by a failed compose) after the same time."""
     nodes = {n.name for n in snapshot.nodes} | {n.name for n in snapshot.hidden}
+    intended = {d for rec in records.values() for it in rec.intents.values() for d in it.devices}
     found: dict[str, list[str]] = {}
+    stale: list[str] = []
     for g in snapshot.fabric.gpus:
-        if g.machine is not None and g.owner_tag == policy.owner_tag and g.machine not in nodes:
+        if g.owner_tag != policy.owner_tag:
+            continue
+        if g.machine is None:
+            if g.name not in intended and g.name not in planned:  # composed this round: keeps its tag
+                stale.append(g.name)
+        elif g.machine not in nodes:
             found.setdefault(g.machine, []).append(g.name)
+    if stale:
+        found[FREE_POOL] = stale
     seen = {d for ds in found.values() for d in ds}
     for d in [d for d in memory.orphan_since if d not in seen]:
         del memory.orphan_since[d]
@@ -944,7 +969,7 @@ def _orphan_jobs(
         fresh = [d for d in devices if d not in memory.orphan_since]
         for d in devices:
             memory.orphan_since.setdefault(d, snapshot.now)
-        if fresh:
+        if fresh and machine != FREE_POOL:
             events.append(
                 lease_event(
                     policy,
@@ -960,7 +985,10 @@ def _orphan_jobs(
         if due:
             for d in due:  # timed again from now: a failed job is retried after another grace period
                 memory.orphan_since[d] = snapshot.now
-            jobs.append(NodeJob(machine, NodeRecord(), NodeRecord(), orphans=due))
+            if machine == FREE_POOL:
+                jobs.append(NodeJob(machine, NodeRecord(), NodeRecord(), untag=due))
+            else:
+                jobs.append(NodeJob(machine, NodeRecord(), NodeRecord(), orphans=due))
     return jobs
 
 

@@ -416,3 +416,18 @@ def test_settings_refuse_bad_guard_values_with_one_message_each(bad):
     with pytest.raises(ValidationError) as err:
         Settings(director_url="http://d", director_password="p", **bad)
     assert err.value.error_count() == 1
+
+
+def test_a_stale_tag_on_a_free_gpu_is_cleared_after_the_grace_period_unless_planned(clock):
+    w = world(2)
+    w.fabric.by("gpu0").owner_tag = "gpu-composer"  # left by a crash between detach and untag
+    w.fabric.by("gpu1").owner_tag = "gpu-composer"
+    ctrl = make(w, clock)
+    run(ctrl)
+    clock.tick(121)
+    w.kube.add_pod(pod("a", 1, host="blade-slot-1"))  # gpu0 is planned in the same round
+    run(ctrl)
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0"]}
+    assert w.fabric.by("gpu0").owner_tag == "gpu-composer"  # attached: keeps the composer's tag
+    assert w.fabric.by("gpu1").owner_tag is None
+    assert ("untag", "gpu-composer", ("gpu1",)) in w.fabric.tag_calls

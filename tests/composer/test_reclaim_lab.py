@@ -223,3 +223,37 @@ def test_reclaim_waits_for_its_window(make_scenario):
         except AssertionError:
             print(sc.diagnostics())
             raise
+
+
+def test_composer_killed_while_giving_back_orphans_leaks_nothing(make_scenario):
+    """The composer is killed while it decomposes the GPUs of a deleted Node (the detach hangs
+    3 s): the next composer finds them free but still tagged, clears the tag after the grace
+    period, and nothing is attached twice or left attached."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        a = sc.node("blade-slot-1")
+        sc.start_agent()
+        args = ("--orphan-grace-seconds", "1", "--idle-timeout-seconds", "600")
+        sc.start_composer(*args)
+        try:
+            sc.gpu_pod("pa", 1, host=a)
+            wait_for(lambda: sc.running_on("pa"), timeout=60, what="pod running")
+            reprograms = sc.sim("GET", "state")["counters"].get("POST fabric/reprogram", 0)
+            sc.delay_reprogram(3)
+            sc.core.delete_namespaced_pod("pa", sc.ns, grace_period_seconds=0)
+            sc.core.delete_node(a)
+            wait_for(
+                lambda: sc.sim("GET", "state")["counters"].get("POST fabric/reprogram", 0) > reprograms,
+                timeout=30,
+                what="orphan decompose in flight",
+            )
+            sc.procs["composer"].kill()
+            wait_for(lambda: sc.attached() == {}, timeout=20, what="detach finishing")
+            assert _udesc(sc)["gpu0"] == "gpu-composer"  # killed before the tag was cleared
+            sc.start_composer(*args)
+            wait_for(lambda: set(_udesc(sc).values()) == {""}, timeout=30, what="stale tag cleared")
+            counters = sc.sim("GET", "state")["counters"]
+            assert counters.get("POST relate/gpu") == 1, counters  # attached once, never again
+            assert sc.attached() == {}
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
