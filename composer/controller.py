@@ -385,6 +385,7 @@ def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
     uids = {it.placement.uid for job in busy.values() for it in job.compose}
     uids |= {uid for job in busy.values() for uid in job.after.intents}
     devices = {d for job in busy.values() for it in job.compose for d in it.placement.devices}
+    devices |= {d for job in busy.values() for d in job.untag}  # not planned while being untagged
     pods = tuple(
         p
         for p in snap.pods
@@ -400,4 +401,3 @@ def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
     return replace(
         snap, pods=pods, nodes=nodes, fabric=fabric, hidden=hidden, hidden_reclaiming=reclaiming & busy.keys()
     )
-    devices |= {d for job in busy.values() for d in job.untag}  # not planned while being untagged

@@ -431,3 +431,16 @@ def test_a_stale_tag_on_a_free_gpu_is_cleared_after_the_grace_period_unless_plan
     assert w.fabric.by("gpu0").owner_tag == "gpu-composer"  # attached: keeps the composer's tag
     assert w.fabric.by("gpu1").owner_tag is None
     assert ("untag", "gpu-composer", ("gpu1",)) in w.fabric.tag_calls
+
+
+def test_gpus_whose_tag_is_being_cleared_are_not_planned_meanwhile():
+    from composer.annotations import NodeRecord
+    from composer.controller import _without_busy
+    from composer.decide import FREE_POOL, NodeJob, Snapshot
+    from composer.fabric import FabricGpu, FabricView
+
+    gpus = (FabricGpu("gpu0", "Tesla-T4", owner_tag="gpu-composer"), FabricGpu("gpu1", "Tesla-T4"))
+    fabric = FabricView(gpus)
+    snap = Snapshot(0.0, (), (), {}, fabric)
+    busy = {FREE_POOL: NodeJob(FREE_POOL, NodeRecord(), NodeRecord(), untag=("gpu0",))}
+    assert [g.name for g in _without_busy(snap, busy).fabric.gpus] == ["gpu1"]
