@@ -36,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from composer import annotations as ann
 from composer.act import Executor, JobResult
 from composer.annotations import NodeRecord
 from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, busy_releases, decide
@@ -45,6 +46,7 @@ from composer.kube import KubeApi, KubeError
 from composer.metrics import Metrics
 from composer.nodestate import NodeView, node_view
 from composer.podspec import PodView, pod_view
+from composer.pools import label_changes
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
@@ -261,6 +263,7 @@ class Controller:
             log.warning("round skipped, Director read failed: %s", exc)
             self.metrics.round_failures.labels("observe-director").inc()
             return None
+        self._label_pools(snap)
         composing = {n: frozenset(it.placement.uid for it in r.job.compose) for n, r in self._running.items()}
         early = busy_releases(snap, composing, self.policy) if composing else ()
         snap = _without_busy(snap, busy)
@@ -303,6 +306,19 @@ class Controller:
                 len(decision.jobs),
             )
         return decision
+
+    def _label_pools(self, snap: Snapshot) -> None:
+        """Write the configured pool (``Policy.pool_map``) as the label ``composer.liqid.io/pool`` on the
+        managed Nodes whose label differs: once per Node (the cache then holds the answer); decisions
+        do not wait for it (they apply the map themselves). A failed write is retried next round."""
+        for node, pool in label_changes(snap.nodes, self.policy.pool_map.hosts).items():
+            try:
+                obj = self.kube.patch_node_labels(node, {ann.POOL_LABEL: pool})
+            except KubeError as exc:
+                log.warning("pool label %s=%s not written on %s: %s", ann.POOL_LABEL, pool, node, exc)
+                continue
+            if obj is not None and self.source is not None:
+                self.source.assume(obj)
 
     def _gates(self) -> GateExecutor:
         if self._gate_executor is None:

@@ -164,12 +164,22 @@ class KubeApi:
 
         Returns the Node JSON as the API server answered (None when there was nothing to write).
         """
+        return self._patch_node_metadata(node, "annotations", changes)
+
+    def patch_node_labels(self, node: str, changes: Mapping[str, str | None]) -> dict[str, Any] | None:
+        """Set (or, with None, delete) labels on ``node`` with a JSON merge patch; returns as
+        :meth:`patch_node_annotations`."""
+        return self._patch_node_metadata(node, "labels", changes)
+
+    def _patch_node_metadata(
+        self, node: str, field: str, changes: Mapping[str, str | None]
+    ) -> dict[str, Any] | None:
         if not changes:
             return None
         try:
             resp = self.core.patch_node(
                 node,
-                {"metadata": {"annotations": dict(changes)}},
+                {"metadata": {field: dict(changes)}},
                 _content_type=MERGE_PATCH,
                 _request_timeout=REQUEST_TIMEOUT,
                 _preload_content=False,

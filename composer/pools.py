@@ -6,12 +6,13 @@ so membership needs no label written by anyone else on that cluster (``docs/comp
 The configured map wins over the labels ``composer.liqid.io/pool`` on Nodes and namespaces;
 labels still place what the map does not name.
 
-Pure functions; :func:`with_pools` is applied to each round's snapshot before deciding.
+Pure functions; :func:`with_pools` is applied to each round's snapshot before deciding, and the
+controller writes the label onto the Nodes :func:`label_changes` names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +40,14 @@ def node_with_pool(node: NodeView, hosts: Mapping[str, str]) -> NodeView:
     if pool is None or node.labels.get(ann.POOL_LABEL) == pool:
         return node
     return replace(node, labels={**node.labels, ann.POOL_LABEL: pool})
+
+
+def label_changes(nodes: Iterable[NodeView], hosts: Mapping[str, str]) -> dict[str, str]:
+    """Node name -> configured pool, for the ``nodes`` whose label ``composer.liqid.io/pool`` differs
+    (the composer writes it, so people and ``nodeSelector`` see the pool; Nodes the map does not
+    name keep their label)."""
+    wanted = ((n, hosts.get(n.name)) for n in nodes)
+    return {n.name: pool for n, pool in wanted if pool is not None and n.labels.get(ann.POOL_LABEL) != pool}
 
 
 def with_pools(snapshot: Any, pools: PoolMap) -> Any:

@@ -78,3 +78,34 @@ def test_gpus_the_composer_did_not_attach_count_as_static() -> None:
         units_per_gpu={},
     )
     assert hs.static_gpus == 1 and hs.attached == 2
+
+
+class _LabellingKube(fakes.FakeKube):
+    def patch_node_labels(self, node_name: str, changes: dict[str, str | None]) -> dict:
+        self.writes.append(("labels", node_name, dict(changes)))
+        self.nodes[node_name]["metadata"]["labels"].update(changes)
+        return self._written(node_name)
+
+
+def test_the_controller_writes_the_configured_pool_label_once(clock) -> None:
+    from composer.act import Executor
+    from composer.controller import Controller
+    from composer.metrics import Metrics
+
+    kube = _LabellingKube()
+    for name in ("blade-slot-1", "blade-slot-2", "blade-slot-3"):
+        kube.add_node(fakes.node(name, labels={ann.POOL_LABEL: "old"} if name == "blade-slot-3" else None))
+    fabric = fakes.FakeFabric([fakes.FakeGpu("gpu0")], ["blade-slot-1", "blade-slot-2", "blade-slot-3"])
+    policy = Policy(pool_map=PoolMap({"blade-slot-2": "alpha", "blade-slot-3": "beta"}))
+    metrics = Metrics()
+    ctrl = Controller(kube, lambda: fabric, policy, metrics, Executor(kube, lambda: fabric, policy, metrics,
+                      clock=clock), clock=clock, workers=1)
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    labels = {n: kube.nodes[n]["metadata"]["labels"].get(ann.POOL_LABEL) for n in kube.nodes}
+    assert labels == {"blade-slot-1": None, "blade-slot-2": "alpha", "blade-slot-3": "beta"}
+    ctrl.round()
+    assert [w for w in kube.writes if w[0] == "labels"] == [
+        ("labels", "blade-slot-2", {ann.POOL_LABEL: "alpha"}),
+        ("labels", "blade-slot-3", {ann.POOL_LABEL: "beta"}),
+    ]
