@@ -12,7 +12,8 @@ Checked: beta's static GPU (a GpuComposition of the stack) serves beta's pod on 
 nothing is composed onto that host; tenant alpha's pod gets a GPU composed onto alpha's host
 (blade-slot-2, although blade-slot-1 comes first by name); a second alpha pod is refused by the
 pool quota (1 GPU, while the namespace's ResourceQuota admits 2); a beta pod pinned to alpha's
-host is refused (``NoHostFits``: the host is in pool alpha) and no GPU moves. About 60 s.
+host is refused (``NoHostFits``: the host is in pool alpha) and no GPU moves. The composer writes
+the pool label on both Nodes. About 60 s.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import yaml
 from kubernetes import client
 from pulumi import automation as auto
 
+from composer.annotations import POOL_LABEL
 from tests.composer.harness import E2E_LABEL, SIM_PASSWORD, SIM_USER, Scenario, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +57,11 @@ def _estate(sc: Scenario, run: str, kubeconfig: Path) -> dict[str, Any]:
         }
         for i, n in ((1, n1), (2, n2))
     ]
+    # namespace quotas (ResourceQuota, checked at admission) above the pool quotas, so the composer's
+    # own limits are what refuses; beta's 3 admit the three beta pods the test creates
     tenants = [
-        {"name": t, "namespace": f"{run}-{t}", "gpu_quota": 2, "allowed_models": ["Tesla-T4"]}
-        for t in ("alpha", "beta")
+        {"name": t, "namespace": f"{run}-{t}", "gpu_quota": q, "allowed_models": ["Tesla-T4"]}
+        for t, q in (("alpha", 2), ("beta", 3))
     ]
     return {
         "environment": "lab",
@@ -170,6 +174,8 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
                 "--namespaces", env["COMPOSER_NAMESPACES"],
                 "--excluded-devices", env["COMPOSER_EXCLUDED_DEVICES"],
             )
+            # the composer labels the Nodes from the same configuration
+            wait_for(lambda: _pools(core, n1, n2) == {n1: "beta", n2: "alpha"}, timeout=30, what="labels")
             # beta's pod uses beta's static GPU (same pool); nothing is composed onto that host
             _pod(core, beta, "b1", sc.sid)
             assert wait_for(lambda: _running_on(core, beta, "b1"), timeout=60, what="beta pod running") == n1
@@ -186,7 +192,6 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
             msg = wait_for(lambda: _not_composed(core, alpha, "a2"), timeout=30, what="a2 refused")[0]
             assert msg.startswith("QuotaExceeded: pool 'alpha' has 0 GPU(s) of quota left")
 
-            core.delete_namespaced_pod("b2", beta, grace_period_seconds=0)
             _pod(core, beta, "b3", sc.sid, host=n2)  # beta asks for alpha's host
             msg = wait_for(lambda: _not_composed(core, beta, "b3"), timeout=30, what="b3 refused")[0]
             assert msg == f"NoHostFits: host {n2} belongs to pool 'alpha', the pod to 'beta'"
@@ -203,3 +208,7 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
 def _running_on(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
     p = core.read_namespaced_pod(name, namespace)
     return p.spec.node_name if p.spec.node_name and p.status.phase == "Running" else None
+
+
+def _pools(core: client.CoreV1Api, *nodes: str) -> dict[str, str | None]:
+    return {n: (core.read_node(n).metadata.labels or {}).get(POOL_LABEL) for n in nodes}
