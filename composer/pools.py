@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from composer import annotations as ann
 from composer.nodestate import NodeView
+
+if TYPE_CHECKING:  # decide imports this module
+    from composer.decide import Snapshot
 
 
 @dataclass(frozen=True)
@@ -50,15 +53,14 @@ def label_changes(nodes: Iterable[NodeView], hosts: Mapping[str, str]) -> dict[s
     return {n.name: pool for n, pool in wanted if pool is not None and n.labels.get(ann.POOL_LABEL) != pool}
 
 
-def with_pools(snapshot: Any, pools: PoolMap) -> Any:
-    """The round's snapshot (:class:`composer.decide.Snapshot`) with the configured membership applied
-    to its nodes (also the ``hidden`` ones, when the snapshot has them) and namespace pools."""
+def with_pools(snapshot: Snapshot, pools: PoolMap) -> Snapshot:
+    """The round's snapshot with the configured membership applied to its nodes (the hidden ones too)
+    and its namespace pools."""
     if not pools.hosts and not pools.namespaces:
         return snapshot
-    changes: dict[str, Any] = {
-        "nodes": tuple(node_with_pool(n, pools.hosts) for n in snapshot.nodes),
-        "namespace_pools": {**snapshot.namespace_pools, **pools.namespaces},
-    }
-    if hasattr(snapshot, "hidden"):
-        changes["hidden"] = tuple(node_with_pool(n, pools.hosts) for n in snapshot.hidden)
-    return replace(snapshot, **changes)
+    return replace(
+        snapshot,
+        nodes=tuple(node_with_pool(n, pools.hosts) for n in snapshot.nodes),
+        hidden=tuple(node_with_pool(n, pools.hosts) for n in snapshot.hidden),
+        namespace_pools={**snapshot.namespace_pools, **pools.namespaces},
+    )
