@@ -41,7 +41,8 @@ def test_configured_pool_wins_over_the_label() -> None:
     labelled = NodeView("n1", labels={ann.POOL_LABEL: "other", "zone": "z"})
     assert node_with_pool(labelled, {"n1": "alpha"}).labels == {ann.POOL_LABEL: "alpha", "zone": "z"}
     assert node_with_pool(labelled, {}).labels[ann.POOL_LABEL] == "other"  # not named: the label
-    snap = Snapshot(0.0, (), (labelled, NodeView("n2")), {"ns": "other"}, FabricView(), hidden=(NodeView("n3"),))
+    nodes = (labelled, NodeView("n2"))
+    snap = Snapshot(0.0, (), nodes, {"ns": "other"}, FabricView(), hidden=(NodeView("n3"),))
     out = with_pools(snap, PoolMap({"n2": "beta", "n3": "beta"}, {"tenant-beta": "beta"}))
     assert [n.labels.get(ann.POOL_LABEL) for n in (*out.nodes, *out.hidden)] == ["other", "beta", "beta"]
     assert out.namespace_pools == {"ns": "other", "tenant-beta": "beta"}
