@@ -276,6 +276,7 @@ def worlds(draw):
                 taints=(Taint("t", "v"),) if draw(st.booleans()) and i % 3 == 0 else (),
                 schedulable=draw(st.integers(0, 4)) > 0,
                 group=draw(st.sampled_from([None, "1", "2"])),
+                static_gpus=draw(st.integers(0, attached)) if draw(st.booleans()) else 0,
             )
         )
     gpus = [
@@ -338,6 +339,7 @@ def test_plan_invariants(world, rnd):
         r, h = req_by[x.key], host_by[x.host]
         assert h.schedulable and h.pool == r.pool
         assert r.hosts is None or x.host in r.hosts
+        assert not (h.static_gpus and x.devices)  # nothing composed onto a host with static GPUs
         assert r.models is None or x.model in r.models
         assert h.model is None or h.model == x.model  # never mixed models on a node
         assert len(x.devices) * r.units_per_gpu + x.spare_units >= r.units
