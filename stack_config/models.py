@@ -26,7 +26,11 @@ JSON schema ``stack_config/stack-config.schema.json``)::
           gpu_quota: 2
           allowed_models: [Tesla-T4]
       gpu_compositions: []                  # static attachments
-      composer: {pool: lab-pool, idle_timeout_seconds: 300, target_cluster: lab-workers}
+      composer:
+        pool: lab-pool
+        idle_timeout_seconds: 300
+        target_cluster: lab-workers
+        pools: [{name: alpha, hosts: [blade-slot-1]}]   # tenant alpha's pods: blade-slot-1 only
 
 Names are Kubernetes-style DNS labels because they become object names. Models are frozen
 and reject unknown keys. Cross-field rules (unique names, references that must exist, ...)
