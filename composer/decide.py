@@ -947,20 +947,20 @@ def _orphan_jobs(
     were seen so for ``orphan_grace_seconds`` (a Node that comes back in time keeps them), and
     one clearing the tag of free GPUs no intent names (left by a crash between detach and untag,
     or by a failed compose) after the same time."""
+    tagged = [g for g in snapshot.fabric.gpus if g.owner_tag == policy.owner_tag]
+    if not tagged and not memory.orphan_since:
+        return []  # most rounds: nothing to look at
     nodes = {n.name for n in snapshot.nodes} | {n.name for n in snapshot.hidden}
-    intended = {d for rec in records.values() for it in rec.intents.values() for d in it.devices}
     found: dict[str, list[str]] = {}
-    stale: list[str] = []
-    for g in snapshot.fabric.gpus:
-        if g.owner_tag != policy.owner_tag:
-            continue
-        if g.machine is None:
-            if g.name not in intended and g.name not in planned:  # composed this round: keeps its tag
-                stale.append(g.name)
-        elif g.machine not in nodes:
+    free = [g.name for g in tagged if g.machine is None and g.name not in planned]  # planned: keeps its tag
+    for g in tagged:
+        if g.machine is not None and g.machine not in nodes:
             found.setdefault(g.machine, []).append(g.name)
-    if stale:
-        found[FREE_POOL] = stale
+    if free:
+        intended = {d for rec in records.values() for it in rec.intents.values() for d in it.devices}
+        stale = [d for d in free if d not in intended]
+        if stale:
+            found[FREE_POOL] = stale
     seen = {d for ds in found.values() for d in ds}
     for d in [d for d in memory.orphan_since if d not in seen]:
         del memory.orphan_since[d]
