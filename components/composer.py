@@ -20,18 +20,21 @@ LEASE_NAME = "gpu-composer"
 
 
 def composer_rbac_rules(
-    *, leader_election: bool = True, restart_device_plugin: bool = True
+    *, leader_election: bool = True, restart_device_plugin: bool = True, nominate_node: str = "auto"
 ) -> list[dict[str, Any]]:
     """The PolicyRules ``charts/composer`` grants (``templates/rbac.yaml``), in its order.
 
-    ClusterRole: pods list/watch/patch (patch: the scheduling gate), nodes get/list/watch/patch,
+    ClusterRole: pods list/watch/patch (patch: the scheduling gate), pods/status patch (unless
+    ``nominate_node`` is ``off``: ``status.nominatedNodeName``), nodes get/list/watch/patch,
     namespaces list/watch, events create;
     Role in the release namespace: leases create and get/update of its own Lease; Role in the
     device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders the chart
     with ``helm template`` and compares, so this list cannot drift from what is deployed.
     """
+    nominate = [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
     rules: list[dict[str, Any]] = [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch"]},
+        *(nominate if nominate_node != "off" else []),
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},

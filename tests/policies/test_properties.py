@@ -309,7 +309,10 @@ def test_generator_reaches_both_verdicts_with_real_sharing_structures():
             and passes(layout)
         )
 
-    quick = settings(max_examples=1000, deadline=None, database=None, phases=[Phase.generate])  # no shrinking
+    # no shrinking; derandomized: the same examples every run, so the outcome cannot flake
+    quick = settings(
+        max_examples=1000, deadline=None, database=None, phases=[Phase.generate], derandomize=True
+    )
     find(layouts(), rich_pass, settings=quick)
     for needle in ("VXLAN", "VLAN", "addresses", "cluster", "composed", "time-shared", "vGPU"):
         find(layouts(), lambda lay, n=needle: any(n in s for s in cross_tenant_sharing(lay)), settings=quick)
