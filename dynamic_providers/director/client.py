@@ -27,11 +27,18 @@ request left. A step that may have reached the Director (POST/PUT/DELETE) is nev
 blindly: after a transient failure the whole transaction is cancelled, the fabric state is read
 again, and only what is still missing is attempted, up to ``retries`` times. A reprogram whose
 answer timed out is followed by reading state, not by a second reprogram.
+
+Concurrency: a group's pool takes one edit at a time (``pool/edit`` is refused while another is
+open), and every machine of a group shares it. Clients of one process (the composer runs one per
+worker thread) take turns through a lock per Director and group (:func:`group_pool_lock`), so
+they never collide on the Director; an edit another process left open is waited for with short
+polls growing to ``poll_interval`` (:func:`_waits`), up to ``edit_wait``.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +73,26 @@ from .models import (
     gfd_product_name,
 )
 from .planning import natural_key
+
+_POOL_LOCKS: dict[tuple[str, int], threading.Lock] = {}
+_POOL_LOCKS_GUARD = threading.Lock()
+#: First pause before asking again for an edit another client holds, seconds.
+FIRST_EDIT_POLL_SECONDS = 0.02
+
+
+def group_pool_lock(director: str, grp_id: int) -> threading.Lock:
+    """The process-wide lock of one group's pool on one Director (``director``: its base URL):
+    held from ``pool/edit`` to ``pool/done`` (or ``pool/cancel``)."""
+    with _POOL_LOCKS_GUARD:
+        return _POOL_LOCKS.setdefault((director, grp_id), threading.Lock())
+
+
+def _waits(first: float, most: float) -> Iterable[float]:
+    """Pauses between polls: ``first`` doubling up to ``most`` seconds, then ``most`` forever."""
+    pause = min(first, most)
+    while True:
+        yield pause
+        pause = min(most, pause * 2)
 
 __all__ = ["DirectorClient"]
 
@@ -148,6 +175,7 @@ class DirectorClient:
         job_timeout: float = JOB_TIMEOUT_SECONDS,
         digest_label: str = DEFAULT_DIGEST_LABEL,
     ) -> None:
+        self._director = base_url.rstrip("/")
         self._t = Transport(
             base_url,
             username=username,
@@ -597,25 +625,27 @@ class DirectorClient:
         """pool/edit -> predevice/gpu POST (``add``) or DELETE (``remove``) each -> pool/done;
         pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80)."""
         pool = self._group_pool(grp)
-        self._open_pool_edit(pool, grp)
-        try:
-            for n in add:
-                predevice_api.add_gpu_to_group(self._t, status=gpus[n].status, group=grp)
-            for n in remove:
-                predevice_api.remove_gpu_from_group(self._t, status=gpus[n].status, group=grp)
-            pool_api.done(self._t, pool=pool)
-        except DirectorJobRunningError:
-            log.warning("a job still runs on group %s: its pool edit is left open", grp.group_name)
-            raise
-        except BaseException:
+        with group_pool_lock(self._director, grp.grp_id):
+            self._open_pool_edit(pool, grp)
             try:
-                pool_api.cancel(self._t, pool=pool)
-            except DirectorError as exc:
-                log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
-            raise
+                for n in add:
+                    predevice_api.add_gpu_to_group(self._t, status=gpus[n].status, group=grp)
+                for n in remove:
+                    predevice_api.remove_gpu_from_group(self._t, status=gpus[n].status, group=grp)
+                pool_api.done(self._t, pool=pool)
+            except DirectorJobRunningError:
+                log.warning("a job still runs on group %s: its pool edit is left open", grp.group_name)
+                raise
+            except BaseException:
+                try:
+                    pool_api.cancel(self._t, pool=pool)
+                except DirectorError as exc:
+                    log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
+                raise
 
     def _open_pool_edit(self, pool: GroupPool, grp: Group) -> None:
         deadline = time.monotonic() + self.edit_wait
+        waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)
         while True:
             try:
                 pool_api.open_edit(self._t, pool=pool)
@@ -632,10 +662,11 @@ class DirectorClient:
                         status=exc.status,
                         director_message=exc.director_message,
                     ) from exc
-                time.sleep(self.poll_interval)
+                time.sleep(next(waits))
 
     def _open_edit(self, m: Machine) -> None:
         deadline = time.monotonic() + self.edit_wait
+        waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)
         while True:
             try:
                 fabric_api.open_edit(self._t, machine=m)
@@ -652,7 +683,7 @@ class DirectorClient:
                         director_message=exc.director_message,
                         machine=m.mach_name,
                     ) from exc
-                time.sleep(self.poll_interval)
+                time.sleep(next(waits))
 
     def _reprogram(self, m: Machine, *, attach: Sequence[str], detach: Sequence[str]) -> None:
         start = time.monotonic()

@@ -14,6 +14,7 @@ Sources are cited in each test; the payloads come from ``tests/fixtures/director
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ import requests
 import responses
 
 from dynamic_providers.director import errors
+from dynamic_providers.director.api import predevice as predevice_api
 from dynamic_providers.director.client import DirectorClient
 
 from .conftest import PASSWORD, USER, Sim, load_fixture, make_client, start_sim
@@ -144,6 +146,45 @@ def test_compose_with_an_owner_tag_tags_before_the_fabric_changes(sim: Sim) -> N
             c.compose("blade-slot-1", ["gpu1"], owner_tag="gpu-composer")
         assert _changes(_calls(sim)) == []
     assert sim.gpu("gpu1")["mach_id"] is None
+
+
+def test_clients_of_one_process_take_turns_on_a_groups_pool(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two composes at once onto two machines of one group (the composer runs a client per
+    worker thread): the second waits in the process for the first's pool transaction instead
+    of being refused by the Director (409 on ``pool/edit``) and polling."""
+    real_add = predevice_api.add_gpu_to_group
+    first_inside = threading.Event()
+
+    def slow_add(*args: Any, **kw: Any) -> Any:
+        if threading.current_thread().name == "first":
+            first_inside.set()
+            time.sleep(0.3)  # the first client holds its pool edit open
+        return real_add(*args, **kw)
+
+    monkeypatch.setattr(predevice_api, "add_gpu_to_group", slow_add)
+    requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()
+    failures: list[BaseException] = []
+
+    def compose(machine: str, gpu: str) -> None:
+        try:
+            with make_client(sim.url) as c:
+                c.compose(machine, [gpu])
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    first = threading.Thread(target=compose, args=("blade-slot-1", "gpu0"), name="first")
+    second = threading.Thread(target=compose, args=("blade-slot-2", "gpu1"), name="second")
+    first.start()
+    assert first_inside.wait(5)
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert failures == []
+    refused = [c for c in _calls(sim) if c["path"] == "pool/edit" and c["status"] == 409]
+    assert refused == []
+    assert sim.gpu("gpu0")["mach_id"] is not None and sim.gpu("gpu1")["mach_id"] is not None
 
 
 # ------------------------------------------------------------------ 4. asynchronous answers
