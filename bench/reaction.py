@@ -732,11 +732,26 @@ def run(
         "comparison": comparison,
         "ca_slo": CA_SLO,
         "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
+        "composer_timing": composer_timing(),
         "command": "python -m bench --only reaction"
         + (" --quick" if quick else "")
         + (f" --nodes {','.join(map(str, sizes))}" if explicit_sizes else "")
         + (f" --pods {pods}" if pods else "")
         + (f" --workloads {','.join(kinds)}" if workloads else ""),
+    }
+
+
+def composer_timing() -> dict[str, float]:
+    """The composer's own waits the runs used (its defaults: the bench passes none of them):
+    the pause after a change before a round, and the gated-pod batch window, seconds."""
+    from composer.__main__ import DEBOUNCE_SECONDS
+    from composer.config import Settings
+
+    fields = Settings.model_fields
+    return {
+        "round_after_change_seconds": DEBOUNCE_SECONDS,
+        "batch_idle_seconds": float(fields["batch_idle_seconds"].default),
+        "batch_max_seconds": float(fields["batch_max_seconds"].default),
     }
 
 

@@ -515,9 +515,10 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "advertise = attached → node allocatable changed (≈ D + agent polling). The rest of the overhead is "
         "the composer's detection and planning (→issue), the scheduler's requeue of the pod and kwok.",
         "- How the composer gets there: pods, nodes and pool namespaces come from watch-fed caches "
-        "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; a "
-        "round runs 50 ms after a change that alters what the composer decides on; the Director is read "
-        "once per compose (plus one `predevice?mach_id=` check after the reprogram) and a clean compose is "
+        "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; "
+        + _timing_clause(d.get("composer_timing"))
+        + "the Director is read once per compose (plus one `predevice?mach_id=` check after the reprogram) "
+        "and a clean compose is "
         "applied to the composer's cached read instead of reading 1,000 GPUs again. With gating, a pod is "
         "released (pinned + ungated) in the round that sees its GPUs advertised, so the scheduler takes it "
         "from its active queue at once instead of retrying an unschedulable pod.",
@@ -783,3 +784,15 @@ def write_report(out: Path) -> Path:
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))
     return path
+
+
+def _timing_clause(timing: dict[str, float] | None) -> str:
+    """The composer's waits as the measured run recorded them (empty for older JSON)."""
+    if not timing:
+        return ""
+    after = timing["round_after_change_seconds"] * 1000
+    idle, most = timing["batch_idle_seconds"] * 1000, timing["batch_max_seconds"]
+    return (
+        f"a round runs {after:.0f} ms after a change that alters what the composer decides on, gated pods "
+        f"are planned once none arrived for {idle:.0f} ms (at the latest after {most:g} s); "
+    )
