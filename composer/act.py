@@ -32,10 +32,11 @@ from typing import Any, Protocol
 
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim
-from composer.decide import EventSpec, NodeJob, Policy, intents_for, lease_event, node_event, pod_event
+from composer.decide import intents_for
 from composer.fabric import FabricClient, FabricFactory
 from composer.metrics import Metrics
 from composer.models import Taint
+from composer.round_types import EventSpec, NodeJob, Policy, ReclaimKind, lease_event, node_event, pod_event
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
@@ -367,12 +368,12 @@ class Executor:
         assert step is not None
         node = job.node
         now = self.clock()
-        if step.kind in ("finish", "abort"):
+        if step.kind in (ReclaimKind.FINISH, ReclaimKind.ABORT):
             self._taint(res, node, False)
             self._write(res, node, rec, replace(rec, reclaim=None))
             return
         devices = step.devices
-        if step.kind == "start":
+        if step.kind is ReclaimKind.START:
             rec = self._write(res, node, rec, replace(rec, reclaim=Reclaim(devices, "Tainted", now)))
             self._taint(res, node, True)
             busy = self.kube.gpu_pods_on_node(node)

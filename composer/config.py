@@ -26,8 +26,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 
 from composer import reclaim_guard
-from composer.decide import Policy
 from composer.pools import PoolMap
+from composer.round_types import Policy
 
 #: A reclaim budget: a node count or a percentage (checked again by ``reclaim_guard.parse_budget``).
 BUDGET_PATTERN = r"^[0-9]{1,6}%?$"

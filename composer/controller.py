@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from composer import annotations as ann
 from composer.act import Executor, JobResult
 from composer.annotations import NodeRecord
-from composer.decide import Decision, Memory, NodeJob, Policy, Snapshot, busy_releases, decide
+from composer.decide import busy_releases, decide
 from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
 from composer.gates import GateExecutor
 from composer.kube import KubeApi, KubeError
@@ -47,6 +47,7 @@ from composer.metrics import Metrics
 from composer.nodestate import NodeView, node_view
 from composer.podspec import PodView, pod_view
 from composer.pools import label_changes
+from composer.round_types import Decision, Memory, NodeJob, Policy, Snapshot
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from composer import annotations as ann
 from composer.nodestate import NodeView
 
 if TYPE_CHECKING:  # decide imports this module
-    from composer.decide import Snapshot
+    from composer.round_types import Snapshot
 
 
 @dataclass(frozen=True)

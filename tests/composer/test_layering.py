@@ -5,7 +5,8 @@
 - Only ``composer.kube`` (calls) and ``composer.cache`` (watches) talk to the Kubernetes API;
   the Director client is reached only through ``composer.fabric`` (lazily), ``act`` and
   ``controller`` (its error types).
-- The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``.
+- The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``
+  (it may import ``domain``, the dependency-free package of domain facts).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PURE = (
     "podspec",
     "nodestate",
     "decide",
+    "round_types",
     "fabric",
     "gating",
     "reclaim_guard",
