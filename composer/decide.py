@@ -57,8 +57,8 @@ from composer import annotations as ann
 from composer import reclaim_guard as guard
 from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
+from composer.intents import reconcile_record
 from composer.models import (
-    GPU_RESOURCE,
     HOSTNAME_LABEL,
     EventSpec,
     FreeGpu,
@@ -85,226 +85,6 @@ from composer.round_types import (
     node_event,
     pod_event,
 )
-
-
-def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
-    return node.gpu_allocatable.get(resource, 0) - usage.gpu.get(resource, 0)
-
-
-def _taken_by_others(node: NodeView, attached: Mapping[str, str], it: Intent) -> bool:
-    """True when every GPU attached to the node is advertised (whole ``nvidia.com/gpu`` only), yet
-    too few are free for the intent: pods bound meanwhile (the scheduler may bind a newly
-    advertised GPU to another pending pod) took the GPUs composed for it. Waiting or restarting
-    the device plugin cannot help; the intent must be planned again."""
-    return (
-        it.resource == GPU_RESOURCE
-        and len(attached) > 0
-        and node.gpu_allocatable.get(GPU_RESOURCE, 0) >= len(attached)
-    )
-
-
-def _taken_event(node: NodeView, it: Intent, uid: str) -> EventSpec:
-    return pod_event(
-        it.pod,
-        uid,
-        "Normal",
-        "GpusTakenByAnotherPod",
-        f"the GPUs composed for this pod on {node.name} ({', '.join(it.devices) or 'spare units'}) were "
-        "bound to another pod first; planning again",
-    )
-
-
-def reconcile_record(
-    node: NodeView,
-    *,
-    attached: Mapping[str, str],
-    usage: NodeUsage,
-    pods_by_uid: Mapping[str, PodView],
-    now: float,
-    policy: Policy,
-    in_flight: frozenset[str] = frozenset(),
-) -> Reconciled:
-    """Bring one node's composer record in line with the Director and the pods.
-
-    Args:
-        node: the node (its ``record`` is the record as read).
-        attached: device -> model of GPUs the Director shows attached to the node.
-        usage: requests of pods bound to the node.
-        pods_by_uid: every observed pod.
-        now: current time (seconds since the epoch).
-        policy: timeouts.
-        in_flight: pod UIDs whose compose this process started and has not finished (their
-            ``Composing`` intents are not crash leftovers).
-
-    Returns:
-        The :class:`Reconciled` record and its consequences.
-    """
-    rec = node.record
-    if not rec.intents and rec.devices <= attached.keys():
-        return Reconciled(rec)  # nothing to reconcile (most nodes, most rounds)
-    managed = set(rec.devices & attached.keys())
-    intents: dict[str, Intent] = {}
-    reclaiming = set(rec.reclaim.devices) if rec.reclaim else set()
-    lost = tuple(sorted(rec.devices - attached.keys() - reclaiming))
-    events: list[EventSpec] = _lost_events(node, lost, pods_by_uid) if lost else []
-    given_up: list[tuple[str, str]] = []
-    restart = False
-    cancel = False
-    latencies: list[float] = []
-    budget: dict[str, int] = {}
-    release: list[tuple[str, Intent]] = []
-    expired = taken = 0
-    for uid, it in sorted(rec.intents.items(), key=lambda kv: (kv[1].since, kv[0])):
-        pod = pods_by_uid.get(uid)
-        if pod is None or pod.terminal or pod.deleting or pod.node_name:
-            # served, or nothing left to serve; what was composed for it stays managed (reclaimable)
-            managed |= {d for d in it.devices if d in attached}
-            continue
-        if pod.gated and it.until and now >= it.until and uid not in in_flight:
-            managed |= {d for d in it.devices if d in attached}  # spare units now, reusable
-            expired += 1
-            events.append(
-                pod_event(
-                    it.pod,
-                    uid,
-                    "Normal",
-                    "ReservationExpired",
-                    f"the GPUs reserved on {node.name} ({', '.join(it.devices) or 'spare units'}) were "
-                    f"not advertised in time ({it.phase}); planning the pod again",
-                )
-            )
-            continue
-        if it.phase == IntentPhase.COMPOSING:
-            got = {d for d in it.devices if d in attached}
-            if it.devices and len(got) == len(it.devices):
-                managed |= got
-                intents[uid] = it.moved(IntentPhase.ATTACHED, now, retry_at=0.0)
-                events.append(
-                    pod_event(
-                        it.pod,
-                        uid,
-                        "Normal",
-                        "Composed",
-                        f"found {', '.join(it.devices)} ({it.model}) already attached to {node.name} "
-                        "(a compose interrupted by a restart or a lost answer); not composing again",
-                    )
-                )
-            elif uid in in_flight or (it.retry_at and now < it.retry_at):
-                intents[uid] = it
-            else:
-                managed |= got  # a partial attach becomes spare GPUs on the node, reused by the planner
-                if not it.retry_at:
-                    cancel = True  # a composer died between fabric/edit and fabric/reprogram
-            continue
-        if it.phase == IntentPhase.ATTACHED:
-            left = budget.setdefault(it.resource, _advertised_units(node, usage, it.resource))
-            if left < it.units and _taken_by_others(node, attached, it):
-                managed |= {d for d in it.devices if d in attached}
-                events.append(_taken_event(node, it, uid))
-                taken += 1
-                continue  # intent dropped: the pod is planned again next round
-            if left >= it.units:
-                budget[it.resource] = left - it.units
-                intents[uid] = it.moved(IntentPhase.ADVERTISED, now)
-                if pod.gated:
-                    release.append((uid, intents[uid]))
-                if pod.created > 0:
-                    latencies.append(max(0.0, now - pod.created))
-                continue
-            wait = policy.advertise_timeout_seconds * (2 ** min(it.plugin_restarts, 4))
-            if now - it.since >= wait:
-                if policy.restart_device_plugin:
-                    restart = True
-                    intents[uid] = replace(it, since=now, plugin_restarts=it.plugin_restarts + 1)
-                    events.append(
-                        pod_event(
-                            it.pod,
-                            uid,
-                            "Warning",
-                            "GpusNotAdvertised",
-                            f"{node.name} does not advertise {it.resource} after {wait:.0f} s; "
-                            "restarting its NVIDIA device-plugin pod",
-                        )
-                    )
-                else:
-                    intents[uid] = replace(it, since=now, plugin_restarts=it.plugin_restarts + 1)
-                    events.append(
-                        pod_event(
-                            it.pod,
-                            uid,
-                            "Warning",
-                            "GpusNotAdvertised",
-                            f"{node.name} does not advertise {it.resource} after {wait:.0f} s",
-                        )
-                    )
-            else:
-                intents[uid] = it
-            continue
-        # ADVERTISED: the scheduler should bind it soon (a gated pod: once released)
-        left = budget.setdefault(it.resource, _advertised_units(node, usage, it.resource))
-        if left < it.units and _taken_by_others(node, attached, it):
-            managed |= {d for d in it.devices if d in attached}
-            events.append(_taken_event(node, it, uid))
-            taken += 1
-            continue  # intent dropped: the pod is planned again next round
-        budget[it.resource] = left - it.units
-        if pod.gated:
-            release.append((uid, it))  # an earlier release did not go through: again
-        if now - it.since >= policy.schedule_timeout_seconds:
-            reason = (
-                f"GPUs on {node.name} advertised for {policy.schedule_timeout_seconds:.0f} s but the pod "
-                "is still not scheduled; giving up (its GPUs are reclaimed when idle)"
-            )
-            given_up.append((uid, reason))
-            events.append(pod_event(it.pod, uid, "Warning", "ComposedButNotScheduled", reason))
-        else:
-            intents[uid] = it
-    record = NodeRecord(frozenset(managed), intents, rec.reclaim)
-    return Reconciled(
-        record,
-        restart,
-        cancel,
-        tuple(events),
-        tuple(given_up),
-        tuple(latencies),
-        tuple(release),
-        expired,
-        taken,
-        lost,
-    )
-
-
-def _lost_events(
-    node: NodeView, lost: tuple[str, ...], pods_by_uid: Mapping[str, PodView]
-) -> list[EventSpec]:
-    """Warnings for managed GPUs taken off ``node`` behind the composer's back: on the node and
-    on each non-terminal GPU pod bound to it (which of them used the GPU is not known here)."""
-    names = ", ".join(lost)
-    users = [p for p in pods_by_uid.values() if p.node_name == node.name and p.gpu and not p.terminal]
-    what = (
-        f"{names}, composed onto {node.name} by the composer, is no longer attached to it: the LIQID "
-        "Director does not show it attached (detached out of band)"
-    )
-    out = [
-        node_event(
-            node.name,
-            "Warning",
-            "GpuDetachedOutOfBand",
-            what + (f"; GPU pod(s) on the node: {', '.join(p.key for p in users)}" if users else ""),
-        )
-    ]
-    out.extend(
-        pod_event(
-            p.key,
-            p.uid,
-            "Warning",
-            "GpuDetachedOutOfBand",
-            what + "; this pod may have lost a GPU it uses. The composer does not compose a "
-            "replacement for a running pod: delete the pod to have it planned again",
-        )
-        for p in users
-    )
-    return out
 
 
 def reclaim_step(
@@ -343,16 +123,13 @@ def reclaim_step(
     return None
 
 
-def decide(
-    snapshot: Snapshot, memory: Memory, policy: Policy, *, in_flight: frozenset[str] = frozenset()
-) -> Decision:
+def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     """Decide one round. Updates ``memory`` (idle timers, abandoned pods, reported refusals).
 
     Args:
         snapshot: what was observed.
         memory: the controller's memory (mutated).
         policy: settings.
-        in_flight: pod UIDs with a compose still running in this process.
 
     Returns:
         The :class:`Decision`.
@@ -384,7 +161,6 @@ def decide(
             pods_by_uid=pods_by_uid,
             now=now,
             policy=policy,
-            in_flight=in_flight,
         )
         records[node.name] = rc.record
         flags[node.name] = (rc.restart_plugin, rc.cancel_edit)

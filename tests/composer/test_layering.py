@@ -26,6 +26,7 @@ PURE = (
     "nodestate",
     "decide",
     "round_types",
+    "intents",
     "fabric",
     "gating",
     "reclaim_guard",

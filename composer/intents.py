@@ -1,0 +1,278 @@
+"""Intent reconciliation: one node's composer record brought in line with the Director and the
+pods, one function per :class:`~composer.annotations.IntentPhase`. No I/O.
+
+Each intent of the record, oldest first, is first checked for what ends it whatever its phase
+(its pod bound, gone or finished; a gated pod's reservation past its ``until``), then handed to
+its phase's function (:data:`PHASES`):
+
+- ``Composing``: devices the Director shows attached are adopted (``Attached``; a restart
+  mid-compose never composes twice); a compose still running or backing off waits; otherwise
+  a partial attach becomes spare units and an edit left open is cancelled;
+- ``Attached``: once the node advertises the units (``Advertised``; a gated pod is released);
+  GPUs another pod got first drop the intent; too long unadvertised restarts the device plugin;
+- ``Advertised``: waits for the scheduler; given up after ``schedule_timeout_seconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from composer.annotations import Intent, IntentPhase, NodeRecord
+from composer.models import GPU_RESOURCE, EventSpec
+from composer.nodestate import NodeUsage, NodeView
+from composer.podspec import PodView
+from composer.round_types import Policy, Reconciled, node_event, pod_event
+
+
+def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
+    return node.gpu_allocatable.get(resource, 0) - usage.gpu.get(resource, 0)
+
+
+def _taken_by_others(node: NodeView, attached: Mapping[str, str], it: Intent) -> bool:
+    """True when every GPU attached to the node is advertised (whole ``nvidia.com/gpu`` only), yet
+    too few are free for the intent: pods bound meanwhile (the scheduler may bind a newly
+    advertised GPU to another pending pod) took the GPUs composed for it. Waiting or restarting
+    the device plugin cannot help; the intent must be planned again."""
+    return (
+        it.resource == GPU_RESOURCE
+        and len(attached) > 0
+        and node.gpu_allocatable.get(GPU_RESOURCE, 0) >= len(attached)
+    )
+
+
+def _taken_event(node: NodeView, it: Intent, uid: str) -> EventSpec:
+    return pod_event(
+        it.pod,
+        uid,
+        "Normal",
+        "GpusTakenByAnotherPod",
+        f"the GPUs composed for this pod on {node.name} ({', '.join(it.devices) or 'spare units'}) were "
+        "bound to another pod first; planning again",
+    )
+
+
+@dataclass
+class _Node:
+    """One node's reconciliation in progress: what is read, and what is gathered so far."""
+
+    node: NodeView
+    attached: Mapping[str, str]
+    usage: NodeUsage
+    now: float
+    policy: Policy
+    in_flight: frozenset[str]
+    managed: set[str]
+    intents: dict[str, Intent] = field(default_factory=dict)
+    events: list[EventSpec] = field(default_factory=list)
+    given_up: list[tuple[str, str]] = field(default_factory=list)
+    restart: bool = False
+    cancel: bool = False
+    latencies: list[float] = field(default_factory=list)
+    budget: dict[str, int] = field(default_factory=dict)
+    release: list[tuple[str, Intent]] = field(default_factory=list)
+    expired: int = 0
+    taken: int = 0
+
+    def keep_devices(self, it: Intent) -> None:
+        """The intent's attached devices stay managed (spare units, reclaimable when idle)."""
+        self.managed |= {d for d in it.devices if d in self.attached}
+
+    def units_left(self, resource: str) -> int:
+        """Advertised units of ``resource`` not yet spoken for (by bound pods or older intents)."""
+        return self.budget.setdefault(resource, _advertised_units(self.node, self.usage, resource))
+
+    def taken_by_others(self, uid: str, it: Intent) -> bool:
+        """Drop ``it`` (its devices kept, an Event) when another pod got its GPUs; True if so."""
+        if self.units_left(it.resource) >= it.units or not _taken_by_others(self.node, self.attached, it):
+            return False
+        self.keep_devices(it)
+        self.events.append(_taken_event(self.node, it, uid))
+        self.taken += 1
+        return True  # the pod is planned again next round
+
+
+def _ended(st: _Node, uid: str, it: Intent, pod: PodView | None) -> bool:
+    """Whatever the phase: True (intent dropped) when its pod is bound, gone or finished, or a
+    gated pod's reservation passed its ``until``."""
+    if pod is None or pod.terminal or pod.deleting or pod.node_name:
+        st.keep_devices(it)  # served, or nothing left to serve
+        return True
+    if pod.gated and it.until and st.now >= it.until and uid not in st.in_flight:
+        st.keep_devices(it)  # spare units now, reusable
+        st.expired += 1
+        st.events.append(
+            pod_event(
+                it.pod,
+                uid,
+                "Normal",
+                "ReservationExpired",
+                f"the GPUs reserved on {st.node.name} ({', '.join(it.devices) or 'spare units'}) were "
+                f"not advertised in time ({it.phase}); planning the pod again",
+            )
+        )
+        return True
+    return False
+
+
+def _composing(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
+    """``Composing``: adopt devices already attached; wait for a running or backing-off compose;
+    otherwise keep a partial attach as spare units and cancel an edit left open."""
+    got = {d for d in it.devices if d in st.attached}
+    if it.devices and len(got) == len(it.devices):
+        st.managed |= got
+        st.intents[uid] = it.moved(IntentPhase.ATTACHED, st.now, retry_at=0.0)
+        st.events.append(
+            pod_event(
+                it.pod,
+                uid,
+                "Normal",
+                "Composed",
+                f"found {', '.join(it.devices)} ({it.model}) already attached to {st.node.name} "
+                "(a compose interrupted by a restart or a lost answer); not composing again",
+            )
+        )
+    elif uid in st.in_flight or (it.retry_at and st.now < it.retry_at):
+        st.intents[uid] = it
+    else:
+        st.managed |= got  # a partial attach becomes spare GPUs on the node, reused by the planner
+        if not it.retry_at:
+            st.cancel = True  # a composer died between fabric/edit and fabric/reprogram
+
+
+def _attached(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
+    """``Attached``: ``Advertised`` once the node advertises the units (a gated pod is released);
+    past the advertise timeout (doubling per restart) the device plugin is restarted."""
+    if st.taken_by_others(uid, it):
+        return
+    left = st.units_left(it.resource)
+    if left >= it.units:
+        st.budget[it.resource] = left - it.units
+        st.intents[uid] = it.moved(IntentPhase.ADVERTISED, st.now)
+        if pod.gated:
+            st.release.append((uid, st.intents[uid]))
+        if pod.created > 0:
+            st.latencies.append(max(0.0, st.now - pod.created))
+        return
+    wait = st.policy.advertise_timeout_seconds * (2 ** min(it.plugin_restarts, 4))
+    if st.now - it.since < wait:
+        st.intents[uid] = it
+        return
+    st.intents[uid] = replace(it, since=st.now, plugin_restarts=it.plugin_restarts + 1)
+    message = f"{st.node.name} does not advertise {it.resource} after {wait:.0f} s"
+    if st.policy.restart_device_plugin:
+        st.restart = True
+        message += "; restarting its NVIDIA device-plugin pod"
+    st.events.append(pod_event(it.pod, uid, "Warning", "GpusNotAdvertised", message))
+
+
+def _advertised(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
+    """``Advertised``: the scheduler should bind the pod soon (a gated pod: once released);
+    given up after ``schedule_timeout_seconds``."""
+    if st.taken_by_others(uid, it):
+        return
+    st.budget[it.resource] = st.units_left(it.resource) - it.units
+    if pod.gated:
+        st.release.append((uid, it))  # an earlier release did not go through: again
+    if st.now - it.since >= st.policy.schedule_timeout_seconds:
+        reason = (
+            f"GPUs on {st.node.name} advertised for {st.policy.schedule_timeout_seconds:.0f} s but the pod "
+            "is still not scheduled; giving up (its GPUs are reclaimed when idle)"
+        )
+        st.given_up.append((uid, reason))
+        st.events.append(pod_event(it.pod, uid, "Warning", "ComposedButNotScheduled", reason))
+    else:
+        st.intents[uid] = it
+
+
+#: The function that moves an intent of each phase on (it records the outcome in the state).
+PHASES: Mapping[IntentPhase, Callable[[_Node, str, Intent, PodView], None]] = {
+    IntentPhase.COMPOSING: _composing,
+    IntentPhase.ATTACHED: _attached,
+    IntentPhase.ADVERTISED: _advertised,
+}
+
+
+def reconcile_record(
+    node: NodeView,
+    *,
+    attached: Mapping[str, str],
+    usage: NodeUsage,
+    pods_by_uid: Mapping[str, PodView],
+    now: float,
+    policy: Policy,
+    in_flight: frozenset[str] = frozenset(),
+) -> Reconciled:
+    """Bring one node's composer record in line with the Director and the pods.
+
+    Args:
+        node: the node (its ``record`` is the record as read).
+        attached: device -> model of GPUs the Director shows attached to the node.
+        usage: requests of pods bound to the node.
+        pods_by_uid: every observed pod.
+        now: current time (seconds since the epoch).
+        policy: timeouts.
+        in_flight: pod UIDs whose compose this process started and has not finished (their
+            ``Composing`` intents are not crash leftovers).
+
+    Returns:
+        The :class:`Reconciled` record and its consequences.
+    """
+    rec = node.record
+    if not rec.intents and rec.devices <= attached.keys():
+        return Reconciled(rec)  # nothing to reconcile (most nodes, most rounds)
+    reclaiming = set(rec.reclaim.devices) if rec.reclaim else set()
+    lost = tuple(sorted(rec.devices - attached.keys() - reclaiming))
+    st = _Node(node, attached, usage, now, policy, in_flight, set(rec.devices & attached.keys()))
+    if lost:
+        st.events.extend(_lost_events(node, lost, pods_by_uid))
+    for uid, it in sorted(rec.intents.items(), key=lambda kv: (kv[1].since, kv[0])):
+        pod = pods_by_uid.get(uid)
+        if not _ended(st, uid, it, pod):
+            assert pod is not None  # _ended is True for a missing pod
+            PHASES[it.phase](st, uid, it, pod)
+    return Reconciled(
+        NodeRecord(frozenset(st.managed), st.intents, rec.reclaim),
+        st.restart,
+        st.cancel,
+        tuple(st.events),
+        tuple(st.given_up),
+        tuple(st.latencies),
+        tuple(st.release),
+        st.expired,
+        st.taken,
+        lost,
+    )
+
+
+def _lost_events(
+    node: NodeView, lost: tuple[str, ...], pods_by_uid: Mapping[str, PodView]
+) -> list[EventSpec]:
+    """Warnings for managed GPUs taken off ``node`` behind the composer's back: on the node and
+    on each non-terminal GPU pod bound to it (which of them used the GPU is not known here)."""
+    names = ", ".join(lost)
+    users = [p for p in pods_by_uid.values() if p.node_name == node.name and p.gpu and not p.terminal]
+    what = (
+        f"{names}, composed onto {node.name} by the composer, is no longer attached to it: the LIQID "
+        "Director does not show it attached (detached out of band)"
+    )
+    out = [
+        node_event(
+            node.name,
+            "Warning",
+            "GpuDetachedOutOfBand",
+            what + (f"; GPU pod(s) on the node: {', '.join(p.key for p in users)}" if users else ""),
+        )
+    ]
+    out.extend(
+        pod_event(
+            p.key,
+            p.uid,
+            "Warning",
+            "GpuDetachedOutOfBand",
+            what + "; this pod may have lost a GPU it uses. The composer does not compose a "
+            "replacement for a running pod: delete the pod to have it planned again",
+        )
+        for p in users
+    )
+    return out
