@@ -57,11 +57,6 @@ class KubeError(Exception):
         """409: the object changed since it was read (optimistic concurrency)."""
         return self.status == 409
 
-    @property
-    def not_found(self) -> bool:
-        """404."""
-        return self.status == 404
-
 
 def _wrap(method: str, resource: str, exc: Exception) -> KubeError:
     if isinstance(exc, ApiException):

@@ -178,10 +178,6 @@ class Preview(_Model):
             return step.urn.split("::")[1]
         return None
 
-    def by_urn(self) -> dict[str, Step]:
-        """Steps keyed by URN."""
-        return {step.urn: step for step in self.steps}
-
 
 def parse_events(lines: Iterable[str]) -> Preview:
     """Parse the JSON-lines output of a streaming ``pulumi preview --json``.

@@ -207,11 +207,6 @@ class CompositionSpec(BaseModel):
             )
         return self
 
-    @property
-    def desired_count(self) -> int:
-        """How many GPUs the composition should hold."""
-        return self.count if self.count is not None else len(self.requested_device_names)
-
     def inputs(self) -> dict[str, Any]:
         """The normalised inputs, keyed as in state."""
         return {k: getattr(self, k) for k in INPUT_KEYS}
