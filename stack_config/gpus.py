@@ -7,7 +7,7 @@ merges them; :mod:`stack_config.rules` rejects a declared product that repeats a
 
 The key is the value GFD writes into the node label ``nvidia.com/gpu.product``: the NVML product
 name with blanks replaced by ``-`` (``NVIDIA H100 NVL`` -> ``NVIDIA-H100-NVL``; the same rule as
-:func:`dynamic_providers.director.models.gfd_product_name`). A name given with blanks is rejected
+:func:`domain.gfd.gfd_product_name`). A name given with blanks is rejected
 with the GFD form as a hint (:func:`gfd_name_problem`).
 
 Sources of the facts (``GpuProduct.sources`` names the one behind each entry's fields):
@@ -45,40 +45,22 @@ full lists are longer).
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from dynamic_providers.director.models import gfd_product_name
+from domain.gfd import GFD_PRODUCT_PATTERN, gfd_name_problem
 
 #: PCI vendor ID of NVIDIA (pci-ids).
 NVIDIA_PCI_VENDOR = "10de"
-#: A GFD product name: NVML's name with blanks as ``-`` (letters, digits, ``-``, ``_``, ``.``).
-GFD_PRODUCT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-_GFD_PRODUCT = re.compile(GFD_PRODUCT_PATTERN)
 #: A MIG GPU-instance profile name (``1g.5gb``, ``1g.12gb+me``).
 MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+me)?$"
 #: Configs the GPU Operator's mig-parted default config offers for every MIG-capable product.
 BASE_MIG_CONFIGS: tuple[str, ...] = ("all-disabled", "all-enabled")
 
 Fact = Literal["pci_device_id", "memory_mib", "mig_profiles", "vgpu_types", "passthrough_resource"]
-
-
-def gfd_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a GFD product name (with the corrected name when one exists), or None.
-
-    Example: ``gfd_name_problem("NVIDIA H100 NVL")`` ->
-    ``"'NVIDIA H100 NVL' is not a GFD product name; write it as GFD labels nodes: 'NVIDIA-H100-NVL'"``.
-    """
-    if _GFD_PRODUCT.match(name):
-        return None
-    fixed = gfd_product_name(name)
-    if fixed != name and _GFD_PRODUCT.match(fixed):
-        return f"'{name}' is not a GFD product name; write it as GFD labels nodes: '{fixed}'"
-    return f"'{name}' is not a GFD product name (letters, digits, '-', '_' and '.', no blanks)"
 
 
 def _gfd_product(value: str) -> str:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from dynamic_providers.ssh import mlxconfig_rules
+from domain import mlxconfig as mlxconfig_rules
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
@@ -273,7 +273,7 @@ def dpu_mlxconfig_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A DPU's ``mlxconfig`` values are within the documented BlueField-3 ranges, and with ``prep`` (set
     over SSH) every name is a parameter the program manages and at least one is set.
 
-    Names and bounds come from :mod:`dynamic_providers.ssh.mlxconfig_rules` (the same checks the
+    Names and bounds come from :mod:`domain.mlxconfig` (the same checks the
     ``DpuMlxconfig`` provider runs), so a bad parameter fails before any resource is registered.
     Without ``prep`` other parameter names pass through to the DPF DPUFlavor, except near-misses of
     the managed names (typos that would drop the intended setting), and an emulation whose

@@ -14,10 +14,11 @@ The boundary parses what the SDK types as strings into typed values: the placeho
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
+
+from domain.gfd import gfd_product_name
 
 from .liqid import HEALTHY_DEVICE_STATES, NA
 
@@ -64,18 +65,6 @@ def _int_or_none(value: Any) -> Any:
 OptionalText = Annotated[str | None, BeforeValidator(_absent)]
 #: A number the SDK types as a string (``"12"``, or ``"n/a"``).
 OptionalNumber = Annotated[int | None, BeforeValidator(_int_or_none)]
-
-
-def gfd_product_name(director_model: str) -> str:
-    """The GPU Feature Discovery product label for a Director model string.
-
-    GFD labels ``nvidia.com/gpu.product`` with the NVML device name, blanks replaced by ``-``
-    (BRIEF.md "Kubernetes side": ``Tesla-T4``, ``NVIDIA-A100-PCIE-40GB``). The Director's
-    ``device/info/gpu`` ``model`` carries the same name with blanks (``Tesla T4``).
-
-    Example: ``gfd_product_name("NVIDIA A100-PCIE-40GB") == "NVIDIA-A100-PCIE-40GB"``.
-    """
-    return re.sub(r"\s+", "-", director_model.strip())
 
 
 class _Wire(BaseModel):

@@ -18,7 +18,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from dynamic_providers.ssh import mlxconfig_rules
+from domain import mlxconfig as mlxconfig_rules
 
 __all__ = [
     "DEFAULT_BLACKLISTED_MODULES",
@@ -168,7 +168,7 @@ class DpuMlxconfigSpec(_Common):
     Attributes:
         device: the mst device (``/dev/mst/mt41692_pciconf0``) or PCI address (``03:00.0``).
         parameters: ``{mlxconfig name: value}``, validated and normalised to ints by
-            :mod:`dynamic_providers.ssh.mlxconfig_rules`.
+            :mod:`domain.mlxconfig`.
         allow_firmware_reset: when True and a change is pending, run ``mlxfwreset``.
             Default False: the new values wait for the next reset or power cycle.
         reset_level: ``mlxfwreset --level`` (3 = driver restart and PCI reset).

@@ -15,7 +15,7 @@ Resources (type tokens ``pulumi-python:dynamic/ssh:<Name>``):
   ``allow_firmware_reset=True``.
 
 Lifecycle: ``check`` validates every known input (mlxconfig names and ranges via
-:mod:`~dynamic_providers.ssh.mlxconfig_rules`) before anything connects; ``diff`` is pure
+:mod:`domain.mlxconfig`) before anything connects; ``diff`` is pure
 (inputs against the last outputs; a changed ``triggers`` list forces a re-check);
 ``create``/``update`` query, change only what differs and return every output; ``read``
 (``pulumi refresh``) connects and reads the live values: GRUB's ``GRUB_CMDLINE_LINUX``, the
@@ -52,8 +52,9 @@ from pulumi.dynamic import (
 )
 from pydantic import ValidationError
 
+from domain import mlxconfig as mlxconfig_rules
 from dynamic_providers import oneline, preflight
-from dynamic_providers.ssh import mlxconfig_rules, operations
+from dynamic_providers.ssh import operations
 from dynamic_providers.ssh.client import SshRunner
 from dynamic_providers.ssh.errors import SshAuthError, SshError, SshHostKeyError, SshUnavailableError
 from dynamic_providers.ssh.models import (
@@ -461,7 +462,7 @@ class DpuMlxconfig(Resource, module="ssh", name="DpuMlxconfig"):
             connection: :class:`SshConnectionArgs`; always stored as a secret.
             device: mst device or PCI address (``/dev/mst/mt41692_pciconf0``).
             parameters: ``{mlxconfig name: value}``; see
-                :mod:`~dynamic_providers.ssh.mlxconfig_rules` for names and ranges.
+                :mod:`domain.mlxconfig` for names and ranges.
             allow_firmware_reset: run ``mlxfwreset`` when pending (default False).
             reset_level: ``mlxfwreset --level`` (default 3).
             use_sudo: run mlxconfig/mlxfwreset with ``sudo -n``.

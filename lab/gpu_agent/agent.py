@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +22,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_namespace_key
 
+from domain.gfd import gfd_product_name
+
 log = logging.getLogger("lab.gpu_agent")
 
 GPU = "nvidia.com/gpu"
@@ -33,11 +34,6 @@ PRESENT = "nvidia.com/gpu.present"
 MERGE = "application/merge-patch+json"
 PLUGIN_NAMESPACE = "gpu-operator"
 PLUGIN_LABELS = {"app": "nvidia-device-plugin-daemonset"}
-
-
-def gfd_product(director_model: str) -> str:
-    """GFD's product label: the NVML name with blanks as dashes (``Tesla T4`` -> ``Tesla-T4``)."""
-    return re.sub(r"\s+", "-", director_model.strip())
 
 
 class DirectorReadError(RuntimeError):
@@ -89,7 +85,7 @@ class DirectorReader:
         ]
         if any(p["name"] not in self._models for p in held):
             self._models = {
-                i["name"]: gfd_product(i.get("model") or "") for i in self._get("device/info/gpu")
+                i["name"]: gfd_product_name(i.get("model") or "") for i in self._get("device/info/gpu")
             }
         for p in held:
             out.setdefault(p["mname"], []).append(self._models.get(p["name"], "unknown"))

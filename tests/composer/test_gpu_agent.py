@@ -10,7 +10,8 @@ import pytest
 import requests
 from kubernetes.client.exceptions import ApiException
 
-from lab.gpu_agent.agent import Advert, DirectorReader, DirectorReadError, GpuAgent, advert_for, gfd_product
+from domain.gfd import gfd_product_name as gfd_product
+from lab.gpu_agent.agent import Advert, DirectorReader, DirectorReadError, GpuAgent, advert_for
 
 
 class FakeDirector:

@@ -1,5 +1,5 @@
 """The optional SSH preparation sections ``hosts[].prep`` and ``hosts[].dpu.prep``: their fields,
-the mlxconfig rule (names and ranges from ``dynamic_providers.ssh.mlxconfig_rules``, naming the key
+the mlxconfig rule (names and ranges from ``domain.mlxconfig``, naming the key
 path), lab-only ``sysroot``, unique targets, and that private keys never show in messages and are
 refused in plain text in a stack file."""
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamic_providers.ssh.mlxconfig_rules import (
+from domain.mlxconfig import (
     MAX_TOTAL_VIRTIO_NET_VFS,
     MAX_VFS_WITH_HOTPLUG,
     PARAMETERS,
