@@ -1,12 +1,12 @@
 """``python -m bench.baseline``: the composer driven like a periodic-scan autoscaler.
 
 Cluster-autoscaler looks at unschedulable pods once per ``--scan-interval`` (default 10 s) and
-has no watch that wakes it early. This baseline runs the composer's own decision and action
-code (``composer.controller.Controller`` with the same ``Executor``, built from the same
-``COMPOSER_*`` settings and flags as ``python -m composer``) but calls ``round()`` only on a
-fixed 10 s grid, without the pod watch and without leader election. Everything else being
-equal, the difference in reaction time against ``python -m composer`` is what event-driven
-triggering buys.
+has no watch that wakes it early. This baseline runs the composer's own control loop
+(:func:`composer.loop.run_loop`), decision and action code (the same ``Controller`` and
+``Executor``, built from the same ``COMPOSER_*`` settings and flags as ``python -m composer``)
+with the change-driven wake-up turned off: a round only on a fixed 10 s grid, without leader
+election. Everything else being equal, the difference in reaction time against
+``python -m composer`` is what event-driven triggering buys.
 
 Usage: ``python -m bench.baseline --scan-interval-seconds 10 -- <python -m composer flags>``.
 Stops on SIGTERM/SIGINT (exit 0).
@@ -19,18 +19,10 @@ import logging
 import signal
 import sys
 import threading
-import time
 
 from composer import config
+from composer.loop import run_loop
 from composer.wiring import build_controller
-
-log = logging.getLogger("bench.baseline")
-
-
-def next_tick(now: float, interval: float, phase: float = 0.0) -> float:
-    """The next time after ``now`` on the grid ``phase + k * interval`` (seconds)."""
-    k = int((now - phase) // interval) + 1
-    return phase + k * interval
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,12 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     print("baseline running", flush=True)
     try:
-        while not stop.is_set():
-            try:
-                ctrl.round()
-            except Exception:
-                log.exception("round failed")
-            stop.wait(max(0.0, next_tick(time.time(), args.scan_interval_seconds) - time.time()))
+        run_loop(
+            ctrl,
+            stop,
+            resync_seconds=settings.resync_seconds,
+            scan_interval_seconds=args.scan_interval_seconds,
+        )
     finally:
         if wired.cache is not None:
             wired.cache.stop()

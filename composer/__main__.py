@@ -28,14 +28,12 @@ from pydantic import ValidationError
 from composer import config
 from composer.health import Probes, serve
 from composer.leader import LeaseElector
+from composer.loop import run_loop
 from composer.webhook import PATH as WEBHOOK_PATH
 from composer.webhook import serve_webhook
 from composer.wiring import build_controller
 
 log = logging.getLogger("composer")
-
-#: Pause after a change before the round starts, to batch a burst of changes (seconds).
-DEBOUNCE_SECONDS = 0.02
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,27 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     if wired.cache is not None:
         wired.cache.start()  # rounds are skipped until every kind has been listed once
 
-    code = 0
     try:
-        while not stop.is_set():
-            if elector is not None and elector.lost.is_set():
-                log.error("leadership lost: exiting so that no two replicas act at once")
-                code = 1
-                break
-            leading = elector.is_leader if elector is not None else True
-            if leading:
-                try:
-                    ctrl.round()
-                except Exception:  # a bug must not kill the loop; the next round starts afresh
-                    log.exception("round failed")
-                    metrics.round_failures.labels("bug").inc()
-                fresh = time.time() - ctrl.last_round_ok <= stall
-                probes.beat(ready=fresh, detail="leader" if fresh else "leader, no successful round lately")
-            else:
-                probes.beat(ready=True, detail="standby (not the leader)")
-            if wake.wait(ctrl.wait_seconds(settings.resync_seconds) if leading else settings.resync_seconds):
-                wake.clear()
-                stop.wait(DEBOUNCE_SECONDS)
+        code = run_loop(
+            ctrl,
+            stop,
+            resync_seconds=settings.resync_seconds,
+            wake=wake,
+            elector=elector,
+            probes=probes,
+            stall_seconds=stall,
+        )
     finally:
         stop.set()
         if wired.cache is not None:

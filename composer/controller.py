@@ -29,7 +29,6 @@ doubling), so an unreachable API server does not turn into a loop of failing job
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -370,26 +369,6 @@ class Controller:
         if self._gate_executor is not None:
             self._gate_executor.close()
         self.executor.close()
-
-    def run(
-        self,
-        stop: threading.Event,
-        *,
-        resync_seconds: float,
-        is_leader: Callable[[], bool],
-        wake: threading.Event | None = None,
-    ) -> None:
-        """Run rounds until ``stop`` is set; rounds only while ``is_leader()``."""
-        wake = wake or threading.Event()
-        while not stop.is_set():
-            if is_leader():
-                try:
-                    self.round()
-                except Exception:  # a bug must not kill the loop; the next round starts afresh
-                    log.exception("round failed")
-                    self.metrics.round_failures.labels("bug").inc()
-            wake.wait(self.wait_seconds(resync_seconds))
-            wake.clear()
 
 
 def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from bench.__main__ import _keep_other_workloads
-from bench.baseline import next_tick
 from bench.reaction import (
     PodTimes,
     ReactionConfig,
@@ -20,6 +19,7 @@ from bench.reaction import (
     match_director,
     summarize,
 )
+from composer.loop import next_tick
 from lab.director_sim.inventory import Inventory
 
 

@@ -41,6 +41,7 @@ IO_MODULES = (
     "composer.webhook",
     "composer.gates",
     "composer.__main__",
+    "composer.loop",
 )
 FORBIDDEN_IN_PURE = (
     "requests",
