@@ -68,7 +68,7 @@ from composer.models import (
 )
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
 from composer.planner import plan as make_plan
-from composer.podspec import PodView, gpu_request
+from composer.podspec import InvalidRequest, PodView, gpu_request
 from composer.pools import with_pools
 from composer.round_types import (
     FREE_POOL,
@@ -206,18 +206,19 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
             if p.gated:
                 actions.append(_ungate(p, "Warning", f"the composer gave up: {memory.abandoned[p.uid]}"))
             continue
-        req = gpu_request(
-            p,
-            pool=snapshot.namespace_pools.get(p.namespace, policy.default_pool),
-            units_per_gpu=policy.units_per_gpu,
-            resource_models=policy.resource_models,
-        )
-        if isinstance(req, str):
+        try:
+            req = gpu_request(
+                p,
+                pool=snapshot.namespace_pools.get(p.namespace, policy.default_pool),
+                units_per_gpu=policy.units_per_gpu,
+                resource_models=policy.resource_models,
+            )
+        except InvalidRequest as exc:
             if p.gated:
-                actions.append(_ungate(p, "Warning", f"{Reason.INVALID}: {req}"))
+                actions.append(_ungate(p, "Warning", f"{Reason.INVALID}: {exc}"))
             elif memory.reported.get(p.uid) != "InvalidRequest":
                 memory.reported[p.uid] = "InvalidRequest"
-                events.append(pod_event(p.key, p.uid, "Warning", "NotComposed", req))
+                events.append(pod_event(p.key, p.uid, "Warning", "NotComposed", str(exc)))
             continue
         if p.gated and limit is not None and req.gpus > limit:
             actions.append(

@@ -263,14 +263,18 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     )
 
 
+class InvalidRequest(ValueError):
+    """A GPU pod the composer cannot serve as written; the message says why (for an Event)."""
+
+
 def gpu_request(
     pod: PodView,
     *,
     pool: str,
     units_per_gpu: Mapping[str, int] | None = None,
     resource_models: Mapping[str, frozenset[str]] | None = None,
-) -> GpuRequest | str:
-    """The planner's view of an unschedulable GPU pod, or why it cannot be served.
+) -> GpuRequest:
+    """The planner's view of an unschedulable GPU pod.
 
     Args:
         pod: the parsed pod (must request a GPU resource).
@@ -280,11 +284,16 @@ def gpu_request(
             only on A100-class GPUs); intersected with the pod's own model choice.
 
     Returns:
-        A :class:`GpuRequest`, or a message when the pod asks for several GPU resources at
-        once (not supported: one resource per pod).
+        The :class:`GpuRequest`.
+
+    Raises:
+        InvalidRequest: the pod asks for several GPU resources at once (not supported: one
+            resource per pod).
     """
     if len(pod.gpu) != 1:
-        return f"requests several GPU resources ({', '.join(sorted(pod.gpu))}); one per pod is supported"
+        raise InvalidRequest(
+            f"requests several GPU resources ({', '.join(sorted(pod.gpu))}); one per pod is supported"
+        )
     resource, units = next(iter(pod.gpu.items()))
     models = pod.constraints.models
     allowed = (resource_models or {}).get(resource)

@@ -7,7 +7,7 @@ import pytest
 from composer import annotations as ann
 from composer.models import GPU_RESOURCE, MIXED_MODELS, LabelRequirement, Taint, Toleration, is_gpu_resource
 from composer.nodestate import NodeUsage, host_state, max_gpus_of, node_view, usage_by_node
-from composer.podspec import constraints, effective_requests, gpu_request, pod_view
+from composer.podspec import InvalidRequest, constraints, effective_requests, gpu_request, pod_view
 from composer.scheduling import requirement_matches, tolerates, toleration_matches
 from tests.composer.fakes import node, pod
 
@@ -135,7 +135,8 @@ def test_gpu_request_units_and_models():
     )
     both = pod("two")
     both["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.shared"] = "1"
-    assert isinstance(gpu_request(pod_view(both), pool="p"), str)
+    with pytest.raises(InvalidRequest, match=r"several GPU resources \(nvidia.com/gpu, nvidia.com/gpu.sh"):
+        gpu_request(pod_view(both), pool="p")
 
 
 @pytest.mark.parametrize(
