@@ -31,6 +31,13 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from domain.labels import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_RESOURCE,
+    GPU_WORKLOAD_LABEL,
+    HOSTNAME_LABEL,
+    MIG_CONFIG_LABEL,
+)
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct, vgpu_resource_name
 from stack_config.models import (
     CatalogConfig,
@@ -53,12 +60,6 @@ DPF_SERVICE_API = "svc.dpu.nvidia.com/v1alpha1"
 
 #: Label-key prefix of the program's own labels.
 LABEL_PREFIX = "composable-gpu.io"
-#: GPU Operator node label selecting the sandbox workload type (GPU Operator docs, KubeVirt).
-GPU_WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
-#: GPU Operator node label selecting a named device-plugin config.
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-#: MIG manager node label selecting a mig-parted config.
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 #: Host GPU mode (component contract) for each hypervisor-cluster workload mode.
 HOST_GPU_MODE = {"vm-passthrough": "passthrough", "vm-vgpu": "vgpu", "container": "container"}
@@ -226,7 +227,7 @@ def bfb_spec(url: str) -> dict[str, Any]:
 def dpu_set_spec(*, host: str, flavor: str, bfb: str, cluster: str) -> dict[str, Any]:
     """DPUSet ``spec`` provisioning the DPU of ``host`` with ``flavor`` and ``bfb`` into ``cluster``."""
     return {
-        "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": host}},
+        "nodeSelector": {"matchLabels": {HOSTNAME_LABEL: host}},
         "strategy": {"type": "RollingUpdate"},
         "dpuTemplate": {
             "spec": {
@@ -296,7 +297,7 @@ def device_plugin_config(sharing: GpuSharingConfig) -> dict[str, Any]:
     if sharing.strategy == "mig":
         return {"version": "v1", "flags": {"migStrategy": sharing.mig_strategy}}
     key = "timeSlicing" if sharing.strategy == "time-slicing" else "mps"
-    body: dict[str, Any] = {"resources": [{"name": "nvidia.com/gpu", "replicas": sharing.replicas or 2}]}
+    body: dict[str, Any] = {"resources": [{"name": GPU_RESOURCE, "replicas": sharing.replicas or 2}]}
     if sharing.strategy == "time-slicing":
         body["renameByDefault"] = sharing.rename_by_default
         body["failRequestsGreaterThanOne"] = sharing.fail_requests_greater_than_one

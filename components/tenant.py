@@ -14,11 +14,12 @@ from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
 from components.service_template import cluster_template, service_template
 from components.tenant_cluster import TenantCluster, TenantClusterArgs
+from domain.labels import POOL_LABEL
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, TenantConfig
 
-#: Namespace label the composer reads to put a namespace's pods into a pool (composer/annotations.py).
-COMPOSER_POOL_LABEL = "composer.liqid.io/pool"
+#: Namespace label the composer reads to put a namespace's pods into a pool (domain.labels).
+COMPOSER_POOL_LABEL = POOL_LABEL
 
 
 def sharing_name(tenant: str) -> str:

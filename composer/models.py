@@ -16,16 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-#: Extended resource of whole GPUs advertised by the NVIDIA device plugin.
-GPU_RESOURCE = "nvidia.com/gpu"
-#: Prefix shared by every NVIDIA resource name (whole, shared/time-sliced, MIG).
-NVIDIA_RESOURCE_PREFIX = "nvidia.com/"
-#: GFD label carrying the sanitised product name of the node's GPUs (e.g. ``Tesla-T4``).
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-#: GFD label carrying the number of GPUs on the node.
-COUNT_LABEL = "nvidia.com/gpu.count"
-#: Well-known node label with the node's host name.
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Resource and label names are declared once in domain.labels; re-exported for the composer.
+from domain.labels import COUNT_LABEL as COUNT_LABEL
+from domain.labels import GPU_RESOURCE as GPU_RESOURCE
+from domain.labels import HOSTNAME_LABEL as HOSTNAME_LABEL
+from domain.labels import NVIDIA_RESOURCE_PREFIX as NVIDIA_RESOURCE_PREFIX
+from domain.labels import PRODUCT_LABEL as PRODUCT_LABEL
+
 #: Model sentinel for a host that already carries GPUs of more than one model (statically
 #: composed by hand): such a host never receives more GPUs from the composer.
 MIXED_MODELS = "<mixed>"

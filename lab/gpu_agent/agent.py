@@ -22,15 +22,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_namespace_key
 
+from domain import labels
 from domain.gfd import gfd_product_name
 
 log = logging.getLogger("lab.gpu_agent")
 
-GPU = "nvidia.com/gpu"
-SHARED = "nvidia.com/gpu.shared"
-PRODUCT = "nvidia.com/gpu.product"
-COUNT = "nvidia.com/gpu.count"
-PRESENT = "nvidia.com/gpu.present"
+GPU = labels.GPU_RESOURCE
+SHARED = labels.SHARED_GPU_RESOURCE
+PRODUCT = labels.PRODUCT_LABEL
+COUNT = labels.COUNT_LABEL
+PRESENT = labels.PRESENT_LABEL
 MERGE = "application/merge-patch+json"
 PLUGIN_NAMESPACE = "gpu-operator"
 PLUGIN_LABELS = {"app": "nvidia-device-plugin-daemonset"}
