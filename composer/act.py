@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from composer import annotations as ann
-from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim
+from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim, ReclaimPhase
 from composer.decide import intents_for
 from composer.fabric import FabricClient, FabricFactory
 from composer.metrics import Metrics
@@ -374,7 +374,8 @@ class Executor:
             return
         devices = step.devices
         if step.kind is ReclaimKind.START:
-            rec = self._write(res, node, rec, replace(rec, reclaim=Reclaim(devices, "Tainted", now)))
+            tainted = Reclaim(devices, ReclaimPhase.TAINTED, now)
+            rec = self._write(res, node, rec, replace(rec, reclaim=tainted))
             self._taint(res, node, True)
             busy = self.kube.gpu_pods_on_node(node)
             if busy:
@@ -426,5 +427,9 @@ class Executor:
             res,
             node,
             rec,
-            NodeRecord(rec.devices - set(devices), rec.intents, Reclaim(devices, "Decomposed", self.clock())),
+            NodeRecord(
+                rec.devices - set(devices),
+                rec.intents,
+                Reclaim(devices, ReclaimPhase.DECOMPOSED, self.clock()),
+            ),
         )

@@ -55,7 +55,7 @@ from dataclasses import replace
 
 from composer import annotations as ann
 from composer import reclaim_guard as guard
-from composer.annotations import Intent, IntentPhase, NodeRecord
+from composer.annotations import Intent, IntentPhase, NodeRecord, ReclaimPhase
 from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
 from composer.intents import reconcile_record
 from composer.models import (
@@ -111,13 +111,13 @@ def reclaim_step(
         return None
     memory.idle_since.pop(node.name, None)
     rc = record.reclaim
-    if rc.phase == "Tainted":
+    if rc.phase is ReclaimPhase.TAINTED:
         if busy:
             return ReclaimStep(ReclaimKind.ABORT)
         return ReclaimStep(
             ReclaimKind.DECOMPOSE, tuple(d for d in rc.devices if d in attached and d not in policy.excluded)
         )
-    # Decomposed: lift the taint once the node no longer advertises them
+    # DECOMPOSED: lift the taint once the node no longer advertises them
     if node.advertised_gpus <= len(attached) or now - rc.since >= policy.advertise_timeout_seconds:
         return ReclaimStep(ReclaimKind.FINISH)
     return None
