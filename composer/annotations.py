@@ -1,8 +1,9 @@
 """Names the composer writes into Kubernetes, and the codecs of its node annotations.
 
-All under the prefix ``composer.liqid.io/`` (LIQID's own Kubernetes tooling also keeps desired
-state in node annotations, BRIEF "Domain facts"). The composer is the only writer of these
-keys; people may read them (``kubectl get node -o yaml``) to see what it intends.
+All under the prefix ``composer.liqid.io/``, declared in :mod:`domain.labels` (LIQID's own
+Kubernetes tooling also keeps desired state in node annotations: docs/domain.md "Kubernetes
+names"). The composer is the only writer of these keys; people may read them
+(``kubectl get node -o yaml``) to see what it intends.
 
 Node annotations:
 
@@ -56,34 +57,24 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-PREFIX = "composer.liqid.io/"
-DEVICES = PREFIX + "devices"
-INTENTS = PREFIX + "intents"
-RECLAIM = PREFIX + "reclaim"
-POOL_LABEL = PREFIX + "pool"
-MAX_GPUS_LABEL = PREFIX + "max-gpus"
-RECLAIM_TAINT_KEY = PREFIX + "reclaiming"
-RECLAIM_TAINT_VALUE = "true"
-RECLAIM_TAINT_EFFECT = "NoSchedule"
-#: Scheduling gate the webhook adds to new GPU pods (KEP-3521 Pod Scheduling Readiness).
-GATE = PREFIX + "compose"
-#: Pod annotation recording where the pod's GPUs were reserved (written at release).
-RESERVATION = PREFIX + "reservation"
-#: Opt-out label/annotation (pod) or label (namespace); value :data:`GATING_DISABLED`.
-GATING_OPT_OUT = PREFIX + "gating"
-GATING_DISABLED = "disabled"
-#: Opt-out annotation (Node, or a pod bound to it): value ``"true"`` holds the node's GPUs.
-DO_NOT_RECLAIM = PREFIX + "do-not-reclaim"
-#: Marker: the composer set :data:`AUTOSCALER_ANNOTATIONS` on this node.
-AUTOSCALER_HOLD = PREFIX + "autoscaler-hold"
-#: Node annotations that keep node autoscalers from removing a node, each ``"true"``:
-#: cluster-autoscaler (FAQ "How can I prevent Cluster Autoscaler from scaling down a particular
-#: node?", https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md) and
-#: Karpenter (https://karpenter.sh/docs/concepts/disruption/, "Node-level controls").
-AUTOSCALER_ANNOTATIONS = (
-    "cluster-autoscaler.kubernetes.io/scale-down-disabled",
-    "karpenter.sh/do-not-disrupt",
-)
+# The names are declared once in domain.labels and re-exported here for the composer's modules.
+from domain.labels import AUTOSCALER_ANNOTATIONS as AUTOSCALER_ANNOTATIONS
+from domain.labels import AUTOSCALER_HOLD as AUTOSCALER_HOLD
+from domain.labels import DEVICES as DEVICES
+from domain.labels import DO_NOT_RECLAIM as DO_NOT_RECLAIM
+from domain.labels import GATE as GATE
+from domain.labels import GATING_DISABLED as GATING_DISABLED
+from domain.labels import GATING_OPT_OUT as GATING_OPT_OUT
+from domain.labels import INTENTS as INTENTS
+from domain.labels import MAX_GPUS_LABEL as MAX_GPUS_LABEL
+from domain.labels import POOL_LABEL as POOL_LABEL
+from domain.labels import PREFIX as PREFIX
+from domain.labels import RECLAIM as RECLAIM
+from domain.labels import RECLAIM_TAINT_EFFECT as RECLAIM_TAINT_EFFECT
+from domain.labels import RECLAIM_TAINT_KEY as RECLAIM_TAINT_KEY
+from domain.labels import RECLAIM_TAINT_VALUE as RECLAIM_TAINT_VALUE
+from domain.labels import RESERVATION as RESERVATION
+
 #: Event source (``reportingComponent`` / ``source.component``).
 COMPONENT = "gpu-composer"
 
