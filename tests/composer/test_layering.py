@@ -27,6 +27,7 @@ PURE = (
     "decide",
     "round_types",
     "intents",
+    "reclaim",
     "fabric",
     "gating",
     "reclaim_guard",
