@@ -4,9 +4,12 @@
 controller's small in-memory :class:`Memory` (backoff counters, idle timers, what was already
 reported) and returns a :class:`Decision`: per-node jobs (annotation updates, device-plugin
 restarts, compositions, reclaim steps) and Events. The controller executes the jobs
-(:mod:`composer.act`); tests call :func:`decide` with plain data.
+(:mod:`composer.act`); tests call :func:`decide` with plain data. The round's types live in
+:mod:`composer.round_types`, intent reconciliation (one function per intent phase) in
+:mod:`composer.intents`, reclaim steps, guards and orphans in :mod:`composer.reclaim`; this
+module puts them together and plans.
 
-Convergence rules (issue 7 §3-§5):
+Convergence rules:
 
 - intents are reconciled against the Director first: devices of a ``Composing`` intent that
   the Director shows attached are adopted (a restart mid-compose never composes twice); an
