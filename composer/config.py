@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 from composer import reclaim_guard
 from composer.pools import PoolMap
 from composer.round_types import Policy
+from domain.settings import SETTINGS
 
 #: A reclaim budget: a node count or a percentage (checked again by ``reclaim_guard.parse_budget``).
 BUDGET_PATTERN = r"^[0-9]{1,6}%?$"
@@ -44,6 +45,13 @@ def _count_as_text(v: object) -> object:
 BudgetText = Annotated[
     Annotated[str, StringConstraints(pattern=BUDGET_PATTERN)] | None, BeforeValidator(_count_as_text)
 ]
+
+
+def _bounded(name: str) -> Any:
+    """The pydantic field of a numeric setting: default, bounds and description from
+    :data:`domain.settings.SETTINGS` (the one table the chart's values and schema are checked against)."""
+    setting = SETTINGS[name]
+    return Field(description=setting.description, **setting.field_args())
 
 
 class PoolSpec(BaseModel):
@@ -123,39 +131,20 @@ class Settings(BaseSettings):
         default_factory=dict, description="resource -> GPU models able to provide it (e.g. MIG profiles)"
     )
 
-    idle_timeout_seconds: float = Field(
-        default=600.0, gt=0, le=7 * 86400, description="no GPU pod for this long: GPUs go back to the pool"
-    )
-    advertise_timeout_seconds: float = Field(
-        default=120.0,
-        gt=0,
-        le=3600,
-        description="wait for the node to advertise GPUs, then restart its device plugin",
-    )
-    schedule_timeout_seconds: float = Field(
-        default=300.0, gt=0, le=86400, description="advertised but still unscheduled: give the pod up"
-    )
-    compose_max_attempts: int = Field(default=5, ge=1, le=100, description="compose attempts per pod")
-    retry_base_seconds: float = Field(default=5.0, ge=0, le=600, description="first retry backoff")
-    retry_max_seconds: float = Field(default=300.0, ge=0, le=3600, description="longest retry backoff")
-    resync_seconds: float = Field(
-        default=5.0, gt=0, le=600, description="longest pause between rounds (changes wake the loop sooner)"
-    )
-    compose_workers: int = Field(default=8, ge=1, le=64, description="nodes worked on in parallel")
+    idle_timeout_seconds: float = _bounded("idle_timeout_seconds")
+    advertise_timeout_seconds: float = _bounded("advertise_timeout_seconds")
+    schedule_timeout_seconds: float = _bounded("schedule_timeout_seconds")
+    compose_max_attempts: int = _bounded("compose_max_attempts")
+    retry_base_seconds: float = _bounded("retry_base_seconds")
+    retry_max_seconds: float = _bounded("retry_max_seconds")
+    resync_seconds: float = _bounded("resync_seconds")
+    compose_workers: int = _bounded("compose_workers")
     watch_cache: bool = Field(
         default=True,
         description="keep pods, nodes and namespaces in watch-fed caches (false: list them every round)",
     )
-    cache_resync_seconds: float = Field(
-        default=600.0, ge=0, le=86400, description="full relist period of the watch caches (0 = never)"
-    )
-    director_resync_seconds: float = Field(
-        default=10.0,
-        ge=0,
-        le=600,
-        description="longest a round reuses the last Director read when no node job ran since "
-        "(0 = read the Director every round)",
-    )
+    cache_resync_seconds: float = _bounded("cache_resync_seconds")
+    director_resync_seconds: float = _bounded("director_resync_seconds")
     restart_device_plugin: bool = Field(
         default=True, description="restart the device plugin if not advertised"
     )
@@ -167,30 +156,10 @@ class Settings(BaseSettings):
         default=True, description="after reclaim, move GPUs back to the system free pool"
     )
 
-    batch_idle_seconds: float = Field(
-        default=0.05,
-        ge=0,
-        le=60,
-        description="gated pods: plan a batch once no new gated pod arrived for this long "
-        "(Karpenter batches with 1 s idle / 10 s max)",
-    )
-    batch_max_seconds: float = Field(
-        default=1.0, ge=0, le=600, description="gated pods: plan a batch at the latest after this long"
-    )
-    reservation_timeout_seconds: float = Field(
-        default=300.0,
-        gt=0,
-        le=86400,
-        description="a gated pod's GPU reservation not released (advertised) by then expires and the "
-        "pod is planned again",
-    )
-    unserved_wait_seconds: float = Field(
-        default=60.0,
-        ge=0,
-        le=86400,
-        description="a gated pod nothing in the pool can serve is ungated unchanged this long after "
-        "its creation (so a node autoscaler can act)",
-    )
+    batch_idle_seconds: float = _bounded("batch_idle_seconds")
+    batch_max_seconds: float = _bounded("batch_max_seconds")
+    reservation_timeout_seconds: float = _bounded("reservation_timeout_seconds")
+    unserved_wait_seconds: float = _bounded("unserved_wait_seconds")
     nominate_node: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="set a gated pod's status.nominatedNodeName to the node its GPUs are reserved on "
@@ -216,13 +185,7 @@ class Settings(BaseSettings):
         description="owner tag written on the GPUs this composer attaches (the Director's device "
         "description): unique per composer sharing a Director, distinct from the Pulumi program's",
     )
-    orphan_grace_seconds: float = Field(
-        default=600.0,
-        ge=0,
-        le=7 * 86400,
-        description="GPUs this composer attached to a machine that has no Node for this long go back "
-        "to the free pool",
-    )
+    orphan_grace_seconds: float = _bounded("orphan_grace_seconds")
     webhook_port: int = Field(
         default=0, ge=0, le=65535, description="HTTPS port of the pod-gating admission webhook (0 = off)"
     )

@@ -47,6 +47,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from domain.settings import SETTINGS as COMPOSER_SETTINGS
 from stack_config.gpus import GfdProductName, GpuProduct, merge_catalogue
 from stack_config.types import (
     Cidr,
@@ -627,14 +628,31 @@ class ComposerPoolConfig(_Model):
         return list(self.tenants) if self.tenants is not None else [self.name]
 
 
+def _composer_seconds(name: str) -> Any:
+    """Whole seconds inside the bounds of the composer setting ``name`` (:data:`domain.settings.SETTINGS`)."""
+    setting = COMPOSER_SETTINGS[name]
+    low = int(setting.minimum) + 1 if setting.exclusive_minimum else int(setting.minimum)
+    return bounded_int(low, int(setting.maximum))
+
+
+def _composer_default(name: str) -> int:
+    """The default of the composer setting ``name`` in whole seconds."""
+    return int(COMPOSER_SETTINGS[name].default)
+
+
 class ComposerConfig(_Model):
     """The composer controller (charts/composer): attaches pool GPUs to nodes on demand."""
 
     pool: DnsLabel
     """Pool it composes from."""
-    idle_timeout_seconds: bounded_int(30, 86400) = 300  # type: ignore[valid-type]
-    """A node idle this long (seconds) gives its dynamically attached GPUs back."""
-    advertise_timeout_seconds: bounded_int(1, 3600) = 120  # type: ignore[valid-type]
+    idle_timeout_seconds: _composer_seconds("idle_timeout_seconds") = _composer_default(  # type: ignore[valid-type]
+        "idle_timeout_seconds"
+    )
+    """A node idle this long (seconds) gives its dynamically attached GPUs back (default and bounds:
+    :data:`domain.settings.SETTINGS`, the chart's)."""
+    advertise_timeout_seconds: _composer_seconds("advertise_timeout_seconds") = _composer_default(  # type: ignore[valid-type]
+        "advertise_timeout_seconds"
+    )
     """How long (seconds) a node may take to advertise hot-plugged GPUs before the composer restarts its
     device plugin."""
     restart_device_plugin: bool = True

@@ -27,7 +27,7 @@ def _imported_roots(path: Path) -> set[str]:
 
 
 def test_domain_has_modules():
-    assert {p.stem for p in DOMAIN.glob("*.py")} >= {"__init__", "gfd", "labels", "mlxconfig"}
+    assert {p.stem for p in DOMAIN.glob("*.py")} >= {"__init__", "gfd", "labels", "mlxconfig", "settings"}
 
 
 def test_domain_imports_only_the_standard_library_and_itself():

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stack_config import EstateConfigError, load_estate
-from stack_config.models import DEFAULT_KERNEL_ARGS, DEFAULT_MLXCONFIG
+from stack_config.models import DEFAULT_KERNEL_ARGS, DEFAULT_MLXCONFIG, EstateConfig
 from tests.config.factories import DIRECTOR_PASSWORD, valid_estate
 
 
@@ -128,10 +128,18 @@ def test_kernel_args_are_single_words() -> None:
     ]
 
 
-def test_idle_timeout_bounds() -> None:
+@pytest.mark.parametrize("value", [0, 604801])
+def test_idle_timeout_bounds(value: int) -> None:
+    """The chart's bounds (domain.settings): more than 0, at most a week."""
     raw = valid_estate()
-    raw["composer"]["idle_timeout_seconds"] = 5
-    assert problems(raw) == ["composer.idle_timeout_seconds: 5 is outside 30..86400"]
+    raw["composer"]["idle_timeout_seconds"] = value
+    assert problems(raw) == [f"composer.idle_timeout_seconds: {value} is outside 1..604800"]
+
+
+def test_idle_timeout_default_is_the_charts() -> None:
+    raw = valid_estate()
+    del raw["composer"]["idle_timeout_seconds"]
+    assert EstateConfig.model_validate(raw).composer.idle_timeout_seconds == 600
 
 
 def test_gpu_quota_not_negative() -> None:
