@@ -18,9 +18,8 @@ from urllib.parse import urlsplit
 
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, Resource, ResourceProvider
-from pulumi.runtime import rpc
 
-from dynamic_providers import oneline, preflight
+from dynamic_providers import kit, oneline, preflight
 from dynamic_providers.director.client import DirectorClient
 from dynamic_providers.director.errors import DirectorAuthError, DirectorError, DirectorUnavailableError
 
@@ -30,16 +29,13 @@ PROBE_TIMEOUT_SECONDS = 10.0
 oneline.install()
 
 
-def _explain(exc: Exception) -> str | None:
-    if isinstance(exc, DirectorAuthError):
-        return (f"credentials refused ({exc}): set the Director account with "
-                "`pulumi config set --secret` and preview again")
-    if isinstance(exc, DirectorUnavailableError):
-        return (f"no answer ({exc}): check the Director endpoint and that it is reachable from here "
-                f"(air-gapped preview: {preflight.PREFLIGHT_ENV}=off)")
-    if isinstance(exc, DirectorError):
-        return f"probe failed: {exc}"
-    return None
+#: One line for a probe's failure: what was refused and what to do.
+_explain = kit.explainer(
+    (DirectorAuthError, lambda exc: kit.refused_credentials(str(exc), "Director account")),
+    (DirectorUnavailableError, lambda exc: kit.unreachable(
+        "no answer", str(exc), "the Director endpoint and that it is reachable")),
+    (DirectorError, lambda exc: f"probe failed: {exc}"),
+)
 
 
 def director_failure(endpoint: str, *, username: str, password: str, verify_tls: bool = True) -> str | None:
@@ -64,10 +60,6 @@ def director_failure(endpoint: str, *, username: str, password: str, verify_tls:
                                       probe=probe, explain=_explain)
 
 
-def _unknown(value: Any) -> bool:
-    return isinstance(value, str) and value == rpc.UNKNOWN
-
-
 class DirectorEndpointProvider(ResourceProvider):
     """Dynamic provider of :class:`DirectorEndpoint` (stateless; nothing is written anywhere)."""
 
@@ -75,15 +67,15 @@ class DirectorEndpointProvider(ResourceProvider):
         """Validate the endpoint's shape, then probe it (skipped while a value is unknown)."""
         failures: list[CheckFailure] = []
         endpoint = news.get("endpoint")
-        if not _unknown(endpoint):
+        if not kit.is_unknown(endpoint):
             parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
             if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
                 failures.append(CheckFailure("endpoint", f"must be http(s)://host:port, got {endpoint!r}"))
         for key in ("username", "password"):
             value = news.get(key)
-            if not _unknown(value) and (not isinstance(value, str) or not value):
+            if not kit.is_unknown(value) and (not isinstance(value, str) or not value):
                 failures.append(CheckFailure(key, "must be a non-empty string"))
-        known = not any(_unknown(news.get(k)) for k in ("endpoint", "username", "password", "verify_tls"))
+        known = not kit.is_unknown([news.get(k) for k in ("endpoint", "username", "password", "verify_tls")])
         if not failures and known:
             reason = director_failure(news["endpoint"], username=news["username"], password=news["password"],
                                       verify_tls=bool(news.get("verify_tls", True)))

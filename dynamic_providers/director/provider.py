@@ -55,11 +55,10 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.output import Unknown
-from pulumi.runtime import rpc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .. import oneline
+from ..kit import is_unknown, plain, validation_failures
 from .client import DirectorClient
 from .endpoint import director_failure
 from .errors import DirectorConflictError, DirectorError, DirectorNotFoundError
@@ -113,26 +112,6 @@ OUTPUT_KEYS = (
 )
 
 _HOST = r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$"
-
-
-def _is_unknown(value: Any) -> bool:
-    """True for a value Pulumi does not know yet (preview), also inside lists and maps."""
-    if isinstance(value, Unknown) or value == rpc.UNKNOWN:
-        return True
-    if isinstance(value, list | tuple):
-        return any(_is_unknown(v) for v in value)
-    if isinstance(value, Mapping) and not rpc.is_rpc_secret(value):
-        return any(_is_unknown(v) for v in value.values())
-    return False
-
-
-def _plain(value: Any) -> Any:
-    """Unwrap RPC secret envelopes, recursively."""
-    if rpc.is_rpc_secret(value):
-        return _plain(rpc.unwrap_rpc_secret(value))
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 class CompositionSpec(BaseModel):
@@ -214,7 +193,7 @@ class CompositionSpec(BaseModel):
 
 def _spec(props: Mapping[str, Any]) -> CompositionSpec:
     return CompositionSpec.model_validate(
-        {k: _plain(props.get(k)) for k in INPUT_KEYS if props.get(k) is not None}
+        {k: plain(props.get(k)) for k in INPUT_KEYS if props.get(k) is not None}
     )
 
 
@@ -234,7 +213,7 @@ def _client(spec: CompositionSpec) -> DirectorClient:
 
 
 def _list(value: Any) -> list[str]:
-    value = _plain(value)
+    value = plain(value)
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
@@ -248,20 +227,18 @@ class GpuCompositionProvider(ResourceProvider):
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """Validate inputs, then probe the Director read-only (``director_failure``); values
         unknown during preview are passed through unchecked."""
-        unknown = {k for k in INPUT_KEYS if _is_unknown(news.get(k))}
-        known = {k: _plain(news.get(k)) for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
+        unknown = {k for k in INPUT_KEYS if is_unknown(news.get(k))}
+        known = {k: plain(news.get(k)) for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
         failures: list[CheckFailure] = []
         try:
             spec = CompositionSpec.model_validate(known)
         except ValidationError as exc:
-            for err in exc.errors(include_url=False):
-                prop = str(err["loc"][0]) if err["loc"] else ""
-                if prop in unknown:
-                    continue
-                if not prop and unknown & {"count", "requested_device_names"}:
-                    continue  # the count/names rule cannot be judged yet
-                shown = "device_names" if prop == "requested_device_names" else prop
-                failures.append(CheckFailure(prop or "count", f"{shown or 'inputs'}: {err['msg']}"))
+            # The count/names rule (an error on the whole model) cannot be judged while either is unknown.
+            whole_unknown = bool(unknown & {"count", "requested_device_names"})
+            failures = [f for f in validation_failures(exc, rename={"requested_device_names": "device_names"},
+                                                       whole="inputs", skip=unknown)
+                        if not (whole_unknown and f.reason.startswith("inputs: "))]
+            failures = [CheckFailure("count", f.reason) if f.property == "inputs" else f for f in failures]
             return CheckResult(dict(news), failures)
         inputs = dict(news)
         for k, v in spec.inputs().items():
@@ -279,19 +256,19 @@ class GpuCompositionProvider(ResourceProvider):
         """Replace on machine/group change; update in place on anything else or on drift."""
         replaces = []
         for k in REPLACE_KEYS:
-            new, old = news.get(k), _plain(olds.get(k))
-            if _is_unknown(new):
+            new, old = news.get(k), plain(olds.get(k))
+            if is_unknown(new):
                 replaces.append(k)
             elif k == "group":
                 if new is not None and new != old and new != olds.get("group_name"):
                     replaces.append(k)
-            elif _plain(new) != old:
+            elif plain(new) != old:
                 replaces.append(k)
         changed = [
             k
             for k in INPUT_KEYS
             if k not in REPLACE_KEYS
-            and (_is_unknown(news.get(k)) or _plain(news.get(k)) != _plain(olds.get(k)))
+            and (is_unknown(news.get(k)) or plain(news.get(k)) != plain(olds.get(k)))
         ]
         drift = self._drift(olds, news)
         return DiffResult(
@@ -304,7 +281,7 @@ class GpuCompositionProvider(ResourceProvider):
     @staticmethod
     def _drift(olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
         """True when the GPUs held (as last read) differ from what the inputs ask for."""
-        if any(_is_unknown(news.get(k)) for k in ("count", "requested_device_names", "model")):
+        if any(is_unknown(news.get(k)) for k in ("count", "requested_device_names", "model")):
             return True
         held = _list(olds.get("device_names"))
         names = sorted(_list(news.get("requested_device_names")), key=natural_key)

@@ -46,16 +46,12 @@ import pulumi
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
-    CreateResult,
     DiffResult,
     ReadResult,
     Resource,
-    ResourceProvider,
-    UpdateResult,
 )
-from pulumi.runtime import rpc
 
-from dynamic_providers import oneline, preflight
+from dynamic_providers import kit, oneline, preflight
 from dynamic_providers.redfish import errors, posture, privilege
 from dynamic_providers.redfish.client import BLUEFIELD_SYSTEM_ID, RedfishClient
 from dynamic_providers.redfish.models import AttrValue
@@ -75,27 +71,16 @@ MAX_RESET_TIMEOUT_SECONDS = 3600
 _POLL_SECONDS = 2.0
 
 
-def _unknown(value: Any) -> bool:
-    """True when ``value`` is (or contains) the preview-time unknown sentinel."""
-    if isinstance(value, str):
-        return value == rpc.UNKNOWN
-    if isinstance(value, Mapping):
-        return any(_unknown(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_unknown(v) for v in value)
-    return False
-
-
 def _diff_connection_and_identity(
     olds: dict[str, Any], news: dict[str, Any], replace_keys: tuple[str, ...]
 ) -> DiffResult | None:
     """The part of both providers' diff that does not depend on the resource: a change (or an
     unknown) in ``replace_keys`` replaces, any unknown input or connection change updates.
     Returns None when the resource-specific comparison must decide."""
-    replaces = [k for k in replace_keys if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
+    replaces = [k for k in replace_keys if kit.is_unknown(news.get(k)) or olds.get(k) != news.get(k)]
     if replaces:
         return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
-    if any(_unknown(v) for k, v in news.items() if k != "__provider"):
+    if any(kit.is_unknown(v) for k, v in news.items() if k != "__provider"):
         return DiffResult(changes=True)
     if any(olds.get(k) != news.get(k) for k in _CONNECTION_KEYS):
         return DiffResult(changes=True)
@@ -104,7 +89,7 @@ def _diff_connection_and_identity(
 
 def _check_common(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
     endpoint = news.get("bmc_endpoint")
-    if not _unknown(endpoint):
+    if not kit.is_unknown(endpoint):
         parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             failures.append(CheckFailure("bmc_endpoint", f"must be https://host[:port], got {endpoint!r}"))
@@ -114,34 +99,29 @@ def _check_common(news: Mapping[str, Any], failures: list[CheckFailure]) -> None
             failures.append(CheckFailure("bmc_endpoint", "must have no path (the client adds /redfish/v1)"))
     for key in ("username", "password"):
         value = news.get(key)
-        if not _unknown(value) and (not isinstance(value, str) or not value):
+        if not kit.is_unknown(value) and (not isinstance(value, str) or not value):
             failures.append(CheckFailure(key, "must be a non-empty string"))
     for key in ("verify_tls", "apply_reset"):
         value = news.get(key)
-        if not _unknown(value) and not isinstance(value, bool):
+        if not kit.is_unknown(value) and not isinstance(value, bool):
             failures.append(CheckFailure(key, f"must be true or false, got {value!r}"))
     ca = news.get("ca_bundle")
-    if not _unknown(ca) and ca is not None and not isinstance(ca, str):
+    if not kit.is_unknown(ca) and ca is not None and not isinstance(ca, str):
         failures.append(CheckFailure("ca_bundle", "must be a path to a PEM file or null"))
     timeout = news.get("reset_timeout_seconds")
-    if not _unknown(timeout) and (not isinstance(timeout, int | float) or isinstance(timeout, bool)
+    if not kit.is_unknown(timeout) and (not isinstance(timeout, int | float) or isinstance(timeout, bool)
                                   or not 0 < timeout <= MAX_RESET_TIMEOUT_SECONDS):
         failures.append(CheckFailure("reset_timeout_seconds", f"must be in (0, {MAX_RESET_TIMEOUT_SECONDS}]"))
 
 
-def _explain_refusal(exc: Exception) -> str | None:
-    """One line for a preview probe's failure: what was refused and what to do."""
-    if isinstance(exc, errors.AuthError):
-        return (f"credentials refused ({exc.detail}): set the BMC account with "
-                "`pulumi config set --secret` and preview again")
-    if isinstance(exc, errors.TlsError):
-        return f"TLS verification failed ({exc.detail}): check ca_bundle / verify_tls"
-    if isinstance(exc, errors.UnreachableError):
-        return (f"no answer ({exc.detail}): check bmc_endpoint and that the BMC is reachable from here "
-                f"(air-gapped preview: {preflight.PREFLIGHT_ENV}=off)")
-    if isinstance(exc, errors.RedfishError):
-        return f"probe failed: {exc}"
-    return None
+#: One line for a preview probe's failure: what was refused and what to do.
+_explain_refusal = kit.explainer(
+    (errors.AuthError, lambda exc: kit.refused_credentials(exc.detail, "BMC account")),
+    (errors.TlsError, lambda exc: f"TLS verification failed ({exc.detail}): check ca_bundle / verify_tls"),
+    (errors.UnreachableError, lambda exc: kit.unreachable(
+        "no answer", exc.detail, "bmc_endpoint and that the BMC is reachable")),
+    (errors.RedfishError, lambda exc: f"probe failed: {exc}"),
+)
 
 
 def _check_endpoint(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
@@ -149,7 +129,7 @@ def _check_endpoint(news: Mapping[str, Any], failures: list[CheckFailure]) -> No
 
     Skipped when the inputs already failed, or are unknown at preview."""
     keys = ("bmc_endpoint", "username", "password", "verify_tls", "ca_bundle")
-    if failures or any(_unknown(news.get(k)) for k in keys) or not preflight.enabled():
+    if failures or any(kit.is_unknown(news.get(k)) for k in keys) or not preflight.enabled():
         return
     ca = news.get("ca_bundle")
     if ca and not os.path.isfile(ca):  # requests would raise a bare OSError for it
@@ -312,7 +292,7 @@ def _converge_dpu(props: Mapping[str, Any]) -> dict[str, Any]:
     return _dpu_outputs(props, desired, observed)
 
 
-class DpuPostureProvider(ResourceProvider):
+class DpuPostureProvider(kit.ConvergeProvider):
     """CRUD for :class:`DpuPosture`. Stateless: everything comes from the properties."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -323,7 +303,7 @@ class DpuPostureProvider(ResourceProvider):
         for key, allowed in (("mode", posture.DPU_MODES), ("host_privilege", posture.PRIVILEGE_LEVELS),
                              ("host_rshim", posture.RSHIM_STATES)):
             value = news.get(key)
-            if not _unknown(value) and value not in allowed:
+            if not kit.is_unknown(value) and value not in allowed:
                 failures.append(CheckFailure(key, f"must be one of {list(allowed)}, got {value!r}"))
         return CheckResult(news, failures)
 
@@ -355,17 +335,13 @@ class DpuPostureProvider(ResourceProvider):
         reset_wanted = bool(news.get("apply_reset")) and bool(posture.dpu_awaiting_reset(desired, observed))
         return DiffResult(changes=reset_wanted)
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        """Stage (and, with apply_reset, apply) the posture.
+    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Stage (and, with apply_reset, apply) the posture; create and update call it."""
+        return _converge_dpu(props)
 
-        The id is ``<endpoint>/redfish/v1/Systems/Bluefield``."""
-        outs = _converge_dpu(props)
-        endpoint = props["bmc_endpoint"].rstrip("/")
-        return CreateResult(f"{endpoint}/redfish/v1/Systems/{BLUEFIELD_SYSTEM_ID}", outs)
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Same as create, against the new inputs."""
-        return UpdateResult(_converge_dpu(news))
+    def new_id(self, props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
+        """``<endpoint>/redfish/v1/Systems/Bluefield``."""
+        return f"{props['bmc_endpoint'].rstrip('/')}/redfish/v1/Systems/{BLUEFIELD_SYSTEM_ID}"
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: report the BMC's current posture; inputs become its next-boot values."""
@@ -506,7 +482,7 @@ def _converge_bios(props: Mapping[str, Any]) -> dict[str, Any]:
     return _bios_outputs(props, desired, effective, pending, system.bios_version, firmware)
 
 
-class BiosAttributesProvider(ResourceProvider):
+class BiosAttributesProvider(kit.ConvergeProvider):
     """CRUD for :class:`BiosAttributes`. Stateless: everything comes from the properties."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -515,7 +491,7 @@ class BiosAttributesProvider(ResourceProvider):
         _check_common(news, failures)
         _check_endpoint(news, failures)
         attrs = news.get("attributes")
-        if not _unknown(attrs):
+        if not kit.is_unknown(attrs):
             if not isinstance(attrs, Mapping) or not attrs:
                 failures.append(CheckFailure("attributes", "must be a non-empty map of attribute to value"))
             else:
@@ -525,7 +501,7 @@ class BiosAttributesProvider(ResourceProvider):
                 else:
                     news = {**news, "attributes": _normalise(attrs)}
         sid = news.get("system_id")
-        if not _unknown(sid) and (not isinstance(sid, str) or not sid or "/" in sid):
+        if not kit.is_unknown(sid) and (not isinstance(sid, str) or not sid or "/" in sid):
             failures.append(CheckFailure("system_id", f"must be a system id such as '1', got {sid!r}"))
         return CheckResult(news, failures)
 
@@ -543,17 +519,14 @@ class BiosAttributesProvider(ResourceProvider):
         reset_wanted = bool(news.get("apply_reset")) and bool(waiting)
         return DiffResult(changes=reset_wanted)
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        """Stage (and, with apply_reset, apply) the attributes.
+    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Stage (and, with apply_reset, apply) the attributes; create and update call it."""
+        return _converge_bios(props)
 
-        The id is ``<endpoint>/redfish/v1/Systems/<system_id>/Bios``."""
-        outs = _converge_bios(props)
+    def new_id(self, props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
+        """``<endpoint>/redfish/v1/Systems/<system_id>/Bios``."""
         sid = props.get("system_id") or "1"
-        return CreateResult(f"{props['bmc_endpoint'].rstrip('/')}/redfish/v1/Systems/{sid}/Bios", outs)
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Same as create, against the new inputs."""
-        return UpdateResult(_converge_bios(news))
+        return f"{props['bmc_endpoint'].rstrip('/')}/redfish/v1/Systems/{sid}/Bios"
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: effective values of the managed attributes; inputs become next-boot values."""
