@@ -35,7 +35,6 @@ resource recorded before its outputs carried the connection is refreshed as reco
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -43,17 +42,14 @@ import pulumi
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
-    CreateResult,
     DiffResult,
     ReadResult,
     Resource,
-    ResourceProvider,
-    UpdateResult,
 )
 from pydantic import ValidationError
 
 from domain import mlxconfig as mlxconfig_rules
-from dynamic_providers import oneline, preflight
+from dynamic_providers import kit, oneline, preflight
 from dynamic_providers.ssh import operations
 from dynamic_providers.ssh.client import SshRunner
 from dynamic_providers.ssh.errors import SshAuthError, SshError, SshHostKeyError, SshUnavailableError
@@ -73,11 +69,8 @@ __all__ = [
     "SshConnectionArgs",
 ]
 
-#: Pulumi's marker for a value not known during preview (``pulumi.runtime.rpc.UNKNOWN``).
 # Inside the engine's provider process, report our typed errors as one line (see oneline).
 oneline.install()
-
-_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 class SshConnectionArgs(TypedDict, total=False):
@@ -98,25 +91,6 @@ class SshConnectionArgs(TypedDict, total=False):
     command_timeout_seconds: pulumi.Input[float]
 
 
-def _unknown(value: object) -> bool:
-    if isinstance(value, str):
-        return value == _UNKNOWN
-    if isinstance(value, Mapping):
-        return any(_unknown(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_unknown(v) for v in value)
-    return False
-
-
-def _pydantic_reasons(exc: ValidationError) -> list[str]:
-    """One line per error, *without* the input value (it may be a private key)."""
-    out = []
-    for e in exc.errors(include_input=False, include_url=False):
-        where = ".".join(str(p) for p in e["loc"]) or "value"
-        out.append(f"{where}: {e['msg']}")
-    return out
-
-
 def _spec_fields(props: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
     return {k: props[k] for k in names if props.get(k) is not None}
 
@@ -125,35 +99,32 @@ def _check_connection(news: Mapping[str, Any]) -> list[CheckFailure]:
     conn = news.get("connection")
     if conn is None:
         return [CheckFailure("connection", "connection: required (host, user, private_key, host_key)")]
-    if _unknown(conn):
+    if kit.is_unknown(conn):
         return []
     try:
         SshTarget.model_validate(conn)
     except ValidationError as exc:
-        return [CheckFailure("connection", f"connection.{r}") for r in _pydantic_reasons(exc)]
+        return kit.validation_failures(exc, prefix="connection")
     return []
 
 
-def _explain_refusal(exc: Exception) -> str | None:
-    """One line for a preview login's failure: what was refused and what to do."""
-    if isinstance(exc, SshAuthError):
-        return ("the private key was refused for the login user: set the right key with "
-                "`pulumi config set --secret` and preview again")
-    if isinstance(exc, SshHostKeyError):
-        return "the host key is not the pinned one: check host_key (ssh-keyscan) before trusting this host"
-    if isinstance(exc, SshUnavailableError):
-        return (f"no SSH connection ({exc.summary}): check host and port and that the host is reachable "
-                f"from here (air-gapped preview: {preflight.PREFLIGHT_ENV}=off)")
-    if isinstance(exc, SshError):
-        return f"login failed: {exc.summary}"
-    return None
+#: One line for a preview login's failure: what was refused and what to do.
+_explain_refusal = kit.explainer(
+    (SshAuthError, lambda _exc: "the private key was refused for the login user: set the right key with "
+                                "`pulumi config set --secret` and preview again"),
+    (SshHostKeyError, lambda _exc: "the host key is not the pinned one: check host_key (ssh-keyscan) "
+                                   "before trusting this host"),
+    (SshUnavailableError, lambda exc: kit.unreachable(
+        "no SSH connection", exc.summary, "host and port and that the host is reachable")),
+    (SshError, lambda exc: f"login failed: {exc.summary}"),
+)
 
 
 def _check_login(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
     """Log in once per host, user and key per run (no command runs); skipped when the
     connection failed its local checks or is unknown at preview."""
     conn = news.get("connection")
-    if failures or conn is None or _unknown(conn):
+    if failures or conn is None or kit.is_unknown(conn):
         return
     target = SshTarget.model_validate(conn)
 
@@ -203,7 +174,7 @@ def _host_echo(spec: HostKernelPrepSpec, props: Mapping[str, Any]) -> dict[str, 
             "sysroot": spec.sysroot, "use_sudo": spec.use_sudo, "triggers": props.get("triggers") or []}
 
 
-class HostKernelPrepProvider(ResourceProvider):
+class HostKernelPrepProvider(kit.ConvergeProvider):
     """Dynamic provider of :class:`HostKernelPrep` (stateless; safe on several threads)."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -211,17 +182,17 @@ class HostKernelPrepProvider(ResourceProvider):
         failures = _check_connection(news)
         _check_login(news, failures)
         fields = _spec_fields(news, _HOST_SPEC_FIELDS)
-        if not _unknown(fields):
+        if not kit.is_unknown(fields):
             try:
                 HostKernelPrepSpec.model_validate(fields)
             except ValidationError as exc:
-                failures += [CheckFailure(r.split(".")[0].split(":")[0], r) for r in _pydantic_reasons(exc)]
+                failures += kit.validation_failures(exc)
         return CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
         reboot is now allowed. Pure: no connection."""
-        if _unknown({k: news.get(k) for k in (*_HOST_SPEC_FIELDS, "connection", "triggers")}):
+        if kit.is_unknown({k: news.get(k) for k in (*_HOST_SPEC_FIELDS, "connection", "triggers")}):
             return DiffResult(changes=True)
         try:
             spec = _host_spec(news)
@@ -234,19 +205,16 @@ class HostKernelPrepProvider(ResourceProvider):
         changed |= bool(olds.get("reboot_pending")) and spec.allow_reboot
         return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
 
-    def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
+    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Query the host, change what differs, maybe reboot; return every output."""
         spec, target = _host_spec(props), _target(props)
         result = operations.prepare_host(target, spec)
         return {**_host_echo(spec, props), "connection": props["connection"],
                 "host_key_fingerprint": target.host_key_fingerprint, **result}
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        """Query the host, change what differs, maybe reboot; return every output."""
-        return CreateResult(id_=f"host-{uuid.uuid4().hex}", outs=self._apply(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Same as create, for the new inputs."""
-        return UpdateResult(outs=self._apply(news))
+    def new_id(self, _props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
+        """``host-<uuid4 hex>``."""
+        return kit.new_id("host")
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: read GRUB, ``/proc/cmdline``, the blacklist and ``/proc/modules`` (nothing
@@ -347,7 +315,7 @@ def _dpu_echo(spec: DpuMlxconfigSpec, props: Mapping[str, Any]) -> dict[str, Any
             "use_sudo": spec.use_sudo, "triggers": props.get("triggers") or []}
 
 
-class DpuMlxconfigProvider(ResourceProvider):
+class DpuMlxconfigProvider(kit.ConvergeProvider):
     """Dynamic provider of :class:`DpuMlxconfig` (stateless; safe on several threads)."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -360,24 +328,24 @@ class DpuMlxconfigProvider(ResourceProvider):
         failures = _check_connection(news)
         _check_login(news, failures)
         params = news.get("parameters")
-        if not isinstance(params, Mapping) and not _unknown(params):
+        if not isinstance(params, Mapping) and not kit.is_unknown(params):
             failures.append(CheckFailure("parameters", "parameters: required map of mlxconfig name to value"))
         elif isinstance(params, Mapping):
-            known = {k: v for k, v in params.items() if not _unknown(v)}
+            known = {k: v for k, v in params.items() if not kit.is_unknown(v)}
             if known or not params:  # all-unknown values wait for the real run's check
                 failures += [CheckFailure("parameters", v.reason) for v in mlxconfig_rules.violations(known)]
         others = {k: v for k, v in _spec_fields(news, _DPU_SPEC_FIELDS).items() if k != "parameters"}
-        if not _unknown(others):
+        if not kit.is_unknown(others):
             try:
                 DpuMlxconfigSpec.model_validate({**others, "parameters": {"VIRTIO_NET_EMULATION_ENABLE": 1}})
             except ValidationError as exc:
-                failures += [CheckFailure(r.split(":")[0], r) for r in _pydantic_reasons(exc)]
+                failures += kit.validation_failures(exc)
         return CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
         firmware reset is now allowed. Pure: no connection."""
-        if _unknown({k: news.get(k) for k in (*_DPU_SPEC_FIELDS, "connection", "triggers")}):
+        if kit.is_unknown({k: news.get(k) for k in (*_DPU_SPEC_FIELDS, "connection", "triggers")}):
             return DiffResult(changes=True)
         try:
             spec = _dpu_spec(news)
@@ -390,19 +358,16 @@ class DpuMlxconfigProvider(ResourceProvider):
         changed |= bool(olds.get("reset_pending")) and spec.allow_firmware_reset
         return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
 
-    def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
+    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Query, set only what differs, maybe reset; return every output."""
         spec, target = _dpu_spec(props), _target(props)
         result = operations.configure_dpu(target, spec)
         return {**_dpu_echo(spec, props), "connection": props["connection"],
                 "host_key_fingerprint": target.host_key_fingerprint, **result}
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        """Query, set only what differs, maybe reset; return every output."""
-        return CreateResult(id_=f"dpu-{uuid.uuid4().hex}", outs=self._apply(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Same as create, for the new inputs."""
-        return UpdateResult(outs=self._apply(news))
+    def new_id(self, _props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
+        """``dpu-<uuid4 hex>``."""
+        return kit.new_id("dpu")
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: ``mlxconfig -e query`` the managed parameters (nothing is set). Outputs
