@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dynamic_providers import preflight
+from tests.cli_assertions import one_line_failure
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,18 +159,6 @@ def test_up_drift_refresh_destroy(project, sim):
     assert _resource(state, "redfish:DpuPosture") is None
 
 
-def _one_line_failure(proc: subprocess.CompletedProcess, *fragments: str) -> str:
-    """The single output line that carries every fragment; the run printed no traceback."""
-    text = proc.stdout + proc.stderr
-    assert proc.returncode != 0, text
-    assert "Traceback" not in text and 'File "' not in text, text
-    # The engine prints a diagnostic twice: on the resource's progress line and under
-    # "Diagnostics:"; both carry the same error text.
-    lines = {line.split(" error: ", 1)[-1] for line in text.splitlines() if all(f in line for f in fragments)}
-    assert len(lines) == 1, text
-    return lines.pop()
-
-
 @pytest.mark.cli
 @pytest.mark.parametrize("case", ["wrong password", "unreachable"])
 def test_preview_stops_on_a_refused_bmc_in_one_line_and_changes_nothing(project, sim, free_port, case):
@@ -183,7 +172,7 @@ def test_preview_stops_on_a_refused_bmc_in_one_line_and_changes_nothing(project,
         run("config", "set", "dpuEndpoint", endpoint)
     before = sim.state("dpu-tls")
     preview = run("preview", ok=False)
-    line = _one_line_failure(preview, "dpu-a", endpoint, refused)
+    line = one_line_failure(preview.returncode, preview.stdout + preview.stderr, "dpu-a", endpoint, refused)
     assert "definitely-wrong" not in preview.stdout + preview.stderr
     after = sim.state("dpu-tls")
     assert (after["attributes"], after["pending"], after["host_rshim"], after["reset_count"]) == \
@@ -203,7 +192,7 @@ def test_an_error_during_up_is_one_line_and_the_traceback_is_on_request(project,
     run("config", "set", "--secret", "password", "definitely-wrong")
     off = {preflight.PREFLIGHT_ENV: "off"}
     failed = run("up", "--yes", "--skip-preview", ok=False, extra_env=off)
-    line = _one_line_failure(failed, "dpu-a", "AuthError:")
+    line = one_line_failure(failed.returncode, failed.stdout + failed.stderr, "dpu-a", "AuthError:")
     assert "login refused for user 'root'" in line and sim.url("dpu-tls") in line
     assert "definitely-wrong" not in failed.stdout + failed.stderr
     debug = run("up", "--yes", "--skip-preview", "--debug", ok=False, extra_env=off)
