@@ -51,12 +51,14 @@ up:
 destroy:
 	$(ENV) $(PASS) pulumi destroy --stack $(STACK) --yes
 
-test: setup  ## Lint and the whole test suite (unit, simulators, lab, real CLI)
+test: setup  ## Lint, type check and the whole test suite (unit, simulators, lab, real CLI)
 	$(ENV) ruff check .
+	$(ENV) mypy
 	$(ENV) python -m pytest
 
 lint:
 	$(ENV) ruff check .
+	$(ENV) mypy
 
 bench: setup
 	$(ENV) python -m bench

@@ -2,7 +2,7 @@
 # CI recipe: the tests, the policy pack on every stack, and the preview summary for the PR.
 #
 #   ci/pipeline.sh             # all stages: test, then previews
-#   ci/pipeline.sh test        # ruff + pytest
+#   ci/pipeline.sh test        # ruff + mypy + pytest
 #   ci/pipeline.sh image       # build the composer image (Containerfile, podman) and check it:
 #                              # OCI labels, non-root user, entrypoint, no credential baked in
 #   ci/pipeline.sh previews    # per stack: offline config check, preview with the policy pack,
@@ -45,6 +45,8 @@ stage_test() {
   local rc=0
   log "lint"
   (cd "$ROOT" && ruff check .) || rc=1
+  log "type check"
+  (cd "$ROOT" && mypy) || rc=1
   log "tests"
   # shellcheck disable=SC2086  # PYTEST_ARGS is a word list on purpose
   (cd "$ROOT" && eval python -m pytest ${PYTEST_ARGS:-}) || rc=1

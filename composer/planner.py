@@ -258,7 +258,8 @@ class _Planner:
     def _sets(self, pool: str, model: str, group: str | None) -> list[_FreeSet]:
         """Free sets a host of ``group`` may draw from for ``pool``, in preference order: the
         group's own pool first (only its machines can use it), the pool's reserved GPUs first."""
-        keys = [(pool, group, model), (None, group, model)] if group is not None else []
+        keys: list[tuple[str | None, str | None, str]] = (
+            [(pool, group, model), (None, group, model)] if group is not None else [])
         keys += [(pool, None, model), (None, None, model)]
         return [fs for k in keys if (fs := self.free.get(k)) is not None and fs.count]
 
@@ -370,9 +371,9 @@ class _Planner:
                 for name in buckets[slot]:
                     h = self.index.hosts[name]
                     if h.free_slots >= g and self.fits(h, r):
-                        m = next((m for m in ok if self.reach(r.pool, m, h.group) >= g), None)
-                        if m is not None:
-                            return _Option(h, m, g, 0)
+                        fit = next((m for m in ok if self.reach(r.pool, m, h.group) >= g), None)
+                        if fit is not None:
+                            return _Option(h, fit, g, 0)
         return Reason.NO_HOST_FITS, (
             f"no schedulable host of pool {r.pool!r} with {g} free GPU slot(s) "
             f"fits the pod's CPU/memory/tolerations/node selector "

@@ -45,9 +45,10 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 def quantity(text: str) -> Decimal:
     """A Kubernetes quantity (``500m``, ``512Mi``, ``1.5``) as a Decimal; bad text is 0."""
     try:
-        return parse_quantity(text)
+        value: Decimal = parse_quantity(text)
     except (ValueError, TypeError):
         return Decimal(0)
+    return value
 
 
 def _timestamp(text: str | None) -> float:

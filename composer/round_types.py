@@ -63,7 +63,7 @@ class Policy:
 
     def backoff_seconds(self, attempt: int) -> float:
         """Pause before retry number ``attempt`` (1-based): base * 2^(attempt-1), capped."""
-        return min(self.retry_max_seconds, self.retry_base_seconds * (2 ** max(0, attempt - 1)))
+        return float(min(self.retry_max_seconds, self.retry_base_seconds * (2 ** max(0, attempt - 1))))
 
 
 @dataclass(frozen=True)

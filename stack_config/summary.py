@@ -69,8 +69,8 @@ def gpus_per_host(
             tenant = f", tenant {g['tenant']}" if g.get("tenant") else ""
             per_host.setdefault(host, []).append(f"{name} ({_s(model)}) static{tenant}")
             static.add(name)
-    for host, names in (attached or {}).items():
-        for name in names:
+    for host, dynamic in (attached or {}).items():
+        for name in dynamic:
             if name not in static:
                 per_host.setdefault(host, []).append(f"{name} dynamic")
     return per_host

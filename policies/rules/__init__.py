@@ -8,9 +8,9 @@ registers them; :func:`evaluate` runs them all, which is what the tests and prop
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .gpus import (
     RULE_GPU_SINGLE_HOST,
@@ -58,7 +58,7 @@ def parse_config(rule: Rule, raw: Mapping[str, Any] | None) -> Any:
         return None
     data = {k: v for k, v in (raw or {}).items() if k != "enforcementLevel"}
     try:
-        return rule.config_model.model_validate(data)
+        return cast("type[BaseModel]", rule.config_model).model_validate(data)
     except ValidationError as exc:
         raise RuleConfigError(f"policy config of '{rule.name}' is invalid: {exc}") from exc
 

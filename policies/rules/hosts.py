@@ -176,12 +176,12 @@ def check_iommu(resources: Sequence[ResourceRecord], config: Any = None) -> list
 
     for name, reasons in sorted(why.items()):
         because = "; ".join(reasons)
-        rec = hosts.get(name)
-        if rec is None:
+        host_rec = hosts.get(name)
+        if host_rec is None:
             found.add(None, f"host '{name}' runs GPU passthrough/vGPU ({because}) but is not a declared "
                       "Host, so its kernel arguments cannot be checked", f"declare Host '{name}'")
             continue
-        args = read(rec, "kernel_args", found, kind=list, what="a list of kernel arguments")
+        args = read(host_rec, "kernel_args", found, kind=list, what="a list of kernel arguments")
         if args is INVALID:
             continue
         tokens, args_unknown = _kernel_tokens(args)
@@ -191,13 +191,13 @@ def check_iommu(resources: Sequence[ResourceRecord], config: Any = None) -> list
         if PASSTHROUGH_IOMMU_ARG not in tokens:
             missing.append(PASSTHROUGH_IOMMU_ARG)
         if missing and args_unknown:
-            found.unprovable(rec, "kernel_args", f"{', '.join(missing)} not among the known elements")
+            found.unprovable(host_rec, "kernel_args", f"{', '.join(missing)} not among the known elements")
         elif missing:
             add = " ".join(m.split(" ")[0] for m in missing)
-            found.add(rec, f"runs GPU passthrough/vGPU ({because}) without {' and '.join(missing)} in "
+            found.add(host_rec, f"runs GPU passthrough/vGPU ({because}) without {' and '.join(missing)} in "
                       f"kernel_args {tokens}", f"add {add} to kernel_args")
 
-        modules = read(rec, "blacklisted_modules", found, kind=list, required=False, default=[],
+        modules = read(host_rec, "blacklisted_modules", found, kind=list, required=False, default=[],
                        what="a list of module names")
         if modules is INVALID:
             continue
@@ -208,9 +208,9 @@ def check_iommu(resources: Sequence[ResourceRecord], config: Any = None) -> list
                     listed.update(token[len(prefix):].split(","))
         if "nouveau" not in listed:
             if args_unknown or any(m is UNKNOWN for m in modules):
-                found.unprovable(rec, "blacklisted_modules", "nouveau not among the known entries")
+                found.unprovable(host_rec, "blacklisted_modules", "nouveau not among the known entries")
             else:
-                found.add(rec, f"runs GPU passthrough/vGPU ({because}) without blacklisting nouveau",
+                found.add(host_rec, f"runs GPU passthrough/vGPU ({because}) without blacklisting nouveau",
                           "add nouveau to blacklisted_modules")
     return found.violations
 
