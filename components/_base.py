@@ -4,18 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
-#: Type-token prefix of every component (``composable:infra:<Kind>``).
-TOKEN_PREFIX = "composable:infra"
+from domain import contract
 
 
 def token(kind: str) -> str:
-    """``token("Host")`` -> ``composable:infra:Host``."""
-    return f"{TOKEN_PREFIX}:{kind}"
+    """``token("Host")`` -> ``composable:infra:Host`` (:data:`domain.contract.TOKEN_PREFIX`)."""
+    return contract.TOKEN_PREFIX + kind
+
+
+def contract_props(kind: str, props: dict[str, Any]) -> dict[str, Any]:
+    """``props`` of a ``kind`` component, checked against :data:`domain.contract.CONTRACT`.
+
+    Raises:
+        ValueError: a required property is missing or one is not in the contract (a programming
+            error: the policy pack and the preview report read exactly the contract's keys).
+    """
+    missing, unexpected = contract.missing_and_unexpected(token(kind), set(props))
+    if missing or unexpected:
+        raise ValueError(f"{token(kind)} props: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+    return props
 
 
 @dataclass(frozen=True)

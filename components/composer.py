@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, secret, token
+from components._base import child_opts, contract_props, secret, token
 from components.manifests import common_labels
 from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
@@ -216,7 +216,7 @@ class Composer(pulumi.ComponentResource):
             "host_pools": {h: p.name for p in args.tenant_pools for h in p.hosts},
             "pool_tenants": {p.name: list(p.tenants) for p in args.tenant_pools},
         }
-        super().__init__(token("Composer"), name, props, opts)
+        super().__init__(token("Composer"), name, contract_props("Composer", props), opts)
         labels = common_labels(component="composer")
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",

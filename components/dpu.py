@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, secret, token
+from components._base import Mothership, child_opts, contract_props, secret, token
 from components.manifests import common_labels, dpu_flavor_spec
 from dynamic_providers.redfish.provider import DpuPosture
 from dynamic_providers.ssh.provider import DpuMlxconfig, SshConnectionArgs
@@ -99,7 +99,7 @@ class Dpu(pulumi.ComponentResource):
         }
         if c.prep is not None:
             props["allow_firmware_reset"] = c.prep.allow_firmware_reset
-        super().__init__(token("Dpu"), name, props, opts)
+        super().__init__(token("Dpu"), name, contract_props("Dpu", props), opts)
 
         posture = DpuPosture(
             f"{name}-posture",

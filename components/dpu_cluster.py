@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, token
+from components._base import Mothership, child_opts, contract_props, token
 from components.manifests import (
     DPF_PROVISIONING_API,
     DPF_SERVICE_API,
@@ -73,9 +73,8 @@ class DpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: DpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
         hosts = [m.host for m in args.members]
-        super().__init__(
-            token("DpuCluster"), name, {"name": name, "hosts": hosts, "template": c.template}, opts
-        )
+        props = {"name": name, "hosts": hosts, "template": c.template}
+        super().__init__(token("DpuCluster"), name, contract_props("DpuCluster", props), opts)
         ms = args.mothership
 
         def k8s_opts(*deps: pulumi.Resource | None, **kw: object) -> pulumi.ResourceOptions:

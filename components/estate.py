@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, token
+from components._base import Mothership, child_opts, contract_props, token
 from components.composer import Composer, ComposerArgs, composer_pools
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
@@ -166,7 +166,8 @@ class Estate(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EstateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         cfg = args.config
-        super().__init__(token("Estate"), name, {"stack": args.stack, "environment": cfg.environment}, opts)
+        props = {"stack": args.stack, "environment": cfg.environment}
+        super().__init__(token("Estate"), name, contract_props("Estate", props), opts)
         root = args.project_root
         ms_cfg = cfg.mothership
         provider = k8s.Provider(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components._base import secret, token
+from components._base import contract_props, secret, token
 from dynamic_providers.director.provider import GpuComposition as DirectorGpuComposition
 from stack_config.models import DirectorConfig, GpuCompositionConfig, GpuPoolConfig
 
@@ -57,7 +57,7 @@ class GpuComposition(pulumi.ComponentResource):
             "device_names": list(c.device_names),
             "pool": c.pool,
         }
-        super().__init__(token("GpuComposition"), name, props, opts)
+        super().__init__(token("GpuComposition"), name, contract_props("GpuComposition", props), opts)
         attach = DirectorGpuComposition(
             f"{name}-attach",
             endpoint=args.director.endpoint,

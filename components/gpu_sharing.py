@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, token
+from components._base import child_opts, contract_props, token
 from components.manifests import common_labels, device_plugin_config, host_node_labels, to_yaml
 from stack_config.models import GpuSharingConfig
 
@@ -63,7 +63,7 @@ class GpuSharing(pulumi.ComponentResource):
             "mig_profile": c.mig_config,
             "tenants": list(args.tenants),
         }
-        super().__init__(token("GpuSharing"), name, props, opts)
+        super().__init__(token("GpuSharing"), name, contract_props("GpuSharing", props), opts)
         k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={

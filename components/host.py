@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, secret, token
+from components._base import Mothership, child_opts, contract_props, secret, token
 from components.dpu import Dpu, DpuArgs, ssh_connection
 from components.manifests import bare_metal_host_spec, bmc_address, common_labels, host_user_data
 from dynamic_providers.ssh.provider import HostKernelPrep
@@ -96,7 +96,7 @@ class Host(pulumi.ComponentResource):
         }
         if c.prep is not None:
             props["allow_reboot"] = c.prep.allow_reboot
-        super().__init__(token("Host"), name, props, opts)
+        super().__init__(token("Host"), name, contract_props("Host", props), opts)
 
         ms = args.mothership
         k8s_opts = {"provider": ms.provider}

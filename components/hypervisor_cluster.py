@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, token
+from components._base import Mothership, child_opts, contract_props, token
 from components.manifests import K0RDENT_API, common_labels, hypervisor_cluster_spec
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, HypervisorClusterConfig
@@ -74,7 +74,7 @@ class HypervisorCluster(pulumi.ComponentResource):
             "gpu_workload_mode": c.gpu_workload_mode,
             "kubevirt": c.kubevirt,
         }
-        super().__init__(token("HypervisorCluster"), name, props, opts)
+        super().__init__(token("HypervisorCluster"), name, contract_props("HypervisorCluster", props), opts)
         ms = args.mothership
         spec = hypervisor_cluster_spec(
             c,

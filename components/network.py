@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, token
+from components._base import child_opts, contract_props, token
 from components.manifests import (
     NAD_API,
     common_labels,
@@ -82,7 +82,7 @@ class TenantNetwork(pulumi.ComponentResource):
             "vlan_id": c.vlan_id,
             "nad": nad_ref,
         }
-        super().__init__(token("TenantNetwork"), name, props, opts)
+        super().__init__(token("TenantNetwork"), name, contract_props("TenantNetwork", props), opts)
         labels = common_labels(tenant=args.tenant, network=c.name)
         k8s.apiextensions.CustomResource(
             f"{name}-nad",

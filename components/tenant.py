@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, token
+from components._base import child_opts, contract_props, token
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
@@ -84,7 +84,7 @@ class Tenant(pulumi.ComponentResource):
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
         props = {"name": name, "gpu_quota": c.gpu_quota, "allowed_models": list(c.allowed_models)}
-        super().__init__(token("Tenant"), name, props, opts)
+        super().__init__(token("Tenant"), name, contract_props("Tenant", props), opts)
         ns_name = c.namespace_name
         ns_labels = common_labels(tenant=name)
         if args.composer_pool is not None:

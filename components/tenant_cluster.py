@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, token
+from components._base import child_opts, contract_props, token
 from components.manifests import K0RDENT_API, common_labels, tenant_cluster_spec
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, TenantClusterConfig, TenantNetworkConfig
@@ -98,7 +98,7 @@ class TenantCluster(pulumi.ComponentResource):
             "gpu_count": c.gpu_total,
             "cni": c.cni,
         }
-        super().__init__(token("TenantCluster"), name, props, opts)
+        super().__init__(token("TenantCluster"), name, contract_props("TenantCluster", props), opts)
         k8s.apiextensions.CustomResource(
             name,
             api_version=K0RDENT_API,

@@ -33,10 +33,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from domain.contract import TOKEN_PREFIX
 from ops.preview_events import SECRET_SIG, UNKNOWN, PolicyViolation, Preview, Step
 
-#: Type-token prefix of the program's components (docs/architecture.md).
-COMPONENT_PREFIX = "composable:infra:"
+#: Type-token prefix of the program's components (the component contract).
+COMPONENT_PREFIX = TOKEN_PREFIX
 #: Kinds (last segment of a type token) whose replacement or deletion touches hardware.
 #: (Director compositions; Redfish DPU posture and BIOS settings; mlxconfig and kernel arguments
 #: over SSH, which need a DPU reset or host reboot; Metal3 hosts; DPF DPU provisioning.)

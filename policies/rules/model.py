@@ -32,18 +32,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-# Type tokens of the component contract (docs/architecture.md, "Component contract").
-TENANT: Final = "composable:infra:Tenant"
-HOST: Final = "composable:infra:Host"
-DPU: Final = "composable:infra:Dpu"
-TENANT_NETWORK: Final = "composable:infra:TenantNetwork"
-HYPERVISOR_CLUSTER: Final = "composable:infra:HypervisorCluster"
-DPU_CLUSTER: Final = "composable:infra:DpuCluster"
-TENANT_CLUSTER: Final = "composable:infra:TenantCluster"
-GPU_COMPOSITION: Final = "composable:infra:GpuComposition"
-GPU_SHARING: Final = "composable:infra:GpuSharing"
-COMPOSER: Final = "composable:infra:Composer"
-ESTATE: Final = "composable:infra:Estate"
+# Type tokens of the component contract, declared in domain.contract (docs/architecture.md,
+# "Component contract"); re-exported for the rules.
+from domain.contract import COMPOSER as COMPOSER
+from domain.contract import DPU as DPU
+from domain.contract import DPU_CLUSTER as DPU_CLUSTER
+from domain.contract import ESTATE as ESTATE
+from domain.contract import GPU_COMPOSITION as GPU_COMPOSITION
+from domain.contract import GPU_SHARING as GPU_SHARING
+from domain.contract import HOST as HOST
+from domain.contract import HYPERVISOR_CLUSTER as HYPERVISOR_CLUSTER
+from domain.contract import TENANT as TENANT
+from domain.contract import TENANT_CLUSTER as TENANT_CLUSTER
+from domain.contract import TENANT_NETWORK as TENANT_NETWORK
 
 Path = tuple[str | int, ...]
 

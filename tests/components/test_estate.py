@@ -13,6 +13,7 @@ import pulumi
 import pytest
 
 from components import Estate, EstateArgs
+from domain import contract
 from stack_config import load_estate, load_stack_file
 from stack_config.summary import render_summary
 from tests.components.conftest import (
@@ -34,7 +35,7 @@ def _estate(tmp_path: Path, raw: dict[str, Any] | None = None) -> Estate:
     return Estate("estate", EstateArgs(config=cfg, stack="test", project_root=tmp_path))
 
 
-def contract() -> dict[str, set[str]]:
+def documented_contract() -> dict[str, set[str]]:
     """Component token -> property keys, parsed from docs/architecture.md's contract table."""
     table: dict[str, set[str]] = {}
     for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
@@ -48,10 +49,17 @@ def contract() -> dict[str, set[str]]:
     return table
 
 
-def test_contract_table_is_parsed() -> None:
-    table = contract()
+def test_architecture_table_is_the_typed_contract() -> None:
+    """docs/architecture.md lists every token of domain.contract with exactly its required keys."""
+    table = documented_contract()
+    assert set(table) == set(contract.CONTRACT)
     assert len(table) == 11
-    assert table["composable:infra:Host"] == {
+    for token, keys in table.items():
+        assert keys == contract.required_keys(token), token
+
+
+def test_typed_contract_host() -> None:
+    assert contract.required_keys(contract.HOST) == {
         "name",
         "role",
         "bmc_address",
@@ -63,15 +71,29 @@ def test_contract_table_is_parsed() -> None:
         "dpu",
         "gpu_mode",
     }
+    assert contract.optional_keys(contract.HOST) == {"allow_reboot"}
+    assert contract.optional_keys(contract.DPU) == {"allow_firmware_reset"}
 
 
 def test_every_component_passes_exactly_its_contract_properties(mocks: Recorder, tmp_path: Path) -> None:
     run(lambda: _estate(tmp_path))
-    for token, keys in contract().items():
+    for token in contract.CONTRACT:
         instances = mocks.of_type(token)
         assert instances, f"no {token} registered"
         seen = set().union(*(r.inputs.keys() for r in instances))
+        keys = contract.required_keys(token)
         assert seen == keys, f"{token}: missing {keys - seen}, unexpected {seen - keys}"
+
+
+def test_a_component_with_props_outside_the_contract_is_refused() -> None:
+    from components._base import contract_props
+
+    props = {"stack": "s", "environment": "lab"}
+    assert contract_props("Estate", props) is props
+    with pytest.raises(ValueError, match="unexpected \\['extra'\\]"):
+        contract_props("Estate", {**props, "extra": 1})
+    with pytest.raises(ValueError, match="missing \\['environment'\\]"):
+        contract_props("Estate", {"stack": "s"})
 
 
 def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
