@@ -1,4 +1,4 @@
-"""Benchmarks of the composable-GPU project (issue 9); ``python -m bench`` runs them all.
+"""Benchmarks of the composable-GPU project; ``python -m bench`` runs them all.
 
 Parts, one module each, every one a pure ``run(...) -> dict`` that returns JSON-ready results:
 

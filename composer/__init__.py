@@ -1,6 +1,6 @@
 """The composer: attaches fabric GPUs to nodes when pods need them and reclaims idle ones.
 
-A Kubernetes controller (``python -m composer``) for LIQID composable GPU fabrics (issue 7):
+A Kubernetes controller (``python -m composer``) for LIQID composable GPU fabrics:
 it watches unschedulable pods that request NVIDIA GPU resources, plans which free GPUs go to
 which host (:func:`plan`, pure), composes them through the Director, waits until the node
 advertises them (restarting its device plugin if needed), and gives idle GPUs back to the

@@ -7,7 +7,7 @@ Everything here is an immutable value with no I/O. The Kubernetes adapter
 
 Units: CPU in millicores, memory in bytes, time in seconds since the epoch.
 Names of Kubernetes labels and resources follow NVIDIA GPU Feature Discovery and the
-NVIDIA device plugin (BRIEF "Kubernetes side").
+NVIDIA device plugin (declared in :mod:`domain.labels`; docs/domain.md "GPU Feature Discovery").
 """
 
 from __future__ import annotations

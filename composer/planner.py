@@ -3,7 +3,7 @@
 A pure, deterministic function (:func:`plan`) over plain data from :mod:`composer.models`:
 the same inputs, in any order, give the same :class:`~composer.models.Plan`. No I/O.
 
-Rules (issue 7 §2), in the order they are applied to each request:
+Rules, in the order they are applied to each request:
 
 1. Requests are planned highest priority first, then pinned before unpinned, then larger
    before smaller (first-fit decreasing), then oldest first, then by ``namespace/name``.

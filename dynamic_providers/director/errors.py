@@ -31,8 +31,8 @@ after re-reading state. The others need a change of input or of the fabric.
 so the client neither retries nor cancels (LIQID's SDK waits for every job before its next
 call, ``liqidinc/liqidsdk-java`` ``liqidsdk/src/com/liqid/sdk/LiqidClientBase.java:176-237``).
 
-Source of the envelope shape: BRIEF.md "Domain facts" and the LIQID SDK ``ErrorMessage``
-struct (``code``, ``message``, ``type``).
+Source of the envelope shape: docs/domain.md "LIQID Director REST API" and the LIQID Go SDK
+``ErrorMessage`` struct (``liqidinc/liqidsdk-go`` ``types.go``: ``code``, ``message``, ``type``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Resource contract:
   system free pool into the group; delete moves them back).
 - Type token: ``pulumi-python:dynamic/director:GpuComposition``.
 
-Behaviour (issue 3; BRIEF.md "Lessons from public bug reports"):
+Behaviour (docs/domain.md "Pulumi dynamic providers and policies"):
 
 - The provider object holds no state: credentials and clients are never pickled. Each method
   builds a :class:`DirectorClient` from the resource's own (secret) inputs and closes it.

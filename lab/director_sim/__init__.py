@@ -1,6 +1,6 @@
 """LIQID Director simulator: a hardware stand-in for the lab and the tests (not the real Director).
 
-It follows the Director REST API as published (BRIEF.md "Domain facts"; LIQID SDK 3.x paths
+It follows the Director REST API as published (docs/domain.md "LIQID Director REST API"; LIQID SDK 3.x paths
 and field names): groups, machines and GPUs (vendor, model, fabric and PCIe switch ids); the
 system and group free pools; fabric edit -> relate/unrelate -> reprogram with cancel; HTTP
 Basic and digest (``X-API-Key``) auth; the ``{"response": {...}}`` envelope. State is

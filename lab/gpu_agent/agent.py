@@ -1,8 +1,9 @@
 """The GPU-Operator stand-in's logic (lab only; see the package docstring).
 
-:class:`DirectorReader` reads which GPUs each machine holds (LIQID REST API, BRIEF "Domain
-facts": envelope ``{"response": {"code", "errors", "data"}}``, ``GET device/info/gpu`` for the
-model, ``GET predevice?dev_type=gpu&grp_id=`` per group for the machine holding each GPU).
+:class:`DirectorReader` reads which GPUs each machine holds (LIQID REST API, see docs/domain.md
+"LIQID Director REST API": envelope ``{"response": {"code", "errors", "data"}}``,
+``GET device/info/gpu`` for the model, ``GET predevice?dev_type=gpu&grp_id=`` per group for the
+machine holding each GPU).
 :class:`GpuAgent` reflects that into Nodes, one :meth:`GpuAgent.step` per poll.
 """
 

@@ -1,11 +1,12 @@
 """GPUs: one host per GPU, static GPUs outside the composer's pool, no cross-tenant time-sharing,
 tenant quotas and models.
 
-Facts (BRIEF.md "Seed 1" and "Kubernetes side"): the LIQID Director composes a GPU (by device
-name such as ``gpu7``) into one machine at a time; the composer attaches free GPUs of its pool
-on demand. Time-slicing and MPS (device-plugin ``sharing.timeSlicing`` / ``sharing.mps``)
-hand replicas of one physical GPU to several pods with no memory or fault isolation; MIG gives
-spatially isolated instances. NVIDIA vGPU without MIG is time-sliced between VMs as well.
+Facts (docs/domain.md "LIQID Director REST API" and "GPU Feature Discovery"): the LIQID
+Director composes a GPU (by device name such as ``gpu7``) into one machine at a time; the
+composer attaches free GPUs of its pool on demand. Time-slicing and MPS (device-plugin
+``sharing.timeSlicing`` / ``sharing.mps``) hand replicas of one physical GPU to several pods
+with no memory or fault isolation; MIG gives spatially isolated instances. NVIDIA vGPU without
+MIG is time-sliced between VMs as well.
 """
 
 from __future__ import annotations

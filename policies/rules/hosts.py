@@ -1,6 +1,6 @@
 """Hosts: DPU zero-trust posture, IOMMU for GPU passthrough/vGPU, one cluster per machine.
 
-Facts (BRIEF.md, "Seed 2" and "Redfish on the BlueField-3 BMC"): the DPU runs in DPU mode
+Facts (docs/domain.md "Redfish on the BlueField-3 BMC"): the DPU runs in DPU mode
 (``GET /redfish/v1/Systems/Bluefield/Oem/Nvidia`` ``Mode`` = ``DpuMode``), host privilege is
 restricted (BIOS attribute ``HostPrivilegeLevel`` = ``Restricted``) and the host rshim is
 disabled (``HostRshim.Set`` ``Disabled``). Hypervisor hosts boot with ``intel_iommu=on

@@ -1,1 +1,1 @@
-"""Tests of the composer (issue 7): planner, controller logic, chart, lab agent, end to end."""
+"""Tests of the composer: planner, controller logic, chart, lab agent, end to end."""

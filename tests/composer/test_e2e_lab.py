@@ -1,4 +1,4 @@
-"""The composer end to end on the lab (issue 7 "Tests").
+"""The composer end to end on the lab.
 
 API server, scheduler and kwok from the lab; per scenario a Director simulator, kwok Nodes,
 the GPU-Operator stand-in and the composer as a process authenticated as the chart's

@@ -1,4 +1,4 @@
-"""The planner (issue 7 §2): tiny cases per rule, hypothesis properties, and scale."""
+"""The planner: tiny cases per rule, hypothesis properties, and scale."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 2's walking skeleton: preview, up and destroy through the Automation API against
+"""The walking skeleton: preview, up and destroy through the Automation API against
 the lab, with a pulumi-kubernetes Namespace and a Python dynamic-provider resource."""
 
 from __future__ import annotations

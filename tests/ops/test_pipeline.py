@@ -1,4 +1,4 @@
-"""The CI recipe's preview stage (issue 8, part 4): ``ci/pipeline.sh previews`` on the fixture
+"""The CI recipe's preview stage: ``ci/pipeline.sh previews`` on the fixture
 program, with one stack that has a backend (``dev``, a local file backend) and one that has
 none (``staging``, skipped). The ``test`` stage is the project's own lint and test run and is
 not repeated here."""

@@ -1,4 +1,4 @@
-"""The preview-for-review summary (issue 8, part 3).
+"""The preview-for-review summary.
 
 Pure tests feed engine events captured from real ``pulumi preview --json`` runs of the fixture
 program (``tests/ops/fixtures/preview/*.events.jsonl``, see ``preview_fixtures.py``) through the

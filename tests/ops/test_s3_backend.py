@@ -1,4 +1,4 @@
-"""Shared state on an S3-compatible store (issue 8, part 2), against a real moto server.
+"""Shared state on an S3-compatible store, against a real moto server.
 
 The CLI tests drive the real ``pulumi`` CLI: ``pulumi login s3://...`` with the URL that
 :class:`ops.s3_backend.S3Backend` builds, ``up`` of a small program holding a secret, a

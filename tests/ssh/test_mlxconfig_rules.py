@@ -15,7 +15,7 @@ from domain.mlxconfig import (
     violations,
 )
 
-SEED_002 = {  # BRIEF.md, Seed 2
+SEED_002 = {  # a virtio-net emulation setup: 10 PFs, hot-plug on (NVIDIA virtio-net deployment guide)
     "VIRTIO_NET_EMULATION_ENABLE": 1,
     "VIRTIO_NET_EMULATION_NUM_PF": 10,
     "VIRTIO_NET_EMULATION_NUM_VF": 10,

@@ -1,7 +1,8 @@
 """``relate`` resource: attach/detach a GPU to/from a machine inside an open fabric edit.
 
 Body: ``{"groupDeviceRelator": {"deviceStatus": ..., "group": ...}, "machine": ...}``
-(LIQID ``MachineGPUDeviceRelator``; BRIEF.md). Takes effect at ``fabric/reprogram``.
+(LIQID ``MachineGPUDeviceRelator``; docs/domain.md "LIQID Director REST API").
+Takes effect at ``fabric/reprogram``.
 """
 
 from __future__ import annotations

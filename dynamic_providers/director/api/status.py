@@ -1,4 +1,6 @@
-"""``status`` resource: live device status (LIQID ``DeviceStatus``; BRIEF.md "free GPUs GET status/gpu")."""
+"""``status`` resource: live device status (LIQID ``DeviceStatus``).
+
+See docs/domain.md "LIQID Director REST API"."""
 
 from __future__ import annotations
 

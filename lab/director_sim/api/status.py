@@ -23,7 +23,7 @@ def all_devices() -> Response:
 
 @bp.get("/status/gpu")
 def gpus() -> Response:
-    """GPUs; ``filter=true`` (the default; BRIEF.md "free GPUs GET status/gpu"): system free pool only."""
+    """GPUs; ``filter=true`` (the default): system free pool only (docs/domain.md, Director API)."""
     free_only = request.args.get("filter", "true").lower() != "false"
     f = ctx().fabric
     with f.lock:
