@@ -229,17 +229,17 @@ class GpuCompositionProvider(ResourceProvider):
         unknown during preview are passed through unchecked."""
         unknown = {k for k in INPUT_KEYS if is_unknown(news.get(k))}
         known = {k: plain(news.get(k)) for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
-        failures: list[CheckFailure] = []
         try:
             spec = CompositionSpec.model_validate(known)
         except ValidationError as exc:
-            # The count/names rule (an error on the whole model) cannot be judged while either is unknown.
-            whole_unknown = bool(unknown & {"count", "requested_device_names"})
-            failures = [f for f in validation_failures(exc, rename={"requested_device_names": "device_names"},
-                                                       whole="inputs", skip=unknown)
-                        if not (whole_unknown and f.reason.startswith("inputs: "))]
-            failures = [CheckFailure("count", f.reason) if f.property == "inputs" else f for f in failures]
-            return CheckResult(dict(news), failures)
+            failures = validation_failures(exc, rename={"requested_device_names": "device_names"},
+                                           whole="inputs", skip=unknown)
+            if unknown & {"count", "requested_device_names"}:
+                # The count/names rule (an error on the whole model) cannot be judged yet.
+                failures = [f for f in failures if f.property != "inputs"]
+            # Errors of the whole model are about count and device_names: reported on count.
+            return CheckResult(dict(news), [CheckFailure("count", f.reason) if f.property == "inputs" else f
+                                            for f in failures])
         inputs = dict(news)
         for k, v in spec.inputs().items():
             # Secrets keep the engine's own value (and its secretness); others get normalised.
