@@ -264,16 +264,16 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
         if memory.reported.get(r.uid) != r.reason:
             memory.reported[r.uid] = r.reason
             events.append(pod_event(r.key, r.uid, "Warning", "NotComposed", f"{r.reason}: {r.message}"))
-        p = gated.get(r.uid)
-        if p is None:
+        gp = gated.get(r.uid)
+        if gp is None:
             continue
-        waited = now - p.created if p.created > 0 else now - memory.gated_seen.get(r.uid, now)
+        waited = now - gp.created if gp.created > 0 else now - memory.gated_seen.get(r.uid, now)
         if r.reason in (Reason.INVALID, Reason.UNKNOWN_HOST):
-            actions.append(_ungate(p, "Warning", f"{r.reason}: {r.message}"))
+            actions.append(_ungate(gp, "Warning", f"{r.reason}: {r.message}"))
         elif waited >= policy.unserved_wait_seconds:
             actions.append(
                 _ungate(
-                    p,
+                    gp,
                     "Warning",
                     f"nothing in the pool can serve it after {policy.unserved_wait_seconds:.0f} s "
                     f"({r.reason}: {r.message}); handing it to the scheduler unchanged",
@@ -289,7 +289,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
             ComposeItem(pl, requests[pl.uid], memory.attempts.get(pl.uid, 0), until)
         )
         if until:
-            r = requests[pl.uid]
+            rq = requests[pl.uid]
             what = f"composing {', '.join(pl.devices)}" if pl.devices else "spare units"
             events.append(
                 pod_event(
@@ -297,7 +297,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                     pl.uid,
                     "Normal",
                     "Reserved",
-                    f"{r.units} {r.resource} on {pl.host} ({what}, {pl.model}) reserved for this pod for "
+                    f"{rq.units} {rq.resource} on {pl.host} ({what}, {pl.model}) reserved for this pod for "
                     f"up to {policy.reservation_timeout_seconds:.0f} s",
                 )
             )
