@@ -31,13 +31,14 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from domain import labels
 from dynamic_providers.director.client import DirectorClient
 from lab import controlplane, kube, processes, services
 
 DEMO_NAMESPACE = "gpu-demo"
-GPU_RESOURCE = "nvidia.com/gpu"
-#: Taint the composer puts on a node while it decomposes the node's GPUs (composer/annotations.py).
-RECLAIM_TAINT = "composer.liqid.io/reclaiming"
+GPU_RESOURCE = labels.GPU_RESOURCE
+#: Taint the composer puts on a node while it decomposes the node's GPUs (domain.labels).
+RECLAIM_TAINT = labels.RECLAIM_TAINT_KEY
 
 
 class ScenarioError(RuntimeError):
@@ -183,7 +184,7 @@ def gpu_pod(name: str, host: str, count: int, model: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name, "namespace": DEMO_NAMESPACE},
         "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": host, "nvidia.com/gpu.product": model},
+            "nodeSelector": {labels.HOSTNAME_LABEL: host, labels.PRODUCT_LABEL: model},
             "containers": [{
                 "name": "cuda",
                 "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
