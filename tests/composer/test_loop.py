@@ -15,9 +15,11 @@ from composer.metrics import Metrics
 
 @dataclass
 class FakeController:
-    """Counts rounds; stops the loop after ``limit`` of them; ``fail`` makes rounds raise."""
+    """Counts rounds; after ``limit`` of them stops the loop as the signal handler does (``stop``
+    and ``wake``); ``fail`` makes rounds raise."""
 
     stop: threading.Event
+    wake: threading.Event | None = None
     limit: int = 3
     fail: bool = False
     wait: float = 30.0
@@ -29,6 +31,8 @@ class FakeController:
         self.rounds.append(time.monotonic())
         if len(self.rounds) >= self.limit:
             self.stop.set()
+            if self.wake is not None:
+                self.wake.set()
         if self.fail:
             raise RuntimeError("a bug")
         self.last_round_ok = time.time()
@@ -84,13 +88,15 @@ def test_a_standby_does_not_round_and_is_ready() -> None:
 
 def test_a_wake_starts_the_next_round_after_the_debounce_and_stop_ends_at_once() -> None:
     stop, wake = threading.Event(), threading.Event()
-    ctrl = FakeController(stop, limit=2, wait=30.0)
-    threading.Timer(0.1, wake.set).start()
+    ctrl = FakeController(stop, wake, limit=2, wait=30.0)
+    woken: list[float] = []
+    threading.Timer(0.1, lambda: (woken.append(time.monotonic()), wake.set())).start()
     t0 = time.monotonic()
     assert run_loop(ctrl, stop, resync_seconds=60, wake=wake) == 0  # type: ignore[arg-type]
     assert len(ctrl.rounds) == 2
-    assert DEBOUNCE_SECONDS <= ctrl.rounds[1] - ctrl.rounds[0] < 5  # woken, not the 30 s timer
-    assert not wake.is_set()
+    assert DEBOUNCE_SECONDS <= ctrl.rounds[1] - woken[0] < 5  # woken (not the 30 s timer), debounced
+    assert time.monotonic() - t0 < 5  # stop (with wake) ends the loop at once
+    wake.clear()
     stop2 = threading.Event()
     slow = FakeController(stop2, limit=99, wait=30.0)
     threading.Timer(0.1, lambda: (stop2.set(), wake.set())).start()  # what the SIGTERM handler does
