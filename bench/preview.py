@@ -46,7 +46,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the program needs from the checkout.
-PROGRAM_DIRS = ("components", "stack_config", "dynamic_providers", "charts")
+PROGRAM_DIRS = ("components", "stack_config", "dynamic_providers", "domain", "charts")
 DEV_PASSPHRASE = "dev-lab-only-passphrase"
 PROJECT = "composable-gpu"
 CONFIG_KEY = f"{PROJECT}:estate"
