@@ -22,7 +22,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
 from stack_config.summary import render_summary
+from tests.pulumi_project import file_backend, local_project
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARIES = (
@@ -57,20 +57,9 @@ pytestmark = [
 
 
 def _project(tmp_path: Path, stack_file: str) -> tuple[Path, dict[str, str]]:
-    work = tmp_path / "project"
-    (work / "state").mkdir(parents=True)
-    (work / "Pulumi.yaml").write_text(
-        textwrap.dedent(f"""\
-        name: composable-gpu
-        main: {ROOT}
-        runtime:
-          name: python
-          options:
-            virtualenv: {ROOT / ".venv"}
-        """)
-    )
+    work = local_project(tmp_path)
     shutil.copy(ROOT / stack_file, work / stack_file)
-    return work, {"PULUMI_BACKEND_URL": f"file://{work / 'state'}"}
+    return work, {"PULUMI_BACKEND_URL": file_backend(work)}
 
 
 def _set(stack: auto.Stack, path: str, value: Any, *, secret: bool = False) -> None:

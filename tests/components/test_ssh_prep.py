@@ -17,7 +17,6 @@ import json
 import os
 import secrets
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from tests.config.factories import (
     host_prep,
     valid_estate,
 )
+from tests.pulumi_project import file_backend, local_project
 
 HOST = "composable:infra:Host"
 DPU = "composable:infra:Dpu"
@@ -302,21 +302,10 @@ def test_pulumi_up_prepares_host_and_dpu_then_converges(lab: Any, prep_sshd: Any
 
     sshd.reset_state(prep_sshd)
     run_id = f"prep-{secrets.token_hex(3)}"
-    work = tmp_path / "project"
-    (work / "state").mkdir(parents=True)
-    (work / "Pulumi.yaml").write_text(
-        textwrap.dedent(f"""\
-        name: composable-gpu
-        main: {ROOT}
-        runtime:
-          name: python
-          options:
-            virtualenv: {ROOT / ".venv"}
-        """)
-    )
+    work = local_project(tmp_path)
     estate = _estate_config(lab, prep_sshd, run_id)
     (work / "Pulumi.prep.yaml").write_text(json.dumps({"config": {"composable-gpu:estate": estate}}))
-    env = {"PULUMI_BACKEND_URL": f"file://{work / 'state'}", "PULUMI_CONFIG_PASSPHRASE": "test-only"}
+    env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": "test-only"}
     stack = auto.create_stack("prep", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
     for path, secret_value in (
         ("fabric.director.password", services.DIRECTOR_PASSWORD),

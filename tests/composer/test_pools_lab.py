@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from pulumi import automation as auto
 
 from composer.annotations import POOL_LABEL
 from tests.composer.harness import E2E_LABEL, SIM_PASSWORD, SIM_USER, Scenario, wait_for
+from tests.pulumi_project import file_backend, local_project
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARIES = ("pulumi", "pulumi-language-python", "helm")
@@ -104,20 +104,9 @@ def _estate(sc: Scenario, run: str, kubeconfig: Path) -> dict[str, Any]:
 
 
 def _stack(tmp_path: Path, estate: dict[str, Any]) -> auto.Stack:
-    work = tmp_path / "project"
-    (work / "state").mkdir(parents=True)
-    (work / "Pulumi.yaml").write_text(
-        textwrap.dedent(f"""\
-        name: composable-gpu
-        main: {ROOT}
-        runtime:
-          name: python
-          options:
-            virtualenv: {ROOT / ".venv"}
-        """)
-    )
+    work = local_project(tmp_path)
     (work / "Pulumi.pools.yaml").write_text(yaml.safe_dump({"config": {"composable-gpu:estate": estate}}))
-    env = {"PULUMI_BACKEND_URL": f"file://{work / 'state'}", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
+    env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
     stack = auto.create_stack("pools", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
     secrets = {"fabric.director.password": SIM_PASSWORD, "hosts[0].bmc.password": "lab-bmc-password",
                "hosts[1].bmc.password": "lab-bmc-password"}
