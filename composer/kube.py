@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,6 +67,22 @@ def _wrap(method: str, resource: str, exc: Exception) -> KubeError:
             pass
         return KubeError(method, resource, exc.status, msg)
     return KubeError(method, resource, None, f"{type(exc).__name__}: {exc}")
+
+
+def _read_or_none(call: Callable[[], Any], resource: str) -> Any:
+    """``call()`` (a GET of ``resource``), or None when the API server answers 404.
+
+    Raises:
+        KubeError: any other failure.
+    """
+    try:
+        return call()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise _wrap("GET", resource, exc) from exc
+    except Exception as exc:
+        raise _wrap("GET", resource, exc) from exc
 
 
 def api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -127,15 +143,9 @@ class KubeApi:
         Raises:
             KubeError: the API server answered anything but the Node or 404.
         """
-        try:
-            self.core.read_node(node, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise _wrap("GET", f"nodes/{node}", exc) from exc
-        except Exception as exc:
-            raise _wrap("GET", f"nodes/{node}", exc) from exc
-        return True
+        return _read_or_none(
+            lambda: self.core.read_node(node, _request_timeout=REQUEST_TIMEOUT), f"nodes/{node}"
+        ) is not None
 
     def namespace_pools(self) -> dict[str, str]:
         """Namespace -> pool, for namespaces labelled ``composer.liqid.io/pool``."""
@@ -346,18 +356,13 @@ class KubeApi:
     # -- leases -------------------------------------------------------------------------------
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Lease as JSON, or None when it does not exist."""
-        try:
-            return json.loads(
-                self.coord.read_namespaced_lease(
-                    name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-                ).data
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise _wrap("GET", f"{namespace}/leases/{name}", exc) from exc
-        except Exception as exc:
-            raise _wrap("GET", f"{namespace}/leases/{name}", exc) from exc
+        resp = _read_or_none(
+            lambda: self.coord.read_namespaced_lease(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            ),
+            f"{namespace}/leases/{name}",
+        )
+        return None if resp is None else dict(json.loads(resp.data))
 
     def create_lease(self, namespace: str, body: dict[str, Any]) -> None:
         """Create a Lease (409 -> KubeError with ``conflict``)."""
