@@ -418,7 +418,8 @@ class DirectorClient:
             owner_tag: when given, written into each GPU's user description before anything
                 on the fabric changes (``PUT device/udesc/gpu/{id}``, skipped for a GPU that
                 carries it already), so the tag is the durable record of who attached it; a
-                GPU carrying another tag is refused. One ``GET device/info/gpu`` reads the tags.
+                GPU carrying another tag is refused. ``GET device/info/gpu/{name}`` reads the
+                tag of each GPU to attach (one small read per GPU, not the whole fabric's).
 
         Returns nothing: read the result back with :meth:`attached_gpus` when needed (the
         transaction reads only ``status/gpu`` and ``predevice``, not the GPU models, so the
@@ -504,9 +505,8 @@ class DirectorClient:
         """Write ``tag`` on the GPUs not carrying it yet; refuse one carrying another tag."""
         if not tag.strip() or tag.strip() == "n/a":
             raise ValueError(f"owner tag {tag!r} reads as no description on the Director")
-        udesc = {i.name: i.udesc for i in self.gpu_infos()}
         for n in names:
-            have = udesc.get(n) or ""
+            have = device_api.gpu_info(self._t, n).udesc or ""
             if have in ("", "n/a"):
                 device_api.set_gpu_description(self._t, dev_id=gpus[n].status.dev_id, text=tag, device=n)
             elif have != tag:

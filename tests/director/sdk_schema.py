@@ -26,6 +26,7 @@ ENDPOINT_TYPES: dict[tuple[str, str], str] = {
     ("GET", "status/gpu"): "GPUDeviceStatus",
     ("GET", "status"): "DeviceStatus",
     ("GET", "device/info/gpu"): "GPUDeviceInfo",
+    ("GET", "device/info/gpu/*"): "GPUDeviceInfo",
     ("PUT", "device/udesc/gpu/*"): "DeviceUserDescription",
     ("DELETE", "device/udesc/gpu/*"): "DeviceUserDescription",
     ("GET", "group"): "Group",

@@ -132,8 +132,12 @@ def test_compose_with_an_owner_tag_tags_before_the_fabric_changes(sim: Sim) -> N
     with make_client(sim.url) as c:
         requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()
         c.compose("blade-slot-1", ["gpu0"], owner_tag="gpu-composer")
-        changes = _changes(_calls(sim))
+        calls = _calls(sim)
+        changes = _changes(calls)
         assert changes[0].startswith("PUT device/udesc/gpu/") and changes[1] == "POST pool/edit"
+        # the tag is read for the GPU to attach only (GetGPUDeviceInfoByName), not the fabric's every GPU
+        reads = [c["path"] for c in calls if c["method"] == "GET" and c["path"].startswith("device/info")]
+        assert reads == ["device/info/gpu/gpu0"], reads
         assert {g.name: g.owner_tag for g in c.gpus()}["gpu0"] == "gpu-composer"
         c.decompose("blade-slot-1", ["gpu0"])
         requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()

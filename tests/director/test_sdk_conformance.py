@@ -75,6 +75,8 @@ def test_simulator_answers_conform_to_the_sdk_types(sim: Sim) -> None:
     raw("GET", "status")
     infos = {i["name"]: i for i in raw("GET", "device/info/gpu")}
     assert infos["gpu0"]["udesc"] == "n/a"
+    assert raw("GET", "device/info/gpu/gpu0") == [infos["gpu0"]]
+    raw("GET", "device/info/gpu/gpu404", expect=404)
     groups = raw("GET", "group")
     grp = next(g for g in groups if g["group_name"] == "gpu-pool")
     machine = raw("GET", "machine", params={"mach_name": "blade-slot-1"})
@@ -128,7 +130,7 @@ def test_simulator_answers_conform_to_the_sdk_types(sim: Sim) -> None:
     assert raw("DELETE", f"device/udesc/gpu/{gpus['gpu0']['dev_id']}") == [{"udesc": "n/a"}]
     raw("POST", "digest/conformance")
     assert raw("DELETE", "digest/conformance") == ["conformance"]
-    assert len(raw.seen) >= 24, sorted(raw.seen)
+    assert len(raw.seen) >= 25, sorted(raw.seen)
 
 
 def test_simulator_202_answers_and_job_polls_conform(sim: Sim) -> None:

@@ -1,4 +1,8 @@
-"""``GET device/info/gpu``, ``GET|PUT|DELETE device/udesc/gpu/{id}`` (stand-in)."""
+"""``GET device/info/gpu[/{name}]``, ``PUT|DELETE device/udesc/gpu/{id}`` (stand-in).
+
+The paths the LIQID SDK calls (liqidinc/liqidsdk-generator: ``GetGPUDeviceInfo``,
+``GetGPUDeviceInfoByName``, ``CreateDeviceDescription``, ``DeleteDeviceDescription``).
+"""
 
 from __future__ import annotations
 
@@ -18,12 +22,12 @@ def gpu_info() -> Response:
         return ok([templates.gpu_info(f.state, g) for g in f.state.gpus])
 
 
-@bp.get("/device/udesc/gpu/<dev_id>")
-def get_udesc(dev_id: str) -> Response:
-    """A GPU's user description."""
+@bp.get("/device/info/gpu/<name>")
+def gpu_info_by_name(name: str) -> Response:
+    """Vendor, model, memory and user description of one GPU (404 for an unknown name)."""
     f = ctx().fabric
     with f.lock:
-        return ok([templates.udesc(f.gpu(dev_id=dev_id).udesc)])
+        return ok([templates.gpu_info(f.state, f.gpu(name=name))])
 
 
 @bp.put("/device/udesc/gpu/<dev_id>")
