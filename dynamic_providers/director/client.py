@@ -59,6 +59,7 @@ from .errors import (
     DirectorNotFoundError,
     DirectorServerError,
     DirectorTimeoutError,
+    name_list,
 )
 from .liqid import DEFAULT_DIGEST_LABEL, JOB_POLL_INTERVAL_SECONDS, JOB_TIMEOUT_SECONDS
 from .models import (
@@ -123,7 +124,7 @@ def _check_known(wanted: Sequence[str], known: Mapping[str, object], missing_ok:
     unknown = [n for n in wanted if n not in known]
     if unknown and not missing_ok:
         raise DirectorNotFoundError(
-            f"no such GPU on the fabric: {', '.join(unknown)}", device=",".join(unknown)
+            f"no such GPU on the fabric: {name_list(unknown)}", device=",".join(unknown)
         )
 
 
@@ -228,7 +229,7 @@ class DirectorClient:
         for g in groups:
             if g.group_name == ref or g.grp_id == ref:
                 return g
-        known = ", ".join(g.group_name for g in groups) or "none"
+        known = name_list(g.group_name for g in groups)
         raise DirectorNotFoundError(
             f"no group {ref!r} on the Director (groups: {known})", method="GET", path="group"
         )
@@ -250,7 +251,7 @@ class DirectorClient:
         for m in machine_api.list_machines(self._t, **by):  # type: ignore[arg-type]
             if m.mach_name == ref or m.mach_id == ref:
                 return m
-        known = ", ".join(sorted((m.mach_name for m in self.machines()), key=natural_key)) or "none"
+        known = name_list(sorted((m.mach_name for m in self.machines()), key=natural_key))
         raise DirectorNotFoundError(
             f"no machine {ref!r} on the Director (machines: {known})",
             method="GET",

@@ -37,6 +37,8 @@ Source of the envelope shape: docs/domain.md "LIQID Director REST API" and the L
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "CompositionError",
     "DirectorAuthError",
@@ -52,7 +54,23 @@ __all__ = [
     "DirectorUnavailableError",
     "InsufficientGpusError",
     "UnknownModelError",
+    "name_list",
 ]
+
+#: Most names an error message lists before "and N more" (a fabric holds thousands of GPUs).
+MAX_NAMES_LISTED = 10
+
+
+def name_list(names: Iterable[str], *, limit: int = MAX_NAMES_LISTED) -> str:
+    """``"a, b, c"``, the first ``limit`` names then ``"… and N more"``, or ``"none"``.
+
+    Keeps an operator-facing message readable on a fabric of 1,000 machines or GPUs.
+    """
+    items = list(names)
+    if not items:
+        return "none"
+    shown = ", ".join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} … and {len(items) - limit} more"
 
 #: Longest Director message kept in an exception (bodies may echo request data).
 MAX_MESSAGE_CHARS = 300

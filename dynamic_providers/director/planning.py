@@ -16,6 +16,7 @@ from .errors import (
     DirectorNotFoundError,
     InsufficientGpusError,
     UnknownModelError,
+    name_list,
 )
 from .models import Gpu
 
@@ -157,7 +158,7 @@ def plan_composition(
     unknown = [n for n in names if n not in by_name]
     if unknown:
         raise DirectorNotFoundError(
-            f"no such GPU on the fabric: {', '.join(unknown)}", device=",".join(unknown)
+            f"no such GPU on the fabric: {name_list(unknown)}", device=",".join(unknown)
         )
     if model is not None and not any(g.model == model for g in gpus):
         known = ", ".join(sorted({g.model for g in gpus})) or "none"
@@ -212,7 +213,7 @@ def plan_composition(
     )
     if len(candidates) < need:
         what = model or "GPU"
-        free = ", ".join(g.name for g in candidates) or "none"
+        free = name_list(g.name for g in candidates)
         raise InsufficientGpusError(
             f"need {need} more free {what} GPU(s) for machine id {machine_id}, "
             f"only {len(candidates)} free ({free})"

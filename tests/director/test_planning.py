@@ -177,3 +177,20 @@ def test_applying_a_plan_then_replanning_is_a_no_op(inv: list[Gpu], count: int, 
     ]
     again = plan_composition(after, machine_id=M1, group_id=G1, count=count, model=model, current=p.target)
     assert not again.changes and again.keep == p.target
+
+
+def test_a_refusal_on_a_large_fabric_lists_ten_names_and_a_count() -> None:
+    """On 1,000 GPUs the message stays one readable line: ten names, then how many more."""
+    inv = [gpu(f"gpu{i}") for i in range(1000)]
+    with pytest.raises(errors.InsufficientGpusError) as caught:
+        plan_composition(inv, machine_id=M1, group_id=G1, count=1001, device_names=(), model=None, current=())
+    text = str(caught.value)
+    listed = ", ".join(f"gpu{i}" for i in range(10))
+    assert f"only 1000 free ({listed} … and 990 more)" in text
+    assert len(text) < 300
+    with pytest.raises(errors.DirectorNotFoundError, match="gpu2009 … and 5 more"):
+        plan_composition(
+            inv, machine_id=M1, group_id=G1, count=None,
+            device_names=[f"gpu{2000 + i}" for i in range(15)], model=None, current=(),
+        )
+    assert errors.name_list([]) == "none"
