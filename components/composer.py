@@ -57,19 +57,22 @@ def composer_rbac_rules(
 @dataclass(frozen=True)
 class TenantPool:
     """A composer pool: the pods of its ``namespaces`` share ``quota_gpus`` composer-managed GPUs on
-    its ``hosts`` (Node names); ``tenants`` are the tenants whose namespaces those are."""
+    its ``hosts`` (Node names); ``tenants`` are the tenants whose namespaces those are;
+    ``reclaim_budget`` (``"1"``, ``"50%"``; None: the composer-wide budget) limits how many of its
+    hosts give GPUs back at once."""
 
     name: str
     quota_gpus: int | None
     hosts: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
     tenants: tuple[str, ...] = ()
+    reclaim_budget: str | None = None
 
 
 def composer_pools(estate: EstateConfig) -> list[TenantPool]:
     """The composer pools of ``estate`` (``composer.pools``), resolved: hosts (a pool's
-    ``hypervisor_cluster`` expanded), its tenants' namespaces, and its quota (``quota_gpus``, else the
-    sum of its tenants' ``gpu_quota``). Empty without a composer. Pure."""
+    ``hypervisor_cluster`` expanded), its tenants' namespaces, its quota (``quota_gpus``, else the
+    sum of its tenants' ``gpu_quota``) and its reclaim budget. Empty without a composer. Pure."""
     out: list[TenantPool] = []
     for p in estate.composer.pools if estate.composer is not None else []:
         tenants = [t for n in p.tenant_names if (t := estate.tenant(n)) is not None]
@@ -80,6 +83,7 @@ def composer_pools(estate: EstateConfig) -> list[TenantPool]:
                 hosts=tuple(estate.composer_pool_hosts(p)),
                 namespaces=tuple(t.namespace_name for t in tenants),
                 tenants=tuple(t.name for t in tenants),
+                reclaim_budget=p.reclaim_budget,
             )
         )
     return out
@@ -131,6 +135,13 @@ def composer_values(
     API server address for clusters without kube-proxy, and the Pods' placement when given;
     ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL;
     ``config.namespaces`` limits the namespaces served (and gated by the webhook).
+
+    The reclaim guards and orphan cleanup (``docs/composer-reclaim.md``): ``reclaimWindowsUtc``,
+    ``ownerTag`` and ``orphanGraceSeconds`` are always written (the stack config's defaults are the
+    chart's), so the deployed values are the stack's and ``pulumi preview`` shows a change of them,
+    as for the timeouts. The budgets (``reclaimBudget``, ``pools[].reclaimBudget``) are written only
+    when set: unset is the chart's "no limit", which is the key's absence (the chart's ``null``), and
+    pools without a budget keep the exact shape they had.
     """
     placement: dict[str, Any] = {}
     if config.image:
@@ -144,6 +155,7 @@ def composer_values(
     if config.tolerations:
         placement["tolerations"] = [dict(t) for t in config.tolerations]
     served = {"namespaces": list(config.namespaces)} if config.namespaces else {}
+    budget = {"reclaimBudget": config.reclaim_budget} if config.reclaim_budget is not None else {}
     return {
         **placement,
         "director": {
@@ -160,12 +172,17 @@ def composer_values(
                     "quotaGpus": p.quota_gpus,
                     "hosts": list(p.hosts),
                     "namespaces": list(p.namespaces),
+                    **({"reclaimBudget": p.reclaim_budget} if p.reclaim_budget is not None else {}),
                 }
                 for p in tenant_pools
             ],
             "excludedDevices": sorted(excluded_devices),
             "idleTimeoutSeconds": config.idle_timeout_seconds,
             "advertiseTimeoutSeconds": config.advertise_timeout_seconds,
+            **budget,
+            "reclaimWindowsUtc": list(config.reclaim_windows_utc),
+            "ownerTag": config.owner_tag,
+            "orphanGraceSeconds": config.orphan_grace_seconds,
             **served,
         },
         "devicePlugin": {

@@ -28,22 +28,14 @@ from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 from composer import reclaim_guard
 from composer.pools import PoolMap
 from composer.round_types import Policy
+from domain import reclaim as reclaim_rules
 from domain.settings import SETTINGS
 
-#: A reclaim budget: a node count or a percentage (checked again by ``reclaim_guard.parse_budget``).
-BUDGET_PATTERN = r"^[0-9]{1,6}%?$"
-#: A reclaim window, ``HH:MM-HH:MM`` UTC (checked again by ``reclaim_guard.parse_window``).
-WINDOW_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]|24):[0-5][0-9]$"
-
-
-def _count_as_text(v: object) -> object:
-    """A budget written as a bare number in YAML (``reclaimBudget: 2``) is the count ``"2"``."""
-    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-
-#: A reclaim budget value as configured (``"2"``, ``2`` or ``"20%"``; None = no limit).
+#: A reclaim budget value as configured (``"2"``, ``2`` or ``"20%"``; None = no limit): the shape
+#: of :data:`domain.reclaim.BUDGET_PATTERN`, checked again by ``reclaim_guard.parse_budget``.
 BudgetText = Annotated[
-    Annotated[str, StringConstraints(pattern=BUDGET_PATTERN)] | None, BeforeValidator(_count_as_text)
+    Annotated[str, StringConstraints(pattern=reclaim_rules.BUDGET_PATTERN)] | None,
+    BeforeValidator(reclaim_rules.budget_as_text),
 ]
 
 
@@ -178,10 +170,10 @@ class Settings(BaseSettings):
         "(22:00-06:00 spans midnight); empty = any time",
     )
     owner_tag: str = Field(
-        default="gpu-composer",
+        default=reclaim_rules.DEFAULT_OWNER_TAG,
         min_length=1,
-        max_length=64,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/+-]*$",
+        max_length=reclaim_rules.OWNER_TAG_MAX_LENGTH,
+        pattern=reclaim_rules.OWNER_TAG_PATTERN,
         description="owner tag written on the GPUs this composer attaches (the Director's device "
         "description): unique per composer sharing a Director, distinct from the Pulumi program's",
     )
@@ -222,8 +214,7 @@ class Settings(BaseSettings):
         for b in [self.reclaim_budget, *(p.reclaim_budget for p in self.pools)]:
             if b is not None:
                 reclaim_guard.parse_budget(b)  # ValueError names the budget (a percentage above 100)
-        if self.owner_tag == "n/a":
-            raise ValueError("owner_tag 'n/a' reads as no description on the Director")
+        reclaim_rules.check_owner_tag(self.owner_tag)  # ValueError: n/a reads as no description
         if 0 < self.cache_resync_seconds < 30:
             raise ValueError(
                 "cache_resync_seconds must be 0 (never relist) or at least 30: each relist reads "

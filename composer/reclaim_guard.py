@@ -7,24 +7,19 @@ An idle node's reclaim starts only when no guard holds it (:func:`held_by`):
 - ``window``: reclaim windows are configured and ``now`` (UTC) is in none of them;
 - ``budget``: the node's pool already has as many nodes reclaiming as its budget allows.
 
-Budgets follow Karpenter's NodePool disruption budgets (``nodes: "3"`` or ``nodes: "10%"``; a
-percentage is of the pool's nodes, rounded up; https://karpenter.sh/docs/concepts/disruption/
-"NodePool Disruption Budgets"). A node counts as reclaiming from the moment its reclaim starts
-until the taint is lifted. Windows are ``HH:MM-HH:MM`` in UTC; one whose end is before its start
-spans midnight (``22:00-06:00``).
+A node counts as reclaiming from the moment its reclaim starts until the taint is lifted.
+Budgets and windows (their shape, rules and parsing: :class:`Budget`, :class:`Window`,
+:func:`parse_budget`, :func:`parse_window`) are declared in :mod:`domain.reclaim`, which the stack
+config validates with too; they are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-_BUDGET = re.compile(r"^(\d{1,6})(%?)$")
-_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)$")
+from domain.reclaim import Budget, Window, parse_budget, parse_window
 
 
 class Hold(StrEnum):
@@ -33,71 +28,6 @@ class Hold(StrEnum):
     DO_NOT_RECLAIM = "do-not-reclaim"
     WINDOW = "window"
     BUDGET = "budget"
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """At most ``count`` nodes, or ``percent`` % of the pool's nodes (rounded up), reclaiming at once."""
-
-    count: int | None = None
-    percent: int | None = None
-
-    def allowed(self, pool_nodes: int) -> int:
-        """Nodes of a pool of ``pool_nodes`` nodes that may be reclaiming at once."""
-        if self.count is not None:
-            return self.count
-        return math.ceil(pool_nodes * (self.percent or 0) / 100)
-
-    def __str__(self) -> str:
-        return f"{self.percent}%" if self.percent is not None else str(self.count)
-
-
-def parse_budget(value: str) -> Budget:
-    """``"3"`` -> at most 3 nodes; ``"20%"`` -> 20 % of the pool's nodes (0 % to 100 %).
-
-    Raises:
-        ValueError: anything else (the message quotes the value).
-    """
-    m = _BUDGET.match(value.strip())
-    if not m:
-        raise ValueError(f"reclaim budget {value!r}: expected a node count (\"2\") or a percentage (\"20%\")")
-    n = int(m.group(1))
-    if m.group(2):
-        if n > 100:
-            raise ValueError(f"reclaim budget {value!r}: a percentage is at most 100%")
-        return Budget(percent=n)
-    return Budget(count=n)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A daily UTC window, minutes since midnight; ``end < start`` spans midnight."""
-
-    start: int
-    end: int
-
-    def contains(self, minute: int) -> bool:
-        """True when minute-of-day ``minute`` (UTC) is inside the window (start inclusive)."""
-        if self.start <= self.end:
-            return self.start <= minute < self.end
-        return minute >= self.start or minute < self.end
-
-
-def parse_window(value: str) -> Window:
-    """``"22:00-06:00"`` -> a :class:`Window` (UTC; ``24:00`` allowed as an end).
-
-    Raises:
-        ValueError: not ``HH:MM-HH:MM``, or an empty window (start == end).
-    """
-    m = _WINDOW.match(value.strip())
-    if not m:
-        raise ValueError(f"reclaim window {value!r}: expected HH:MM-HH:MM in UTC, e.g. 22:00-06:00")
-    start, end = int(m.group(1)) * 60 + int(m.group(2)), int(m.group(3)) * 60 + int(m.group(4))
-    if end > 24 * 60:
-        raise ValueError(f"reclaim window {value!r}: ends after 24:00")
-    if start == end:
-        raise ValueError(f"reclaim window {value!r}: start and end are the same time")
-    return Window(start, end)
 
 
 def in_windows(now: float, windows: Iterable[Window]) -> bool:

@@ -9,6 +9,7 @@ Modules:
   ``composable:infra:*`` resource token (property names and types);
 - :mod:`domain.labels`: Kubernetes label, annotation, taint and gate names the project writes or reads;
 - :mod:`domain.settings`: the composer's settings, one default and one bound each;
+- :mod:`domain.reclaim`: the composer's reclaim budgets, UTC windows and owner tag: shape and rules;
 - :mod:`domain.gfd`: GPU Feature Discovery product-name normalisation;
 - :mod:`domain.mlxconfig`: the BlueField-3 mlxconfig parameters this project manages, and their rules.
 

@@ -59,7 +59,7 @@ def _problem_from_pydantic(err: Mapping[str, Any]) -> ConfigProblem:
     msg = str(err.get("msg", "invalid value"))
     if kind.startswith(
         ("dns_label", "range", "http_url", "cidr", "mac", "mlxconfig_key", "kernel_arg", "empty")
-        + ("gfd_product",)
+        + ("gfd_product", "reclaim_budget", "reclaim_window", "owner_tag")
     ):
         return ConfigProblem(path, msg)  # our own messages already quote the value
     if secret or "input" not in err:

@@ -31,6 +31,8 @@ JSON schema ``stack_config/stack-config.schema.json``)::
         idle_timeout_seconds: 300
         target_cluster: lab-workers
         pools: [{name: alpha, hosts: [blade-slot-1]}]   # tenant alpha's pods: blade-slot-1 only
+        reclaim_windows_utc: ["22:00-06:00"]    # idle GPUs go back only at night (UTC)
+        reclaim_budget: "1"                     # one host of a pool at a time
 
 Names are Kubernetes-style DNS labels because they become object names. Models are frozen
 and reject unknown keys. Cross-field rules (unique names, references that must exist, ...)
@@ -47,6 +49,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from domain.reclaim import DEFAULT_OWNER_TAG
 from domain.settings import SETTINGS as COMPOSER_SETTINGS
 from stack_config.gpus import GfdProductName, GpuProduct, merge_catalogue
 from stack_config.types import (
@@ -58,7 +61,10 @@ from stack_config.types import (
     MlxconfigKey,
     NonEmptyStr,
     NonNegativeInt,
+    OwnerTag,
     PositiveInt,
+    ReclaimBudget,
+    ReclaimWindow,
     Secret,
     VlanId,
     VxlanId,
@@ -621,6 +627,11 @@ class ComposerPoolConfig(_Model):
     """Most GPUs the composer may hold on the pool's hosts at once; default: the sum of the
     ``gpu_quota`` of the pool's tenants. At most the pool's size (see
     :func:`stack_config.rules.composer_pool_quota_fits`)."""
+    reclaim_budget: ReclaimBudget | None = None
+    """Most of the pool's hosts giving GPUs back at once: a count (``"1"``) or a percentage of the
+    pool's hosts (``"50%"``, rounded up); ``"0"`` holds every reclaim in the pool. Default: the
+    composer-wide ``composer.reclaim_budget``. Chart value ``composer.pools[].reclaimBudget``;
+    ``docs/composer-reclaim.md``."""
 
     @property
     def tenant_names(self) -> list[str]:
@@ -688,6 +699,26 @@ class ComposerConfig(_Model):
     pools: list[ComposerPoolConfig] = []
     """Composer pools: which hosts serve which tenants' pods (``[]``: one pool of every host and
     namespace). The composer labels each pool's Nodes itself, from this map in its own config."""
+    reclaim_budget: ReclaimBudget | None = None
+    """Most hosts of a composer pool giving GPUs back at once: a count (``"2"``) or a percentage of
+    the pool's hosts (``"20%"``, rounded up, at most ``100%``), as Karpenter's disruption budgets;
+    ``"0"`` holds every reclaim. Default (unset): no limit. A pool's own ``reclaim_budget`` wins.
+    Chart value ``composer.reclaimBudget``; ``docs/composer-reclaim.md``."""
+    reclaim_windows_utc: list[ReclaimWindow] = []
+    """Daily UTC windows ``HH:MM-HH:MM`` in which reclaims may start (``22:00-06:00`` spans midnight;
+    ``24:00`` allowed as an end); a reclaim under way finishes. ``[]`` (default): any time. Chart
+    value ``composer.reclaimWindowsUtc``."""
+    owner_tag: OwnerTag = DEFAULT_OWNER_TAG
+    """Owner tag the composer writes into the Director user description (``udesc``) of every GPU it
+    attaches, and the only tag whose GPUs it ever detaches: unique per composer sharing a Director,
+    distinct from the program's own ``pulumi:...`` tags. Letters, digits and ``._:/+-``, at most 64
+    characters, not ``n/a`` (the Director's "no description"). Chart value ``composer.ownerTag``."""
+    orphan_grace_seconds: _composer_seconds("orphan_grace_seconds") = _composer_default(  # type: ignore[valid-type]
+        "orphan_grace_seconds"
+    )
+    """GPUs the composer attached to a machine that has had no Node for this long (seconds) go back
+    to the free pool (default and bounds: :data:`domain.settings.SETTINGS`, the chart's
+    ``composer.orphanGraceSeconds``)."""
 
 
 # --------------------------------------------------------------------------- catalog

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, SecretStr, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, WithJsonSchema
 from pydantic_core import PydanticCustomError
+
+from domain import reclaim
 
 #: RFC 1123 label, as Kubernetes requires for Namespace and most object names.
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -186,3 +188,61 @@ SECRET_JSON_SCHEMA: dict[str, Any] = {
 
 Secret = Annotated[SecretStr, WithJsonSchema(SECRET_JSON_SCHEMA)]
 """A secret string; never printed (``SecretStr``), wrapped in ``pulumi.Output.secret`` by components."""
+
+
+# --------------------------------------------------------------------------- composer reclaim guards
+
+
+def _domain_rule(kind: str, rule: Callable[[str], object]) -> Callable[[str], str]:
+    """A validator running one rule of :mod:`domain.reclaim`: its ``ValueError`` becomes a
+    ``PydanticCustomError(kind)`` with the rule's own message (which quotes the value)."""
+
+    def check(value: str) -> str:
+        try:
+            rule(value)
+        except ValueError as exc:
+            raise PydanticCustomError(kind, "{reason}", {"reason": str(exc)}) from None
+        return value
+
+    return check
+
+
+ReclaimBudget = Annotated[
+    str,
+    BeforeValidator(reclaim.budget_as_text),
+    AfterValidator(_domain_rule("reclaim_budget", reclaim.parse_budget)),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": reclaim.BUDGET_PATTERN},
+                {"type": "integer", "minimum": 0, "maximum": 999_999},
+            ],
+            "examples": ["2", "20%"],
+        }
+    ),
+]
+"""A reclaim budget (:func:`domain.reclaim.parse_budget`): a node count ``"2"`` (a bare YAML number
+is accepted) or a percentage of the pool's nodes ``"20%"`` (at most ``100%``)."""
+
+ReclaimWindow = Annotated[
+    str,
+    AfterValidator(_domain_rule("reclaim_window", reclaim.parse_window)),
+    Field(json_schema_extra={"pattern": reclaim.WINDOW_PATTERN, "examples": ["22:00-06:00"]}),
+]
+"""A daily UTC reclaim window ``HH:MM-HH:MM`` (:func:`domain.reclaim.parse_window`): an end before the
+start spans midnight, ``24:00`` is allowed as an end, start and end differ."""
+
+OwnerTag = Annotated[
+    str,
+    AfterValidator(_domain_rule("owner_tag", reclaim.check_owner_tag)),
+    Field(
+        json_schema_extra={
+            "pattern": reclaim.OWNER_TAG_PATTERN,
+            "minLength": 1,
+            "maxLength": reclaim.OWNER_TAG_MAX_LENGTH,
+            "not": {"const": "n/a"},
+        }
+    ),
+]
+"""An owner tag for the Director's device user description (:func:`domain.reclaim.check_owner_tag`):
+letters, digits and ``._:/+-``, at most 64 characters, never ``n/a`` (the Director's "none")."""

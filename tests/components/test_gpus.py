@@ -80,8 +80,8 @@ def test_composition_by_device_names_for_a_tenant(mocks: Recorder) -> None:
     }
 
 
-def _composer(tmp_path: Path, excluded: pulumi.Input[list[str]]) -> Composer:
-    estate = load_estate(valid_estate())
+def _composer(tmp_path: Path, excluded: pulumi.Input[list[str]], raw: dict | None = None) -> Composer:
+    estate = load_estate(raw or valid_estate())
     assert estate.composer is not None
     provider = k8s.Provider("target", kubeconfig="/dev/null")
     return Composer(
@@ -149,6 +149,22 @@ def test_composer_chart_secret_and_props(mocks: Recorder, tmp_path: Path) -> Non
     assert value(comp.excluded_devices) == ["gpu0", "gpu5"]
 
 
+def test_composer_reclaim_guards_reach_the_chart_values(mocks: Recorder, tmp_path: Path) -> None:
+    """``composer.reclaim_budget``, ``reclaim_windows_utc``, ``owner_tag``, ``orphan_grace_seconds``
+    and a pool's ``reclaim_budget`` from the stack config are in the Chart's values."""
+    raw = valid_estate()
+    raw["composer"].update(reclaim_budget=1, reclaim_windows_utc=["22:00-06:00"], owner_tag="composer-east",
+                           orphan_grace_seconds=900)
+    raw["composer"]["pools"][1]["reclaim_budget"] = "50%"
+    run(lambda: _composer(tmp_path, [], raw))
+    values = mocks.named("composer", "kubernetes:helm.sh/v4:Chart").inputs["values"]["composer"]
+    assert values["reclaimBudget"] == "1"
+    assert values["reclaimWindowsUtc"] == ["22:00-06:00"]
+    assert (values["ownerTag"], values["orphanGraceSeconds"]) == ("composer-east", 900)
+    assert [p.get("reclaimBudget") for p in values["pools"]] == [None, "50%"]
+    assert "reclaimBudget" not in values["pools"][0]  # unset: the composer-wide budget applies
+
+
 def test_composer_rbac_is_least_privilege() -> None:
     for rule in composer_rbac_rules():
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
@@ -167,8 +183,10 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _values() -> dict:
-    estate = load_estate(valid_estate())
+def _values(**composer: object) -> dict:
+    raw = valid_estate()
+    raw["composer"].update(composer)
+    estate = load_estate(raw)
     assert estate.composer is not None
     return composer_values(
         config=estate.composer,
@@ -176,14 +194,19 @@ def _values() -> dict:
         director_username="admin",
         credentials_secret="composer-director-credentials",
         excluded_devices=["gpu1"],
-        tenant_pools=[TenantPool("red", 4, hosts=("bm-1",), namespaces=("tenant-red",))],
+        tenant_pools=[TenantPool("red", 4, hosts=("bm-1",), namespaces=("tenant-red",), reclaim_budget="1")],
     )
 
 
 @requires_chart
-def test_values_match_the_chart_schema() -> None:
+@pytest.mark.parametrize(
+    "composer",
+    [{}, {"reclaim_budget": 0, "reclaim_windows_utc": ["22:00-24:00"], "owner_tag": "a.b:c/d+e-f",
+          "orphan_grace_seconds": 0}],
+)
+def test_values_match_the_chart_schema(composer: dict) -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
-    merged = _deep_merge(yaml.safe_load((CHART / "values.yaml").read_text()), _values())
+    merged = _deep_merge(yaml.safe_load((CHART / "values.yaml").read_text()), _values(**composer))
     assert [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(merged)] == []
 
 

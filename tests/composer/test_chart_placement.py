@@ -1,5 +1,5 @@
-"""Stack config -> chart values -> rendered Deployment: the image, the Pods' placement and the
-API server address for a cluster without kube-proxy (the lab's real node)."""
+"""Stack config -> chart values -> rendered Deployment: the image, the Pods' placement, the
+API server address for a cluster without kube-proxy (the lab's real node), and the reclaim guards."""
 
 from __future__ import annotations
 
@@ -108,3 +108,48 @@ def test_a_new_idle_timeout_in_the_stack_config_changes_only_the_pod_template_en
     assert env_new["COMPOSER_IDLE_TIMEOUT_SECONDS"] == "30"
     old["spec"]["containers"][0]["env"] = new["spec"]["containers"][0]["env"] = []
     assert old == new
+
+
+GUARDS = {"reclaim_budget": "0", "reclaim_windows_utc": ["22:00-06:00", "12:00-13:00"],
+          "owner_tag": "composer-east", "orphan_grace_seconds": 120}
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not built: run `make setup`")
+def test_reclaim_guards_of_the_stack_config_reach_the_composers_settings(tmp_path: Path, monkeypatch) -> None:
+    """Stack config keys -> chart values -> the rendered Deployment's ``COMPOSER_*`` -> the composer's
+    own ``Settings``: the budgets (composer-wide and a pool's), the windows, the owner tag and the
+    orphan grace are what the stack said."""
+    from components.composer import TenantPool
+    from composer import reclaim_guard as guard
+    from composer.config import Settings
+
+    cc = _dev_composer().model_copy(update=GUARDS)
+    pools = [TenantPool("red", 2, hosts=("n1",), namespaces=("tenant-red",), reclaim_budget="50%"),
+             TenantPool("blue", 1, hosts=("n2",), namespaces=("tenant-blue",))]
+    values = composer_values(config=cc, director_url="http://127.0.0.1:18080", director_username="admin",
+                             credentials_secret="creds", excluded_devices=[], tenant_pools=pools)
+    vfile = tmp_path / "values.yaml"
+    vfile.write_text(yaml.safe_dump(values))
+    argv = ["helm", "template", "composer", str(CHART), "-n", "composer-system", "-f", str(vfile)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    (dep,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    (c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "composer"]
+    for e in c["env"]:
+        if e["name"].startswith("COMPOSER_") and "value" in e:
+            monkeypatch.setenv(e["name"], e["value"])
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "from-the-secret")
+    policy = Settings().policy()
+    assert policy.reclaim_budget == guard.Budget(count=0)
+    assert policy.budget_of("red") == guard.Budget(percent=50)
+    assert policy.budget_of("blue") == guard.Budget(count=0)  # no budget of its own: the composer-wide one
+    assert policy.reclaim_windows == (guard.Window(22 * 60, 6 * 60), guard.Window(12 * 60, 13 * 60))
+    assert (policy.owner_tag, policy.orphan_grace_seconds) == ("composer-east", 120)
+
+
+def test_unset_budgets_are_left_out_and_the_other_guards_written_with_the_charts_defaults() -> None:
+    v = _values(ComposerConfig(pool="p", target_cluster="mothership"))["composer"]
+    assert "reclaimBudget" not in v  # the chart's null: no limit
+    assert (v["reclaimWindowsUtc"], v["ownerTag"], v["orphanGraceSeconds"]) == ([], "gpu-composer", 600)
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())["composer"]
+    assert {k: chart[k] for k in ("reclaimWindowsUtc", "ownerTag", "orphanGraceSeconds")} == {
+        k: v[k] for k in ("reclaimWindowsUtc", "ownerTag", "orphanGraceSeconds")}

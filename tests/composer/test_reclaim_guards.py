@@ -13,6 +13,7 @@ import shutil
 from datetime import UTC, datetime
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from composer import annotations as ann
@@ -399,6 +400,20 @@ def test_chart_guard_values_reach_the_controller_and_bad_ones_are_refused(monkey
         out = helm("template", "gpu", str(CHART), "--set", "director.existingSecret=s", "--set",
                    "composer.pools[0].name=red", "--set", bad, check=False)
         assert out.returncode != 0, bad
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (make setup)")
+@pytest.mark.parametrize("flag", ["--set", "--set-string"])
+def test_a_chart_budget_of_zero_holds_every_reclaim(monkeypatch, flag):
+    """``reclaimBudget: 0`` (a number, as YAML and ``--set`` give it) is the budget 0, not "unset"."""
+    out = helm("template", "gpu", str(CHART), "--set", "director.existingSecret=s", flag,
+               "composer.reclaimBudget=0")
+    (dep,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["COMPOSER_RECLAIM_BUDGET"] == "0"
+    monkeypatch.setenv("COMPOSER_RECLAIM_BUDGET", env["COMPOSER_RECLAIM_BUDGET"])
+    policy = Settings(director_url="http://d", director_password="p").policy()
+    assert policy.reclaim_budget == guard.Budget(count=0) and policy.reclaim_budget.allowed(10) == 0
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
-"""The composer's numeric settings have one default and one bound each (domain.settings).
+"""The composer's numeric settings have one default and one bound each (domain.settings), and its
+reclaim-guard values one shape each (domain.reclaim).
 
 Checked here against every other place that states them: the composer's ``Settings`` fields, the
-round ``Policy`` defaults, the chart's ``values.yaml`` defaults and ``values.schema.json`` bounds, and
-the Pulumi stack config's composer timeouts.
+round ``Policy`` defaults, the chart's ``values.yaml`` defaults and ``values.schema.json`` bounds and
+patterns, and the Pulumi stack config's composer keys.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from composer.config import Settings
 from composer.round_types import Policy
+from domain import reclaim
 from domain.settings import COMPOSER_SETTINGS, SETTINGS, Setting
 from stack_config.models import ComposerConfig
 
@@ -79,7 +81,9 @@ def test_chart_schema_bounds_are_the_tables(setting: Setting) -> None:
     assert prop["type"] == ("integer" if setting.integer else "number")
 
 
-@pytest.mark.parametrize("name", ["idle_timeout_seconds", "advertise_timeout_seconds"])
+@pytest.mark.parametrize(
+    "name", ["idle_timeout_seconds", "advertise_timeout_seconds", "orphan_grace_seconds"]
+)
 def test_stack_config_composer_timeouts_are_the_tables(name: str) -> None:
     setting = SETTINGS[name]
     field = ComposerConfig.model_fields[name]
@@ -90,3 +94,18 @@ def test_stack_config_composer_timeouts_are_the_tables(name: str) -> None:
                 int(setting.maximum) + 1):
         with pytest.raises(ValidationError):
             ComposerConfig.model_validate({**base, name: bad})
+
+
+def test_chart_reclaim_guard_schema_and_defaults_are_the_domains() -> None:
+    """The chart states the reclaim-guard shapes in JSON (it cannot import them): they must be
+    :mod:`domain.reclaim`'s, which the composer and the stack config validate with."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["composer"]["properties"]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["composer"]
+    assert schema["reclaimBudget"]["pattern"] == reclaim.BUDGET_PATTERN
+    assert schema["pools"]["items"]["properties"]["reclaimBudget"]["pattern"] == reclaim.BUDGET_PATTERN
+    assert schema["reclaimWindowsUtc"]["items"]["pattern"] == reclaim.WINDOW_PATTERN
+    owner = schema["ownerTag"]
+    assert (owner["pattern"], owner["maxLength"]) == (reclaim.OWNER_TAG_PATTERN, reclaim.OWNER_TAG_MAX_LENGTH)
+    assert values["ownerTag"] == reclaim.DEFAULT_OWNER_TAG == Settings.model_fields["owner_tag"].default
+    assert ComposerConfig.model_fields["owner_tag"].default == reclaim.DEFAULT_OWNER_TAG == Policy().owner_tag
+    assert values["reclaimBudget"] is None and values["reclaimWindowsUtc"] == []
