@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -353,6 +354,14 @@ class Scenario:
         r.raise_for_status()
         return r.json()
 
+    def director_udesc(self) -> dict[str, str]:
+        """GPU name -> user description (the owner tag) as the Director's REST API shows it
+        (``GET device/info/gpu``; ``n/a`` when there is none)."""
+        r = requests.get(f"{self.director_url}/liqid/api/v2/device/info/gpu", auth=(SIM_USER, SIM_PASSWORD),
+                         timeout=10)
+        r.raise_for_status()
+        return {g["name"]: g["udesc"] for g in r.json()["response"]["data"]}
+
     def attached(self) -> dict[str, list[str]]:
         """Node name -> GPUs the Director shows attached to it."""
         st = self.sim("GET", "state")
@@ -427,6 +436,16 @@ class Scenario:
         ]
         return [
             (e.type, e.reason, e.message) for e in sorted(evs, key=lambda e: e.metadata.creation_timestamp)
+        ]
+
+    def node_events(self, node: str) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of this scenario's composer Events on Node ``node`` (Events of a
+        Node are in ``default``), oldest first."""
+        evs = self.core.list_namespaced_event("default", field_selector=f"involvedObject.name={node}").items
+        return [
+            (e.type, e.reason, e.message)
+            for e in sorted(evs, key=lambda e: e.metadata.creation_timestamp)
+            if (e.reporting_instance or "").startswith(f"e2e-{self.sid}-")
         ]
 
     def node_obj(self, node: str) -> client.V1Node:
@@ -532,6 +551,14 @@ def scenario(
                 core.delete_node(name)
             except ApiException:
                 pass
+
+
+def utc_window(offset_hours: int, hours: int) -> str:
+    """A daily UTC reclaim window ``HH:MM-HH:MM`` starting on the hour ``offset_hours`` from now
+    (may be negative), ``hours`` long: ``utc_window(2, 2)`` never contains now."""
+    start = (datetime.now(UTC) + timedelta(hours=offset_hours)).replace(minute=0)
+    end = start + timedelta(hours=hours)
+    return f"{start:%H:%M}-{end:%H:%M}"
 
 
 def _ready(node: client.V1Node) -> bool:

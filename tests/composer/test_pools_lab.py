@@ -1,19 +1,25 @@
-"""Composer pools end to end: a stack's ``composer.pools`` through ``pulumi up`` to the composer.
+"""The stack's ``composer`` section end to end: through ``pulumi up`` to the composer.
 
 The stack (written here, applied with the real pulumi CLI through the Automation API) names two
 tenants, each with a composer pool of one host, on a scenario's own Director simulator and kwok
-Nodes (:mod:`tests.composer.harness`). Nothing is labelled by hand: the composer is started with
-the configuration ``pulumi up`` rendered into its Deployment (``COMPOSER_POOLS`` and the other
-``COMPOSER_*`` values read back from the API server), as its Pods would run it. The chart's Pods
-themselves go to kwok Nodes, which do not run them; the composer runs as a local process with the
-chart's ServiceAccount rights.
+Nodes (:mod:`tests.composer.harness`). Nothing is labelled or configured by hand: the composer is
+started with the configuration ``pulumi up`` rendered into its Deployment (``COMPOSER_POOLS`` and
+the other ``COMPOSER_*`` values read back from the API server, :func:`_deployed_flags`), as its
+Pods would run it. The chart's Pods themselves go to kwok Nodes, which do not run them; the
+composer runs as a local process with the chart's ServiceAccount rights.
 
-Checked: beta's static GPU (a GpuComposition of the stack) serves beta's pod on beta's host, and
-nothing is composed onto that host; tenant alpha's pod gets a GPU composed onto alpha's host
-(blade-slot-2, although blade-slot-1 comes first by name); a second alpha pod is refused by the
-pool quota (1 GPU, while the namespace's ResourceQuota admits 2); a beta pod pinned to alpha's
-host is refused (``NoHostFits``: the host is in pool alpha) and no GPU moves. The composer writes
-the pool label on both Nodes. About 35 s.
+Pools (``test_tenant_pods_get_gpus_of_their_pool_only``): beta's static GPU (a GpuComposition of
+the stack) serves beta's pod on beta's host, and nothing is composed onto that host; tenant alpha's
+pod gets a GPU composed onto alpha's host (blade-slot-2, although blade-slot-1 comes first by
+name); a second alpha pod is refused by the pool quota (1 GPU, while the namespace's ResourceQuota
+admits 2); a beta pod pinned to alpha's host is refused (``NoHostFits``: the host is in pool alpha)
+and no GPU moves. The composer writes the pool label on both Nodes. About 50 s.
+
+Reclaim guards (``test_reclaim_guards_and_owner_tag_come_from_the_stack_config``): the stack sets
+``composer.reclaim_windows_utc`` to a window that excludes now, a budget, an owner tag and a grace
+period; the Deployment carries them, the GPU composed for a pod carries the stack's owner tag on the
+Director (``GET device/info/gpu``), and once the pod is gone the idle node (idle timeout 1 s) keeps
+its GPU with a ``ReclaimHeld`` Event naming the window. About 45 s.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from kubernetes import client
 from pulumi import automation as auto
 
 from composer.annotations import POOL_LABEL
-from tests.composer.harness import E2E_LABEL, SIM_PASSWORD, SIM_USER, Scenario, wait_for
+from tests.composer.harness import E2E_LABEL, SIM_PASSWORD, SIM_USER, Scenario, utc_window, wait_for
 from tests.pulumi_project import file_backend, local_project
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +128,17 @@ def _deployed_env(api: client.ApiClient, namespace: str, name: str) -> dict[str,
     return {e.name: e.value for e in container.env or () if e.name.startswith("COMPOSER_") and e.value}
 
 
+#: The Deployment's variables the local composer is started with (as flags, after the harness's own).
+DEPLOYED = ("POOLS", "NAMESPACES", "EXCLUDED_DEVICES", "IDLE_TIMEOUT_SECONDS", "RECLAIM_BUDGET",
+            "RECLAIM_WINDOWS_UTC", "OWNER_TAG", "ORPHAN_GRACE_SECONDS")
+
+
+def _deployed_flags(env: dict[str, str]) -> list[str]:
+    """``--pools <COMPOSER_POOLS> ...``: the :data:`DEPLOYED` values the Deployment sets, as flags."""
+    return [arg for name in DEPLOYED if f"COMPOSER_{name}" in env
+            for arg in (f"--{name.lower().replace('_', '-')}", env[f"COMPOSER_{name}"])]
+
+
 def _pod(core: client.CoreV1Api, namespace: str, name: str, sid: str, *, host: str | None = None) -> None:
     selector = {E2E_LABEL: sid, **({"kubernetes.io/hostname": host} if host else {})}
     core.create_namespaced_pod(namespace, {
@@ -161,11 +178,7 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
             assert json.loads(env["COMPOSER_EXCLUDED_DEVICES"]) == ["gpu1"]
             assert sc.attached() == {n1: ["gpu1"]}  # the static composition
             sc.start_agent()
-            sc.start_composer(
-                "--pools", env["COMPOSER_POOLS"],
-                "--namespaces", env["COMPOSER_NAMESPACES"],
-                "--excluded-devices", env["COMPOSER_EXCLUDED_DEVICES"],
-            )
+            sc.start_composer(*_deployed_flags(env))
             # the composer labels the Nodes from the same configuration
             wait_for(lambda: _pools(core, n1, n2) == {n1: "beta", n2: "alpha"}, timeout=30, what="labels")
             # beta's pod uses beta's static GPU (same pool); nothing is composed onto that host
@@ -175,7 +188,8 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
             msg = wait_for(lambda: _not_composed(core, beta, "b2"), timeout=30, what="b2 refused")[0]
             assert msg.startswith(f"NoHostFits: host {n1} carries 1 statically composed GPU(s)")
 
-            _pod(core, alpha, "a1", sc.sid)
+            # pinned: ungated (no webhook here), the scheduler alone would bind it to beta's spare static GPU
+            _pod(core, alpha, "a1", sc.sid, host=n2)
             node = wait_for(lambda: _running_on(core, alpha, "a1"), timeout=60, what="alpha pod running")
             assert node == n2
             assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}
@@ -189,6 +203,57 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
             assert msg == f"NoHostFits: host {n2} belongs to pool 'alpha', the pod to 'beta'"
             assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}  # nothing moved or added
             assert _running_on(core, beta, "b3") is None
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+        finally:
+            stack.destroy(on_output=lambda _line: None)
+            stack.workspace.remove_stack("pools")
+
+
+def test_reclaim_guards_and_owner_tag_come_from_the_stack_config(
+    make_scenario, composer_lab, lab_api, tmp_path
+):
+    core = client.CoreV1Api(lab_api)
+    with make_scenario(inventory="dev.yaml") as sc:
+        n1, n2 = sc.node("blade-slot-1"), sc.node("blade-slot-2")
+        run = f"r{sc.sid}"
+        alpha = f"{run}-alpha"
+        later, tag = utc_window(2, 2), f"composer-{run}"  # the window never contains now
+        estate = _estate(sc, run, composer_lab.kubeconfig)
+        estate["composer"].update(idle_timeout_seconds=1, reclaim_windows_utc=[later], reclaim_budget="1",
+                                  owner_tag=tag, orphan_grace_seconds=120)
+        estate["composer"]["pools"][1]["reclaim_budget"] = 0
+        stack = _stack(tmp_path, estate)
+        try:
+            assert stack.up(on_output=lambda _line: None).summary.result == "succeeded"
+            env = _deployed_env(lab_api, f"{run}-composer", f"{run}-composer")
+            _drop_webhooks(lab_api, f"{run}-composer")
+            assert json.loads(env["COMPOSER_RECLAIM_WINDOWS_UTC"]) == [later]
+            assert (env["COMPOSER_RECLAIM_BUDGET"], env["COMPOSER_OWNER_TAG"]) == ("1", tag)
+            assert float(env["COMPOSER_ORPHAN_GRACE_SECONDS"]) == 120
+            assert [p.get("reclaimBudget") for p in json.loads(env["COMPOSER_POOLS"])] == [None, "0"]
+            sc.start_agent()
+            sc.start_composer(*_deployed_flags(env))
+
+            # pinned: ungated (no webhook here), the scheduler alone would bind it to beta's spare static GPU
+            _pod(core, alpha, "a1", sc.sid, host=n2)
+            node = wait_for(lambda: _running_on(core, alpha, "a1"), timeout=60, what="alpha pod running")
+            assert node == n2
+            assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}
+            udesc = sc.director_udesc()
+            assert udesc["gpu0"] == tag  # the stack's owner tag on the GPU the composer attached
+            assert udesc["gpu1"].startswith("pulumi:")  # the static GPU keeps the program's own tag
+
+            core.delete_namespaced_pod("a1", alpha, grace_period_seconds=0)
+            held = wait_for(
+                lambda: [m for _, r, m in sc.node_events(n2) if r == "ReclaimHeld"],
+                timeout=30,
+                what="the idle node's reclaim held by the window",
+            )
+            assert "(window)" in held[0] and "gpu0" in held[0], held
+            assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}  # idle for longer than 1 s, still held
+            assert sc.director_udesc()["gpu0"] == tag
         except AssertionError:
             print(sc.diagnostics())
             raise

@@ -8,12 +8,11 @@ lab's real API server and scheduler. Timeouts are short (idle 1 s, orphan grace 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from composer import annotations as ann
-from tests.composer.harness import wait_for
+from tests.composer.harness import utc_window, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -26,16 +25,6 @@ def _metric(text: str, name: str) -> float:
         for line in text.splitlines()
         if line.startswith(name + " ") or line.startswith(name + "{")
     )
-
-
-def _node_events(sc, node: str) -> list[tuple[str, str, str]]:
-    """(type, reason, message) of this scenario's composer Events on ``node`` (in ``default``)."""
-    evs = sc.core.list_namespaced_event("default", field_selector=f"involvedObject.name={node}").items
-    return [
-        (e.type, e.reason, e.message)
-        for e in sorted(evs, key=lambda e: e.metadata.creation_timestamp)
-        if (e.reporting_instance or "").startswith(f"e2e-{sc.sid}-")
-    ]
 
 
 def _annotations(sc, node: str) -> dict[str, str]:
@@ -81,13 +70,13 @@ def test_reclaim_guards_and_autoscaler_annotations(make_scenario):
             sc.delete_pod("pa")
             sc.delete_pod("pb")
             wait_for(
-                lambda: any(r == "ReclaimHeld" for _, r, _ in _node_events(sc, a))
-                and any(r == "ReclaimHeld" for _, r, _ in _node_events(sc, b)),
+                lambda: any(r == "ReclaimHeld" for _, r, _ in sc.node_events(a))
+                and any(r == "ReclaimHeld" for _, r, _ in sc.node_events(b)),
                 timeout=30,
                 what="both reclaims held",
             )
-            assert "node " + a in [m for _, r, m in _node_events(sc, a) if r == "ReclaimHeld"][0]
-            assert f"pod {sc.ns}/keeper" in [m for _, r, m in _node_events(sc, b) if r == "ReclaimHeld"][0]
+            assert "node " + a in [m for _, r, m in sc.node_events(a) if r == "ReclaimHeld"][0]
+            assert f"pod {sc.ns}/keeper" in [m for _, r, m in sc.node_events(b) if r == "ReclaimHeld"][0]
             assert sc.attached() == {a: ["gpu0"], b: ["gpu1"]}
 
             # both guards lifted at once: the budget (1) lets one node reclaim at a time
@@ -95,9 +84,9 @@ def test_reclaim_guards_and_autoscaler_annotations(make_scenario):
             sc.delete_pod("keeper")
             wait_for(lambda: sc.attached() == {}, timeout=60, what="both nodes reclaimed")
             held = [
-                m for n in (a, b) for _, r, m in _node_events(sc, n) if r == "ReclaimHeld" and "(budget)" in m
+                m for n in (a, b) for _, r, m in sc.node_events(n) if r == "ReclaimHeld" and "(budget)" in m
             ]
-            assert held, [_node_events(sc, n) for n in (a, b)]
+            assert held, [sc.node_events(n) for n in (a, b)]
             wait_for(
                 lambda: not any(k in _annotations(sc, n) for n in (a, b) for k in HOLD_KEYS),
                 timeout=30,
@@ -126,7 +115,7 @@ def test_gpu_detached_out_of_band_is_reported_on_pod_and_node_and_not_replaced(m
                 what="Warning on the pod",
             )
             pod_ev = [(t, m) for t, r, m in sc.events("train") if r == "GpuDetachedOutOfBand"]
-            node_ev = [(t, m) for t, r, m in _node_events(sc, a) if r == "GpuDetachedOutOfBand"]
+            node_ev = [(t, m) for t, r, m in sc.node_events(a) if r == "GpuDetachedOutOfBand"]
             assert pod_ev[0][0] == "Warning" and "gpu0" in pod_ev[0][1] and "Director" in pod_ev[0][1]
             assert node_ev and node_ev[0][0] == "Warning" and f"{sc.ns}/train" in node_ev[0][1]
             assert _metric(sc.metrics(), "composer_gpus_detached_out_of_band_total") == 1
@@ -190,34 +179,27 @@ def test_node_deleted_while_the_composer_is_down_mid_compose_gpus_go_back(make_s
             raise
 
 
-def _window(offset_hours: int, hours: int) -> str:
-    """A daily UTC window starting ``offset_hours`` from now (may be negative), ``hours`` long."""
-    start = (datetime.now(UTC) + timedelta(hours=offset_hours)).replace(minute=0)
-    end = start + timedelta(hours=hours)
-    return f"{start:%H:%M}-{end:%H:%M}"
-
-
 def test_reclaim_waits_for_its_window(make_scenario):
     """Outside the configured UTC window an idle node keeps its GPUs (ReclaimHeld naming the
     window); a composer configured with a window around now gives them back."""
     with make_scenario(inventory="dev.yaml") as sc:
         a = sc.node("blade-slot-1")
         sc.start_agent()
-        later = json.dumps([_window(2, 2)])
+        later = json.dumps([utc_window(2, 2)])
         sc.start_composer("--idle-timeout-seconds", "1", "--reclaim-windows-utc", later)
         try:
             sc.gpu_pod("pa", 1, host=a)
             wait_for(lambda: sc.running_on("pa"), timeout=60, what="pod running")
             sc.delete_pod("pa")
             wait_for(
-                lambda: [m for _, r, m in _node_events(sc, a) if r == "ReclaimHeld"],
+                lambda: [m for _, r, m in sc.node_events(a) if r == "ReclaimHeld"],
                 timeout=30,
                 what="reclaim held by the window",
             )
-            assert "(window)" in [m for _, r, m in _node_events(sc, a) if r == "ReclaimHeld"][0]
+            assert "(window)" in [m for _, r, m in sc.node_events(a) if r == "ReclaimHeld"][0]
             assert sc.attached() == {a: ["gpu0"]}
             sc.procs["composer"].stop()
-            now = json.dumps([_window(-1, 3)])
+            now = json.dumps([utc_window(-1, 3)])
             sc.start_composer("--idle-timeout-seconds", "1", "--reclaim-windows-utc", now)
             wait_for(lambda: sc.attached() == {}, timeout=40, what="reclaimed inside the window")
         except AssertionError:
