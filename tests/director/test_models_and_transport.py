@@ -11,6 +11,7 @@ import responses
 
 from dynamic_providers.director import errors
 from dynamic_providers.director._transport import Transport, api_root
+from dynamic_providers.director.api import parse_records
 from dynamic_providers.director.models import (
     DeviceStatus,
     DigestInfo,
@@ -155,6 +156,11 @@ def test_success_status_without_envelope_is_a_protocol_error() -> None:
         rsps.add("GET", ROOT + "machine", body="plain text", status=200)
         with pytest.raises(errors.DirectorProtocolError):
             Transport(BASE, username="u", password="p").request("GET", "machine")
+
+
+def test_a_malformed_record_names_its_index_and_field() -> None:
+    with pytest.raises(errors.DirectorProtocolError, match=r"GpuInfo record .*first: record 2, name: "):
+        parse_records(GpuInfo, [{"name": "gpu0"}, None, {"name": 7}], method="GET", path="device/info/gpu")
 
 
 def test_success_envelope_with_null_errors_is_success() -> None:

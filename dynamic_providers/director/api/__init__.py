@@ -10,29 +10,40 @@ bodies: ``liqidinc/liqidsdk-java`` ``liqidsdk/generated/com/liqid/sdk/LiqidClien
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import DirectorProtocolError
 
 M = TypeVar("M", bound=BaseModel)
 
 
+@cache
+def _list_of(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    """One validator for a list of ``model`` records or nulls (one call into pydantic-core for the whole list:
+    about half the time of validating record by record, which matters for ``status/gpu`` on a
+    fabric of 1,000 GPUs)."""
+    return TypeAdapter(list[model | None])  # type: ignore[valid-type]
+
+
 def parse_records(model: type[M], data: list[Any], *, method: str, path: str) -> list[M]:
     """Validate every ``data`` record as ``model``.
 
     Raises:
-        DirectorProtocolError: a record does not have the documented shape.
+        DirectorProtocolError: a record does not have the documented shape (the message names
+            the record's index and field).
     """
     try:
-        return [model.model_validate(item) for item in data if item is not None]
+        return [r for r in _list_of(model).validate_python(data) if r is not None]
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        index, *field = first["loc"]
+        where = ".".join(str(p) for p in field)
         raise DirectorProtocolError(
             f"malformed {model.__name__} record ({exc.error_count()} problem(s); "
-            f"first: {where}: {first['msg']})",
+            f"first: record {index}, {where}: {first['msg']})",
             method=method,
             path=path,
         ) from exc
