@@ -118,7 +118,10 @@ class FabricView:
             replace(g, machine=machine, group=g.group if group is None else group) if g.name in names else g
             for g in self.gpus
         )
-        return FabricView(gpus, self.machines, self.machine_groups)
+        view = FabricView(gpus, self.machines, self.machine_groups)
+        for key, free in self._free.items():  # attached GPUs leave the free pool; the rest stands
+            view._free[key] = tuple(f for f in free if f.name not in names)
+        return view
 
     def free(self, *, excluded: frozenset[str], device_pools: Mapping[str, str]) -> list[FreeGpu]:
         """The planner's free pool.

@@ -216,6 +216,20 @@ def test_a_view_with_attached_gpus_moves_them_to_the_machine_and_its_group():
     assert dict(view.attached("h1")) == {}  # the original is unchanged
 
 
+def test_a_view_with_attached_gpus_keeps_the_free_pool_it_computed_minus_them():
+    """The free pool computed on a view carries over to the view after a compose (minus the
+    attached GPUs) and equals a fresh computation on the same GPUs."""
+    gpus = tuple(FabricGpu(f"gpu{i}", "Tesla-T4", group="3" if i % 2 else None) for i in range(6))
+    view = FabricView(gpus, frozenset({"h1"}), {"h1": "3"})
+    kw = {"excluded": frozenset({"gpu5"}), "device_pools": {"gpu4": "alpha"}}
+    assert [f.name for f in view.free(**kw)] == ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4"]
+    after = view.with_attached("h1", ["gpu1", "gpu2"])
+    fresh = FabricView(after.gpus, after.machines, after.machine_groups)
+    assert after.free(**kw) == fresh.free(**kw)
+    assert [f.name for f in after.free(**kw)] == ["gpu0", "gpu3", "gpu4"]
+    assert [f.name for f in view.free(**kw)] == ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4"]
+
+
 def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation():
     """One PATCH before the Director is called (it was two): less time to the compose request."""
     w = _world()
