@@ -11,30 +11,43 @@ probe refusals and converging create/update.
 - ``validation_failures``: a pydantic ``ValidationError`` as one ``CheckFailure`` per error,
   on the top-level property its location starts with, without the input value (it may be a
   password or a private key).
+- ``check_known``: ``check``'s local half: the inputs known at preview validated with a pydantic
+  model, failures on unknown inputs dropped.
 - ``explainer``: one function from a preview probe's exception to the one line
   ``preflight.endpoint_failure`` prints, built from ``(exception type, text)`` rules.
+- ``DynamicResource``: the program side of a resource: its outputs are the class's
+  ``pulumi.Output`` annotations (sent as None so the engine reports them), its secret inputs
+  are wrapped as secrets and listed in ``additional_secret_outputs``.
 - ``ConvergeProvider``: create and update are the same "read the device, change what differs"
   call; a provider gives ``converge`` and ``new_id``.
 """
 
 from __future__ import annotations
 
+import inspect
+import typing
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
-from pulumi.dynamic import CheckFailure, CreateResult, ResourceProvider, UpdateResult
+import pulumi
+from pulumi.dynamic import CheckFailure, CreateResult, Resource, ResourceProvider, UpdateResult
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dynamic_providers import preflight
 
 __all__ = [
+    "Checked",
     "ConvergeProvider",
+    "DynamicResource",
+    "check_known",
     "explainer",
     "is_unknown",
     "new_id",
+    "output_names",
     "plain",
     "refused_credentials",
     "unreachable",
@@ -110,6 +123,50 @@ def validation_failures(exc: ValidationError, *, prefix: str = "", rename: Mappi
     return out
 
 
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Checked(Generic[ModelT]):
+    """What ``check_known`` found.
+
+    Attributes:
+        spec: the model built from the known inputs (a field whose input is unknown holds its
+            default: see ``unknown``), or None when validation failed.
+        failures: one per problem with a known input (``validation_failures``).
+        unknown: names of the model's inputs that are unknown at preview.
+    """
+
+    spec: ModelT | None
+    failures: list[CheckFailure]
+    unknown: frozenset[str]
+
+
+def check_known(model: type[ModelT], news: Mapping[str, Any], *, rename: Mapping[str, str] | None = None,
+                whole: str = "value") -> Checked[ModelT]:
+    """Validate the inputs of ``news`` that are known, as ``model``; unknown ones are not judged.
+
+    Args:
+        model: the pydantic model of the resource's inputs (its field names are the input names).
+        news: the inputs as the engine hands them to ``check`` (secret envelopes and unknowns at
+            any depth allowed); inputs that are None or not fields of ``model`` are left out.
+        rename, whole: as for ``validation_failures``.
+
+    Returns:
+        ``Checked``: the model built from the known inputs (secrets unwrapped), or None with the
+        failures of the known inputs. An unknown input's own errors (its ``Field required``
+        included) are dropped, so a model that failed only for unknowns has no failures.
+    """
+    fields = [k for k in model.model_fields if news.get(k) is not None]
+    unknown = frozenset(k for k in fields if is_unknown(news[k]))
+    known = {k: plain(news[k]) for k in fields if k not in unknown}
+    try:
+        spec = model.model_validate(known)
+    except ValidationError as exc:
+        return Checked(None, validation_failures(exc, rename=rename, whole=whole, skip=unknown), unknown)
+    return Checked(spec, [], unknown)
+
+
 #: One rule of an ``explainer``: an exception type and the text for an exception of that type.
 Rule = tuple[type[Exception], Callable[[Any], str]]
 
@@ -174,3 +231,45 @@ class ConvergeProvider(ResourceProvider):
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Same as create, for the new inputs."""
         return UpdateResult(self.converge(news))
+
+
+def output_names(cls: type) -> list[str]:
+    """The outputs a ``DynamicResource`` subclass declares: its ``pulumi.Output[...]``
+    annotations and those of its bases below ``DynamicResource``, bases first, in declaration order."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__[:cls.__mro__.index(DynamicResource)]):
+        for name, hint in inspect.get_annotations(klass, eval_str=True).items():
+            origin: object = typing.get_origin(hint)
+            if origin is pulumi.Output and name not in names:
+                names.append(name)
+    return names
+
+
+class DynamicResource(Resource):
+    """A dynamic resource whose outputs are its ``pulumi.Output`` annotations.
+
+    Subclasses declare each output once, as an annotation (``device_names:
+    pulumi.Output[list[str]]``), name their secret inputs in ``secret_inputs`` and pass their
+    inputs to ``__init__``; the type token comes from ``module``/``name`` as for
+    ``pulumi.dynamic.Resource``.
+    """
+
+    #: Inputs sent as secrets and kept secret in the outputs (``additional_secret_outputs``).
+    secret_inputs: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, provider: ResourceProvider, name: str, inputs: Mapping[str, Any],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        """Register the resource.
+
+        Args:
+            provider: the resource's provider (pickled into the state by the engine).
+            name: the Pulumi resource name.
+            inputs: input name -> value (``pulumi.Input``); those in ``secret_inputs`` are wrapped
+                with ``pulumi.Output.secret``.
+            opts: resource options; ``additional_secret_outputs`` gains ``secret_inputs``.
+        """
+        props: dict[str, Any] = {k: pulumi.Output.secret(v) if k in self.secret_inputs else v
+                                 for k, v in inputs.items()}
+        props.update({k: None for k in output_names(type(self)) if k not in props})
+        secret = pulumi.ResourceOptions(additional_secret_outputs=list(self.secret_inputs))
+        super().__init__(provider, name, props, pulumi.ResourceOptions.merge(opts, secret))

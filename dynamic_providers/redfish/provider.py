@@ -40,7 +40,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import pulumi
 from pulumi.dynamic import (
@@ -52,7 +51,7 @@ from pulumi.dynamic import (
 )
 
 from dynamic_providers import kit, oneline, preflight
-from dynamic_providers.redfish import errors, posture, privilege
+from dynamic_providers.redfish import errors, inputs, posture, privilege
 from dynamic_providers.redfish.client import BLUEFIELD_SYSTEM_ID, RedfishClient
 from dynamic_providers.redfish.models import AttrValue
 
@@ -66,8 +65,7 @@ oneline.install()
 
 SECRET_KEYS = ["username", "password"]
 _SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=SECRET_KEYS)
-DEFAULT_RESET_TIMEOUT_SECONDS = 600
-MAX_RESET_TIMEOUT_SECONDS = 3600
+DEFAULT_RESET_TIMEOUT_SECONDS = inputs.DEFAULT_RESET_TIMEOUT_SECONDS
 _POLL_SECONDS = 2.0
 
 
@@ -87,33 +85,6 @@ def _diff_connection_and_identity(
     return None
 
 
-def _check_common(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
-    endpoint = news.get("bmc_endpoint")
-    if not kit.is_unknown(endpoint):
-        parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            failures.append(CheckFailure("bmc_endpoint", f"must be https://host[:port], got {endpoint!r}"))
-        elif parts.username or parts.password:
-            failures.append(CheckFailure("bmc_endpoint", "must not carry credentials; use username/password"))
-        elif parts.path not in ("", "/"):
-            failures.append(CheckFailure("bmc_endpoint", "must have no path (the client adds /redfish/v1)"))
-    for key in ("username", "password"):
-        value = news.get(key)
-        if not kit.is_unknown(value) and (not isinstance(value, str) or not value):
-            failures.append(CheckFailure(key, "must be a non-empty string"))
-    for key in ("verify_tls", "apply_reset"):
-        value = news.get(key)
-        if not kit.is_unknown(value) and not isinstance(value, bool):
-            failures.append(CheckFailure(key, f"must be true or false, got {value!r}"))
-    ca = news.get("ca_bundle")
-    if not kit.is_unknown(ca) and ca is not None and not isinstance(ca, str):
-        failures.append(CheckFailure("ca_bundle", "must be a path to a PEM file or null"))
-    timeout = news.get("reset_timeout_seconds")
-    if not kit.is_unknown(timeout) and (not isinstance(timeout, int | float) or isinstance(timeout, bool)
-                                  or not 0 < timeout <= MAX_RESET_TIMEOUT_SECONDS):
-        failures.append(CheckFailure("reset_timeout_seconds", f"must be in (0, {MAX_RESET_TIMEOUT_SECONDS}]"))
-
-
 #: One line for a preview probe's failure: what was refused and what to do.
 _explain_refusal = kit.explainer(
     (errors.AuthError, lambda exc: kit.refused_credentials(exc.detail, "BMC account")),
@@ -124,29 +95,31 @@ _explain_refusal = kit.explainer(
 )
 
 
-def _check_endpoint(news: Mapping[str, Any], failures: list[CheckFailure]) -> None:
-    """Probe the BMC read-only (log in, list the systems), once per endpoint and account per run.
+def _check(news: Mapping[str, Any], model: type[inputs.BmcConnection]) -> tuple[inputs.BmcConnection | None,
+                                                                        list[CheckFailure]]:
+    """Validate the known inputs with ``model`` (:mod:`dynamic_providers.redfish.inputs`), then
+    probe the BMC read-only (log in, list the systems), once per endpoint and account per run.
 
-    Skipped when the inputs already failed, or are unknown at preview."""
-    keys = ("bmc_endpoint", "username", "password", "verify_tls", "ca_bundle")
-    if failures or any(kit.is_unknown(news.get(k)) for k in keys) or not preflight.enabled():
-        return
-    ca = news.get("ca_bundle")
-    if ca and not os.path.isfile(ca):  # requests would raise a bare OSError for it
-        failures.append(CheckFailure("ca_bundle", f"no such file: {ca} (the PEM file of the BMC's CA)"))
-        return
+    The probe is skipped when an input failed, or a connection input is unknown at preview.
+    Returns the model (None when an input failed) and the failures."""
+    checked = kit.check_known(model, news)
+    spec = checked.spec
+    if spec is None or checked.unknown & set(inputs.BmcConnection.model_fields) or not preflight.enabled():
+        return spec, checked.failures
+    if spec.ca_bundle and not os.path.isfile(spec.ca_bundle):  # requests would raise a bare OSError for it
+        missing = f"no such file: {spec.ca_bundle} (the PEM file of the BMC's CA)"
+        return spec, [CheckFailure("ca_bundle", missing)]
 
     def probe() -> None:
-        with RedfishClient(news["bmc_endpoint"], username=news["username"], password=news["password"],
-                           verify_tls=bool(news.get("verify_tls", True)), ca_bundle=news.get("ca_bundle"),
+        with RedfishClient(spec.bmc_endpoint, username=spec.username, password=spec.password,
+                           verify_tls=spec.verify_tls, ca_bundle=spec.ca_bundle,
                            retries=1, timeout_seconds=10.0) as bmc:
             bmc.system_ids()
 
     reason = preflight.endpoint_failure(
-        "BMC", news["bmc_endpoint"], identity=f"{news['username']}|{news.get('ca_bundle')}",
-        secret=news["password"], probe=probe, explain=_explain_refusal)
-    if reason:
-        failures.append(CheckFailure("bmc_endpoint", reason))
+        "BMC", spec.bmc_endpoint, identity=f"{spec.username}|{spec.ca_bundle}",
+        secret=spec.password, probe=probe, explain=_explain_refusal)
+    return spec, [CheckFailure("bmc_endpoint", reason)] if reason else []
 
 
 def _client(props: Mapping[str, Any]) -> RedfishClient:
@@ -296,15 +269,9 @@ class DpuPostureProvider(kit.ConvergeProvider):
     """CRUD for :class:`DpuPosture`. Stateless: everything comes from the properties."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate inputs locally, then probe the BMC read-only (``preflight``); unknowns pass."""
-        failures: list[CheckFailure] = []
-        _check_common(news, failures)
-        _check_endpoint(news, failures)
-        for key, allowed in (("mode", posture.DPU_MODES), ("host_privilege", posture.PRIVILEGE_LEVELS),
-                             ("host_rshim", posture.RSHIM_STATES)):
-            value = news.get(key)
-            if not kit.is_unknown(value) and value not in allowed:
-                failures.append(CheckFailure(key, f"must be one of {list(allowed)}, got {value!r}"))
+        """Validate the inputs (:class:`~dynamic_providers.redfish.inputs.DpuPostureSpec`), then
+        probe the BMC read-only (``preflight``); unknowns pass."""
+        _spec, failures = _check(news, inputs.DpuPostureSpec)
         return CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -486,23 +453,11 @@ class BiosAttributesProvider(kit.ConvergeProvider):
     """CRUD for :class:`BiosAttributes`. Stateless: everything comes from the properties."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate inputs locally; integral numbers in ``attributes`` become ints."""
-        failures: list[CheckFailure] = []
-        _check_common(news, failures)
-        _check_endpoint(news, failures)
-        attrs = news.get("attributes")
-        if not kit.is_unknown(attrs):
-            if not isinstance(attrs, Mapping) or not attrs:
-                failures.append(CheckFailure("attributes", "must be a non-empty map of attribute to value"))
-            else:
-                bad = [k for k, v in attrs.items() if not isinstance(v, str | int | float | bool)]
-                if bad:
-                    failures.append(CheckFailure("attributes", f"values must be string/number/bool: {bad}"))
-                else:
-                    news = {**news, "attributes": _normalise(attrs)}
-        sid = news.get("system_id")
-        if not kit.is_unknown(sid) and (not isinstance(sid, str) or not sid or "/" in sid):
-            failures.append(CheckFailure("system_id", f"must be a system id such as '1', got {sid!r}"))
+        """Validate the inputs (:class:`~dynamic_providers.redfish.inputs.BiosAttributesSpec`), then
+        probe the BMC read-only (``preflight``); integral numbers in ``attributes`` become ints."""
+        spec, failures = _check(news, inputs.BiosAttributesSpec)
+        if isinstance(spec, inputs.BiosAttributesSpec) and not kit.is_unknown(news.get("attributes")):
+            news = {**news, "attributes": spec.attributes}
         return CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

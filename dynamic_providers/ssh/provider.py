@@ -36,7 +36,7 @@ resource recorded before its outputs carried the connection is refreshed as reco
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 import pulumi
 from pulumi.dynamic import (
@@ -44,7 +44,6 @@ from pulumi.dynamic import (
     CheckResult,
     DiffResult,
     ReadResult,
-    Resource,
 )
 from pydantic import ValidationError
 
@@ -143,105 +142,146 @@ def _target(props: Mapping[str, Any]) -> SshTarget:
     return SshTarget.model_validate(props["connection"])
 
 
-#: The connection is kept in the outputs (for ``read``) only as a secret.
-_SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=["connection"])
+SpecT = TypeVar("SpecT", HostKernelPrepSpec, DpuMlxconfigSpec)
+#: What a refresh read: (live outputs, managed inputs as the machine has them configured now).
+Observed = tuple[dict[str, Any], dict[str, Any]]
 
 
-def _refreshed(id_: str, props: Mapping[str, Any], spec_fields: Sequence[str], live: Mapping[str, Any],
-               configured: Mapping[str, Any]) -> ReadResult:
-    """A refresh result: recorded outputs updated with the ``live`` values, and inputs (the
-    connection, the spec, ``triggers``) whose managed values are what is ``configured`` now."""
-    inputs = {k: props.get(k) for k in ("connection", *spec_fields, "triggers")}
-    return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
+class _PrepProvider(kit.ConvergeProvider, Generic[SpecT]):
+    """What both SSH providers do the same way around their spec: check, diff, converge, refresh.
+
+    A subclass names its spec model and fields, the output that says a reset (or reboot) is
+    pending and the spec field that allows one, its id prefix, and gives ``_apply`` (query and
+    change the machine) and ``_read_live`` (query only); it may add rules in ``_spec_failures``.
+    """
+
+    spec_model: type[SpecT]
+    #: Inputs that make up the spec (echoed as outputs, normalised).
+    spec_fields: tuple[str, ...]
+    #: Output that is True while a reboot/firmware reset is still owed, and the spec field
+    #: that allows the provider to perform it.
+    pending_output: str
+    allow_field: str
+    id_prefix: str
+
+    def _spec(self, props: Mapping[str, Any]) -> SpecT:
+        return self.spec_model.model_validate(_spec_fields(props, self.spec_fields))
+
+    def _echo(self, spec: SpecT, props: Mapping[str, Any]) -> dict[str, Any]:
+        """The spec as stored in the outputs (JSON shapes: lists, not tuples) and ``triggers``."""
+        return {**spec.model_dump(mode="json", include=set(self.spec_fields)),
+                "triggers": props.get("triggers") or []}
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate the connection and the spec, then log in once (``preflight``); inputs
+        unknown at preview are not judged."""
+        failures = _check_connection(news)
+        _check_login(news, failures)
+        return CheckResult(news, failures + self._spec_failures(news))
+
+    def _spec_failures(self, news: Mapping[str, Any]) -> list[CheckFailure]:
+        """Failures of the known spec inputs (``kit.check_known`` with ``spec_model``)."""
+        return kit.check_known(self.spec_model, news).failures
+
+    def _apply(self, target: SshTarget, spec: SpecT) -> dict[str, Any]:
+        """Query the machine, change what differs; the computed outputs."""
+        raise NotImplementedError
+
+    def _read_live(self, target: SshTarget, spec: SpecT) -> Observed:
+        """Query only; nothing is changed."""
+        raise NotImplementedError
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
+        reset/reboot is now allowed. Pure: no connection."""
+        if kit.is_unknown({k: news.get(k) for k in (*self.spec_fields, "connection", "triggers")}):
+            return DiffResult(changes=True)
+        try:
+            spec = self._spec(news)
+            fingerprint = _target(news).host_key_fingerprint
+        except ValueError:  # pydantic's ValidationError included
+            return DiffResult(changes=True)
+        changed = any(olds.get(k) != v for k, v in self._echo(spec, news).items())
+        changed |= olds.get("host_key_fingerprint") != fingerprint
+        changed |= bool(olds.get(self.pending_output)) and bool(getattr(spec, self.allow_field))
+        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+
+    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Query, change only what differs, maybe reset/reboot; return every output."""
+        spec, target = self._spec(props), _target(props)
+        result = self._apply(target, spec)
+        return {**self._echo(spec, props), "connection": props["connection"],
+                "host_key_fingerprint": target.host_key_fingerprint, **result}
+
+    def new_id(self, _props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
+        """``<id_prefix>-<uuid4 hex>``."""
+        return kit.new_id(self.id_prefix)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: recorded outputs updated with the live values; the inputs (connection, spec,
+        ``triggers``) get the managed values as configured now, so drift shows in the next preview.
+        A resource recorded without its connection is returned as recorded.
+
+        Raises:
+            dynamic_providers.ssh.errors.SshError: the machine cannot be reached or read.
+        """
+        if not props.get("connection"):
+            return ReadResult(id_=id_, outs=props)
+        live, configured = self._read_live(_target(props), self._spec(props))
+        inputs = {k: props.get(k) for k in ("connection", *self.spec_fields, "triggers")}
+        return ReadResult(id_=id_, outs={**props, **live, **configured}, inputs={**inputs, **configured})
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Forget the resource; the machine keeps its configuration."""
+
+
+class _SshPrepResource(kit.DynamicResource):
+    """Program side shared by both SSH resources: the secret ``connection`` and the outputs both have.
+
+    Outputs:
+        host_key_fingerprint: ``SHA256:...`` of the pinned host key.
+        changed: what this run changed (names; empty when nothing differed).
+    """
+
+    secret_inputs = ("connection",)
+
+    host_key_fingerprint: pulumi.Output[str]
+    changed: pulumi.Output[list[str]]
 
 
 # ---------------------------------------------------------------------------------------------
 # HostKernelPrep
 
-_HOST_SPEC_FIELDS = ("kernel_args", "blacklisted_modules", "allow_reboot", "reboot_timeout_seconds",
-                     "sysroot", "use_sudo")
-_HOST_OUTPUTS = ("host_key_fingerprint", "changed", "configured_kernel_args", "missing_active_kernel_args",
-                 "loaded_blacklisted_modules", "reboot_pending", "rebooted")
 
-
-def _host_spec(props: Mapping[str, Any]) -> HostKernelPrepSpec:
-    return HostKernelPrepSpec.model_validate(_spec_fields(props, _HOST_SPEC_FIELDS))
-
-
-def _host_echo(spec: HostKernelPrepSpec, props: Mapping[str, Any]) -> dict[str, Any]:
-    return {"kernel_args": list(spec.kernel_args), "blacklisted_modules": list(spec.blacklisted_modules),
-            "allow_reboot": spec.allow_reboot, "reboot_timeout_seconds": spec.reboot_timeout_seconds,
-            "sysroot": spec.sysroot, "use_sudo": spec.use_sudo, "triggers": props.get("triggers") or []}
-
-
-class HostKernelPrepProvider(kit.ConvergeProvider):
+class HostKernelPrepProvider(_PrepProvider[HostKernelPrepSpec]):
     """Dynamic provider of :class:`HostKernelPrep` (stateless; safe on several threads)."""
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate connection and spec, then log in once (``preflight``); unknowns are skipped."""
-        failures = _check_connection(news)
-        _check_login(news, failures)
-        fields = _spec_fields(news, _HOST_SPEC_FIELDS)
-        if not kit.is_unknown(fields):
-            try:
-                HostKernelPrepSpec.model_validate(fields)
-            except ValidationError as exc:
-                failures += kit.validation_failures(exc)
-        return CheckResult(news, failures)
+    spec_model = HostKernelPrepSpec
+    spec_fields = ("kernel_args", "blacklisted_modules", "allow_reboot", "reboot_timeout_seconds", "sysroot",
+                   "use_sudo")
+    pending_output = "reboot_pending"
+    allow_field = "allow_reboot"
+    id_prefix = "host"
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
-        reboot is now allowed. Pure: no connection."""
-        if kit.is_unknown({k: news.get(k) for k in (*_HOST_SPEC_FIELDS, "connection", "triggers")}):
-            return DiffResult(changes=True)
-        try:
-            spec = _host_spec(news)
-            fingerprint = _target(news).host_key_fingerprint
-        except ValidationError:
-            return DiffResult(changes=True)
-        echo = _host_echo(spec, news)
-        changed = any(olds.get(k) != v for k, v in echo.items())
-        changed |= olds.get("host_key_fingerprint") != fingerprint
-        changed |= bool(olds.get("reboot_pending")) and spec.allow_reboot
-        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+    def _apply(self, target: SshTarget, spec: HostKernelPrepSpec) -> dict[str, Any]:
+        """GRUB, blacklist, initramfs; reboot only with ``allow_reboot``."""
+        return operations.prepare_host(target, spec)
 
-    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        """Query the host, change what differs, maybe reboot; return every output."""
-        spec, target = _host_spec(props), _target(props)
-        result = operations.prepare_host(target, spec)
-        return {**_host_echo(spec, props), "connection": props["connection"],
-                "host_key_fingerprint": target.host_key_fingerprint, **result}
-
-    def new_id(self, _props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
-        """``host-<uuid4 hex>``."""
-        return kit.new_id("host")
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Refresh: read GRUB, ``/proc/cmdline``, the blacklist and ``/proc/modules`` (nothing
-        is written). ``kernel_args``/``blacklisted_modules`` (outputs and inputs) keep only the
-        wanted values still configured, so a removed one shows as drift and ``up`` restores it.
-
-        Raises:
-            dynamic_providers.ssh.errors.SshError: the host cannot be reached or read.
-        """
-        if not props.get("connection"):
-            return ReadResult(id_=id_, outs=props)
-        spec, target = _host_spec(props), _target(props)
+    def _read_live(self, target: SshTarget, spec: HostKernelPrepSpec) -> Observed:
+        """GRUB, ``/proc/cmdline``, the blacklist and ``/proc/modules`` (nothing is written).
+        ``kernel_args``/``blacklisted_modules`` keep only the wanted values still configured,
+        so a removed one shows as drift and ``up`` restores it."""
         live = operations.read_host(target, spec)
         configured = {"kernel_args": live.pop("present_kernel_args"),
                       "blacklisted_modules": live.pop("present_blacklisted_modules")}
-        return _refreshed(id_, props, _HOST_SPEC_FIELDS, live, configured)
-
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        """Forget the resource; the host keeps its kernel arguments and blacklist."""
+        return live, configured
 
 
-class HostKernelPrep(Resource, module="ssh", name="HostKernelPrep"):
+class HostKernelPrep(_SshPrepResource, module="ssh", name="HostKernelPrep"):
     """Kernel arguments and module blacklist of one already-installed host, over SSH.
 
-    Outputs (besides the echoed inputs):
-        host_key_fingerprint: ``SHA256:...`` of the pinned host key.
-        changed: what this run changed: ``grub``, ``modprobe``, ``initramfs``.
+    Outputs (besides the echoed inputs, ``host_key_fingerprint`` and ``changed``: ``grub``,
+    ``modprobe``, ``initramfs``):
         configured_kernel_args: ``GRUB_CMDLINE_LINUX`` tokens after the run.
         missing_active_kernel_args: wanted args not yet in ``/proc/cmdline``.
         loaded_blacklisted_modules: blacklisted modules still loaded.
@@ -249,8 +289,6 @@ class HostKernelPrep(Resource, module="ssh", name="HostKernelPrep"):
         rebooted: this run rebooted the host (only with ``allow_reboot``).
     """
 
-    host_key_fingerprint: pulumi.Output[str]
-    changed: pulumi.Output[list[str]]
     configured_kernel_args: pulumi.Output[list[str]]
     missing_active_kernel_args: pulumi.Output[list[str]]
     loaded_blacklisted_modules: pulumi.Output[list[str]]
@@ -282,8 +320,8 @@ class HostKernelPrep(Resource, module="ssh", name="HostKernelPrep"):
             use_sudo: run privileged commands with ``sudo -n``.
             triggers: any values; a change re-runs the query-and-converge step.
         """
-        props: dict[str, Any] = {
-            "connection": pulumi.Output.secret(connection),
+        super().__init__(HostKernelPrepProvider(), name, {
+            "connection": connection,
             "kernel_args": kernel_args,
             "blacklisted_modules": blacklisted_modules,
             "allow_reboot": allow_reboot,
@@ -291,42 +329,27 @@ class HostKernelPrep(Resource, module="ssh", name="HostKernelPrep"):
             "sysroot": sysroot,
             "use_sudo": use_sudo,
             "triggers": triggers or [],
-            **dict.fromkeys(_HOST_OUTPUTS),
-        }
-        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
-        super().__init__(HostKernelPrepProvider(), name, props, opts)
+        }, opts)
 
 
 # ---------------------------------------------------------------------------------------------
 # DpuMlxconfig
 
-_DPU_SPEC_FIELDS = ("device", "parameters", "allow_firmware_reset", "reset_level", "use_sudo")
-_DPU_OUTPUTS = ("host_key_fingerprint", "changed", "next_boot", "current", "pending_parameters",
-                "reset_pending", "reset_performed")
 
-
-def _dpu_spec(props: Mapping[str, Any]) -> DpuMlxconfigSpec:
-    return DpuMlxconfigSpec.model_validate(_spec_fields(props, _DPU_SPEC_FIELDS))
-
-
-def _dpu_echo(spec: DpuMlxconfigSpec, props: Mapping[str, Any]) -> dict[str, Any]:
-    return {"device": spec.device, "parameters": dict(spec.parameters),
-            "allow_firmware_reset": spec.allow_firmware_reset, "reset_level": spec.reset_level,
-            "use_sudo": spec.use_sudo, "triggers": props.get("triggers") or []}
-
-
-class DpuMlxconfigProvider(kit.ConvergeProvider):
+class DpuMlxconfigProvider(_PrepProvider[DpuMlxconfigSpec]):
     """Dynamic provider of :class:`DpuMlxconfig` (stateless; safe on several threads)."""
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate connection, device and every mlxconfig name/value before anything runs.
+    spec_model = DpuMlxconfigSpec
+    spec_fields = ("device", "parameters", "allow_firmware_reset", "reset_level", "use_sudo")
+    pending_output = "reset_pending"
+    allow_field = "allow_firmware_reset"
+    id_prefix = "dpu"
 
-        Each rule violation is its own failure on property ``parameters`` whose reason
-        starts with the parameter name (``VIRTIO_NET_EMULATION_NUM_PF: 40 is out of range
-        0..31 ...``).
-        """
-        failures = _check_connection(news)
-        _check_login(news, failures)
+    def _spec_failures(self, news: Mapping[str, Any]) -> list[CheckFailure]:
+        """Device and options as the model says; each mlxconfig rule violation is its own
+        failure on property ``parameters`` whose reason starts with the parameter name
+        (``VIRTIO_NET_EMULATION_NUM_PF: 40 is out of range 0..31 ...``)."""
+        failures: list[CheckFailure] = []
         params = news.get("parameters")
         if not isinstance(params, Mapping) and not kit.is_unknown(params):
             failures.append(CheckFailure("parameters", "parameters: required map of mlxconfig name to value"))
@@ -334,66 +357,25 @@ class DpuMlxconfigProvider(kit.ConvergeProvider):
             known = {k: v for k, v in params.items() if not kit.is_unknown(v)}
             if known or not params:  # all-unknown values wait for the real run's check
                 failures += [CheckFailure("parameters", v.reason) for v in mlxconfig_rules.violations(known)]
-        others = {k: v for k, v in _spec_fields(news, _DPU_SPEC_FIELDS).items() if k != "parameters"}
-        if not kit.is_unknown(others):
-            try:
-                DpuMlxconfigSpec.model_validate({**others, "parameters": {"VIRTIO_NET_EMULATION_ENABLE": 1}})
-            except ValidationError as exc:
-                failures += kit.validation_failures(exc)
-        return CheckResult(news, failures)
+        return failures + [f for f in super()._spec_failures(news) if f.property != "parameters"]
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """Changes when the spec, the pinned host key or ``triggers`` differ, or when a pending
-        firmware reset is now allowed. Pure: no connection."""
-        if kit.is_unknown({k: news.get(k) for k in (*_DPU_SPEC_FIELDS, "connection", "triggers")}):
-            return DiffResult(changes=True)
-        try:
-            spec = _dpu_spec(news)
-            fingerprint = _target(news).host_key_fingerprint
-        except (ValidationError, ValueError):
-            return DiffResult(changes=True)
-        echo = _dpu_echo(spec, news)
-        changed = any(olds.get(k) != v for k, v in echo.items())
-        changed |= olds.get("host_key_fingerprint") != fingerprint
-        changed |= bool(olds.get("reset_pending")) and spec.allow_firmware_reset
-        return DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+    def _apply(self, target: SshTarget, spec: DpuMlxconfigSpec) -> dict[str, Any]:
+        """Set only the parameters that differ; ``mlxfwreset`` only with ``allow_firmware_reset``."""
+        return operations.configure_dpu(target, spec)
 
-    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        """Query, set only what differs, maybe reset; return every output."""
-        spec, target = _dpu_spec(props), _target(props)
-        result = operations.configure_dpu(target, spec)
-        return {**_dpu_echo(spec, props), "connection": props["connection"],
-                "host_key_fingerprint": target.host_key_fingerprint, **result}
-
-    def new_id(self, _props: Mapping[str, Any], _outs: Mapping[str, Any]) -> str:
-        """``dpu-<uuid4 hex>``."""
-        return kit.new_id("dpu")
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Refresh: ``mlxconfig -e query`` the managed parameters (nothing is set). Outputs
-        ``next_boot``/``current``/``pending_parameters``/``reset_pending`` are the live values;
-        ``parameters`` (output and input) become the Next Boot values, so a value changed
-        behind our back shows as drift and ``up`` sets it again.
-
-        Raises:
-            dynamic_providers.ssh.errors.SshError: the DPU cannot be reached or queried.
-        """
-        if not props.get("connection"):
-            return ReadResult(id_=id_, outs=props)
-        spec, target = _dpu_spec(props), _target(props)
+    def _read_live(self, target: SshTarget, spec: DpuMlxconfigSpec) -> Observed:
+        """``mlxconfig -e query`` the managed parameters (nothing is set). ``parameters`` become
+        the Next Boot values, so a value changed behind our back shows as drift and ``up`` sets
+        it again."""
         live = operations.read_dpu(target, spec)
-        return _refreshed(id_, props, _DPU_SPEC_FIELDS, live, {"parameters": dict(live["next_boot"])})
-
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        """Forget the resource; the firmware keeps its configuration."""
+        return live, {"parameters": dict(live["next_boot"])}
 
 
-class DpuMlxconfig(Resource, module="ssh", name="DpuMlxconfig"):
+class DpuMlxconfig(_SshPrepResource, module="ssh", name="DpuMlxconfig"):
     """mlxconfig parameters of one DPU device, set over SSH (on the DPU's Arm OS or its host).
 
-    Outputs (besides the echoed, normalised inputs):
-        host_key_fingerprint: ``SHA256:...`` of the pinned host key.
-        changed: parameter names set in this run (empty when nothing differed).
+    Outputs (besides the echoed, normalised inputs, ``host_key_fingerprint`` and ``changed``:
+    the parameter names set in this run):
         next_boot: ``{name: int}`` Next Boot values after the run.
         current: ``{name: int}`` values in effect now.
         pending_parameters: names whose Current differs from Next Boot.
@@ -401,8 +383,6 @@ class DpuMlxconfig(Resource, module="ssh", name="DpuMlxconfig"):
         reset_performed: this run ran ``mlxfwreset`` (only with ``allow_firmware_reset``).
     """
 
-    host_key_fingerprint: pulumi.Output[str]
-    changed: pulumi.Output[list[str]]
     next_boot: pulumi.Output[dict[str, int]]
     current: pulumi.Output[dict[str, int]]
     pending_parameters: pulumi.Output[list[str]]
@@ -433,15 +413,12 @@ class DpuMlxconfig(Resource, module="ssh", name="DpuMlxconfig"):
             use_sudo: run mlxconfig/mlxfwreset with ``sudo -n``.
             triggers: any values; a change re-runs the query-and-converge step.
         """
-        props: dict[str, Any] = {
-            "connection": pulumi.Output.secret(connection),
+        super().__init__(DpuMlxconfigProvider(), name, {
+            "connection": connection,
             "device": device,
             "parameters": parameters,
             "allow_firmware_reset": allow_firmware_reset,
             "reset_level": reset_level,
             "use_sudo": use_sudo,
             "triggers": triggers or [],
-            **dict.fromkeys(_DPU_OUTPUTS),
-        }
-        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
-        super().__init__(DpuMlxconfigProvider(), name, props, opts)
+        }, opts)
