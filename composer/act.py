@@ -102,6 +102,9 @@ class Executor:
         async_events: create Events from one background thread, in the order emitted (as
             client-go's event broadcaster does), so that no round, release or compose waits
             for an Event's API call; :meth:`close` waits for the queue.
+        on_node_written: called (on the worker thread) with the Node the API server answered
+            each of the job's Node writes with, e.g. :meth:`composer.cache.ClusterCache.assume`,
+            so the next round sees the write at once and its watch echo wakes nobody.
     """
 
     kube: KubeWrites
@@ -113,6 +116,7 @@ class Executor:
     release_to_system_pool: bool = True
     clock: Callable[[], float] = time.time
     async_events: bool = False
+    on_node_written: Callable[[Mapping[str, Any]], None] | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _events: ThreadPoolExecutor | None = field(default=None, repr=False)
     _events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -170,11 +174,18 @@ class Executor:
         if old.reclaim != new.reclaim:
             changes[ann.RECLAIM] = ann.encode_reclaim(new.reclaim)
         if changes:
-            res.node_object = self.kube.patch_node_annotations(node, changes) or res.node_object
+            self._written(res, self.kube.patch_node_annotations(node, changes))
         return new
 
     def _taint(self, res: JobResult, node: str, present: bool) -> None:
-        res.node_object = self.kube.set_taint(node, RECLAIM_TAINT, present) or res.node_object
+        self._written(res, self.kube.set_taint(node, RECLAIM_TAINT, present))
+
+    def _written(self, res: JobResult, obj: Mapping[str, Any] | None) -> None:
+        if obj is None:
+            return
+        res.node_object = obj
+        if self.on_node_written is not None:
+            self.on_node_written(obj)
 
     # -- the job ---------------------------------------------------------------------------
     def run(self, job: NodeJob, created: Mapping[str, float] | None = None) -> JobResult:

@@ -155,6 +155,42 @@ def test_a_lagging_watch_never_makes_the_controller_plan_a_pod_twice(honour_writ
     ctrl.close()
 
 
+@pytest.mark.parametrize("echo_check", [True, False])
+def test_the_composers_own_node_writes_come_back_on_the_watch_without_waking_the_loop(echo_check):
+    """Each Node write of a job is laid over the cache as it is made (the intent is visible
+    before the Director is called) and its watch echo wakes no round; someone else's later
+    change does. With the echo check switched off the echoes wake the loop (the check below
+    would catch that regression)."""
+    w = _world()
+    wakes: list[int] = []
+    cache = frozen_cache(w.kube, wakes)
+    if not echo_check:
+        cache.nodes._echo = None
+    seen: list[set[str]] = []
+    real = w.fabric.compose
+
+    def compose(machine, names, **kw):
+        (n,) = cache.read()[1]
+        seen.append(set(n.record.intents))
+        return real(machine, names, **kw)
+
+    w.fabric.compose = compose  # type: ignore[method-assign]
+    ctrl = _controller(w, cache)
+    ctrl.executor.on_node_written = cache.assume
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    assert seen == [{"uid-a"}]  # the intent write was in the cache before the Director call
+    before = len(wakes)
+    cache.nodes._put(copy.deepcopy(w.kube.nodes["h1"]))  # the watch delivers the job's last write
+    assert len(wakes) == (before if echo_check else before + 1)
+    later = with_rv(w.kube.nodes["h1"], int(w.kube.nodes["h1"]["metadata"]["resourceVersion"]) + 1,
+                    **{"example.com/other": "x"})
+    later["metadata"]["labels"]["example.com/team"] = "b"
+    cache.nodes._put(later)  # a change by someone else
+    assert len(wakes) == (before + 1 if echo_check else before + 2)
+    ctrl.close()
+
+
 def test_no_round_before_the_cache_listed_everything():
     w = _world()
     cache = ClusterCache(client.ApiClient())  # never synced: an empty cache would look idle
@@ -283,3 +319,22 @@ def test_a_node_without_intents_keeps_exactly_its_attached_managed_devices(devic
     lost = () if reclaiming else tuple(sorted(devices - attached))
     assert rc.lost == lost
     assert [(e.kind, e.reason) for e in rc.events] == [("Node", "GpuDetachedOutOfBand")] * bool(lost)
+
+
+def test_the_wired_executor_lays_its_node_writes_over_the_watch_cache(tmp_path, monkeypatch):
+    """``python -m composer`` wires the executor's write hook to the cache it plans on."""
+    from composer.config import Settings
+    from composer.wiring import build_controller
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "pw")
+    wired = build_controller(
+        Settings(kubeconfig=str(kubeconfig), director_url="http://127.0.0.1:1", director_username="u")
+    )
+    assert wired.cache is not None
+    assert wired.controller.executor.on_node_written == wired.cache.assume
