@@ -306,6 +306,16 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     jobs = []
     guards = ReclaimGuards(snapshot, composable, records, policy)
     for node in composable:
+        if (
+            node.record == _NOTHING
+            and records[node.name] == _NOTHING
+            and flags[node.name] == (False, False)
+            and node.name not in by_node
+            and node.name not in memory.idle_since
+            and node.name not in memory.held
+            and not node.reclaim_tainted
+        ):
+            continue  # no composer GPUs, record, job or reclaim: nothing to do (most nodes, most rounds)
         rec = ann.with_hold(records[node.name])
         u = usage.get(node.name, empty_usage)
         busy = u.gpu_pods > 0 or bool(rec.intents) or node.name in by_node
@@ -377,6 +387,10 @@ def busy_releases(
         )
         out.extend(_release(pods_by_uid[uid], node.name, it) for uid, it in rc.release)
     return tuple(out)
+
+
+#: The record of a node the composer never touched (or gave everything back).
+_NOTHING = NodeRecord()
 
 
 def _serves(policy: Policy, pod: PodView) -> bool:
