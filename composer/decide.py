@@ -143,7 +143,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
 
     # 2. requests: unschedulable or gated GPU pods nobody is serving yet
     served = {uid for rec in records.values() for uid in rec.intents}
-    limit = _host_limit(composable, policy)
+    limits: list[int | None] = []  # the host limit, computed once and only when a gated pod needs it
     requests: dict[str, GpuRequest] = {}
     gated: dict[str, PodView] = {}
     for p in snapshot.pods:
@@ -187,7 +187,10 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                 memory.reported[p.uid] = "InvalidRequest"
                 events.append(pod_event(p.key, p.uid, "Warning", "NotComposed", str(exc)))
             continue
-        if p.gated and limit is not None and req.gpus > limit:
+        if p.gated and not limits:
+            limits.append(_host_limit(composable, policy))
+        limit = limits[0] if p.gated else None
+        if limit is not None and req.gpus > limit:
             actions.append(
                 _ungate(
                     p,
