@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             agent.step()
         except Exception as exc:  # keep polling: the Director or the API server may be restarting
             logging.getLogger("lab.gpu_agent").warning("poll failed: %s", exc)
-        stop.wait(args.interval)
+        stop.wait(agent.next_due(args.interval))
     adverts.stop()
     director.close()
     return 0

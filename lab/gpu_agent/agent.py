@@ -237,6 +237,15 @@ class GpuAgent:
             applied[name] = want
         return applied
 
+    def next_due(self, interval: float) -> float:
+        """Seconds to wait before the next :meth:`step`: ``interval``, or less when a change
+        seen earlier becomes due sooner (so a node advertises ``advertise_delay_seconds`` after
+        the change was seen, not up to one poll ``interval`` later). A change already due that
+        the last step held back (the device-plugin quirk) waits a whole ``interval``."""
+        now = self.clock()
+        due = [seen + self.advertise_delay_seconds - now for _, seen in self._seen.values()]
+        return min([interval, *(d for d in due if d > 0)])
+
     def _current(self) -> Mapping[str, Advert]:
         if self.adverts is not None:
             return self.adverts()

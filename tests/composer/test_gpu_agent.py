@@ -88,8 +88,11 @@ def test_advertises_after_the_delay_and_removes_on_detach():
     agent = GpuAgent(core, director, advertise_delay_seconds=1.0, shared_replicas=4, clock=clock)
     director.machines["n1"] = ["Tesla-T4", "Tesla-T4"]
     assert agent.step() == {}
+    assert agent.next_due(0.1) == 0.1  # due in 1 s: poll as usual
     clock.t = 0.5
     assert agent.step() == {}
+    clock.t = 0.95
+    assert agent.next_due(0.1) == pytest.approx(0.05)  # due before the next poll: wait only that long
     clock.t = 1.1
     assert agent.step() == {"n1": Advert(2, "Tesla-T4")}
     n = core.nodes["n1"]
@@ -127,6 +130,7 @@ def test_plugin_restart_quirk():
     for t in (1.0, 2.0, 30.0):
         clock.t = t
         assert agent.step() == {}  # hot-plugged: not advertised while the old plugin pod runs
+        assert agent.next_due(0.1) == 0.1  # held back: poll at the usual pace, not in a busy loop
     del core.pods["nvidia-device-plugin-n1"]  # the composer restarts it; the "DaemonSet" recreates it
     clock.t = 31.0
     assert agent.step() == {"n1": Advert(1, "Tesla-T4")}
