@@ -16,8 +16,9 @@ probe refusals and converging create/update.
 - ``explainer``: one function from a preview probe's exception to the one line
   ``preflight.endpoint_failure`` prints, built from ``(exception type, text)`` rules.
 - ``DynamicResource``: the program side of a resource: its outputs are the class's
-  ``pulumi.Output`` annotations (sent as None so the engine reports them), its secret inputs
-  are wrapped as secrets and listed in ``additional_secret_outputs``.
+  ``pulumi.Output`` annotations (each given as a None property, so the resource object has an
+  Output attribute for it that the provider's outputs resolve), its secret inputs are wrapped as
+  secrets and listed in ``additional_secret_outputs``.
 - ``ConvergeProvider``: create and update are the same "read the device, change what differs"
   call; a provider gives ``converge`` and ``new_id``.
 """

@@ -58,7 +58,7 @@ from pulumi.dynamic import (
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .. import oneline
-from ..kit import is_unknown, plain, validation_failures
+from ..kit import DynamicResource, is_unknown, plain, validation_failures
 from .client import DirectorClient
 from .endpoint import director_failure
 from .errors import DirectorConflictError, DirectorError, DirectorNotFoundError
@@ -99,18 +99,6 @@ INPUT_KEYS = (
 SECRET_KEYS = ("username", "password")
 #: Changing these replaces the resource.
 REPLACE_KEYS = ("machine", "group")
-#: Computed outputs.
-OUTPUT_KEYS = (
-    "device_names",
-    "models",
-    "fabric_ids",
-    "switch_ids",
-    "machine_id",
-    "group_id",
-    "group_name",
-    "pool_moved_devices",
-)
-
 _HOST = r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$"
 
 
@@ -438,7 +426,7 @@ class GpuCompositionProvider(ResourceProvider):
         }
 
 
-class GpuComposition(pulumi.dynamic.Resource, module="director", name="GpuComposition"):
+class GpuComposition(DynamicResource, module="director", name="GpuComposition"):
     """GPUs from the Director's pool composed into one bare-metal host.
 
     Args:
@@ -469,6 +457,8 @@ class GpuComposition(pulumi.dynamic.Resource, module="director", name="GpuCompos
     group_name: pulumi.Output[str]
     pool_moved_devices: pulumi.Output[list[str]]
 
+    secret_inputs = SECRET_KEYS
+
     def __init__(
         self,
         resource_name: str,
@@ -486,10 +476,10 @@ class GpuComposition(pulumi.dynamic.Resource, module="director", name="GpuCompos
         reprogram_timeout_seconds: float = 600.0,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {
+        super().__init__(GpuCompositionProvider(), resource_name, {
             "endpoint": endpoint,
-            "username": pulumi.Output.secret(username),
-            "password": pulumi.Output.secret(password),
+            "username": username,
+            "password": password,
             "machine": machine,
             "group": group,
             "count": count,
@@ -499,9 +489,4 @@ class GpuComposition(pulumi.dynamic.Resource, module="director", name="GpuCompos
             "timeout_seconds": timeout_seconds,
             "reprogram_timeout_seconds": reprogram_timeout_seconds,
             "use_digest": use_digest,
-            **dict.fromkeys(OUTPUT_KEYS),
-        }
-        secret_opts = pulumi.ResourceOptions(additional_secret_outputs=list(SECRET_KEYS))
-        super().__init__(
-            GpuCompositionProvider(), resource_name, props, pulumi.ResourceOptions.merge(opts, secret_opts)
-        )
+        }, opts)

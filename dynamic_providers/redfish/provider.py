@@ -47,7 +47,6 @@ from pulumi.dynamic import (
     CheckResult,
     DiffResult,
     ReadResult,
-    Resource,
 )
 
 from dynamic_providers import kit, oneline, preflight
@@ -63,8 +62,8 @@ _CONNECTION_KEYS = ("username", "password", "verify_tls", "ca_bundle", "apply_re
 # Inside the engine's provider process, report our typed errors as one line (see oneline).
 oneline.install()
 
-SECRET_KEYS = ["username", "password"]
-_SECRET_OPTS = pulumi.ResourceOptions(additional_secret_outputs=SECRET_KEYS)
+#: Inputs kept secret in state (``kit.DynamicResource``).
+SECRET_KEYS = ("username", "password")
 DEFAULT_RESET_TIMEOUT_SECONDS = inputs.DEFAULT_RESET_TIMEOUT_SECONDS
 _POLL_SECONDS = 2.0
 
@@ -95,16 +94,20 @@ _explain_refusal = kit.explainer(
 )
 
 
-def _check(news: Mapping[str, Any], model: type[inputs.BmcConnection]) -> tuple[inputs.BmcConnection | None,
-                                                                        list[CheckFailure]]:
+#: The inputs the preview probe uses: an unknown one skips the probe.
+_PROBE_KEYS = frozenset({"bmc_endpoint", "username", "password", "verify_tls", "ca_bundle"})
+
+
+def _check(news: Mapping[str, Any],
+           model: type[inputs.BmcConnection]) -> tuple[inputs.BmcConnection | None, list[CheckFailure]]:
     """Validate the known inputs with ``model`` (:mod:`dynamic_providers.redfish.inputs`), then
     probe the BMC read-only (log in, list the systems), once per endpoint and account per run.
 
-    The probe is skipped when an input failed, or a connection input is unknown at preview.
+    The probe is skipped when an input failed, or one it uses is unknown at preview.
     Returns the model (None when an input failed) and the failures."""
     checked = kit.check_known(model, news)
     spec = checked.spec
-    if spec is None or checked.unknown & set(inputs.BmcConnection.model_fields) or not preflight.enabled():
+    if spec is None or checked.unknown & _PROBE_KEYS or not preflight.enabled():
         return spec, checked.failures
     if spec.ca_bundle and not os.path.isfile(spec.ca_bundle):  # requests would raise a bare OSError for it
         missing = f"no such file: {spec.ca_bundle} (the PEM file of the BMC's CA)"
@@ -328,7 +331,28 @@ class DpuPostureProvider(kit.ConvergeProvider):
         """Forget the resource; the DPU keeps its posture (see module docstring)."""
 
 
-class DpuPosture(Resource, module="redfish", name="DpuPosture"):
+class _BmcResource(kit.DynamicResource):
+    """Program side shared by both Redfish resources: the secret BMC account and the outputs
+    both have (see the module docstring for the settings pattern).
+
+    Outputs:
+        reset_pending: anything pending on the BMC.
+        pending_attributes: ``{name: value}`` staged for the next reset.
+        awaiting_reset: names of this resource's settings staged but not yet effective.
+        drift: names of this resource's settings whose next-boot value is not the desired one.
+        firmware_version: the BMC's ``FirmwareVersion``.
+    """
+
+    secret_inputs = SECRET_KEYS
+
+    reset_pending: pulumi.Output[bool]
+    pending_attributes: pulumi.Output[dict[str, AttrValue]]
+    awaiting_reset: pulumi.Output[list[str]]
+    drift: pulumi.Output[list[str]]
+    firmware_version: pulumi.Output[str]
+
+
+class DpuPosture(_BmcResource, module="redfish", name="DpuPosture"):
     """Zero-trust posture of one BlueField-3 DPU, set and checked through its BMC's Redfish.
 
     Args:
@@ -358,15 +382,10 @@ class DpuPosture(Resource, module="redfish", name="DpuPosture"):
     mode: pulumi.Output[str]
     host_privilege_level: pulumi.Output[str]
     host_rshim: pulumi.Output[str]
-    reset_pending: pulumi.Output[bool]
-    pending_attributes: pulumi.Output[dict]
-    awaiting_reset: pulumi.Output[list]
-    drift: pulumi.Output[list]
     privilege_attribute: pulumi.Output[str]
     privilege_interface: pulumi.Output[str]
     next_host_privilege: pulumi.Output[str]
-    firmware_version: pulumi.Output[str]
-    desired: pulumi.Output[dict]
+    desired: pulumi.Output[dict[str, str]]
 
     def __init__(self, resource_name: str, *, bmc_endpoint: pulumi.Input[str], username: pulumi.Input[str],
                  password: pulumi.Input[str], verify_tls: pulumi.Input[bool] = True,
@@ -375,17 +394,10 @@ class DpuPosture(Resource, module="redfish", name="DpuPosture"):
                  apply_reset: pulumi.Input[bool] = False,
                  reset_timeout_seconds: pulumi.Input[float] = DEFAULT_RESET_TIMEOUT_SECONDS,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {
-            "bmc_endpoint": bmc_endpoint, "username": pulumi.Output.secret(username),
-            "password": pulumi.Output.secret(password), "verify_tls": verify_tls, "ca_bundle": ca_bundle,
-            "mode": mode, "host_privilege": host_privilege, "host_rshim": host_rshim,
-            "apply_reset": apply_reset, "reset_timeout_seconds": reset_timeout_seconds,
-            "host_privilege_level": None, "reset_pending": None, "pending_attributes": None,
-            "awaiting_reset": None, "drift": None, "privilege_attribute": None, "firmware_version": None,
-            "desired": None, "privilege_interface": None, "next_host_privilege": None,
-        }
-        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
-        super().__init__(DpuPostureProvider(), resource_name, props, opts)
+        super().__init__(DpuPostureProvider(), resource_name, dict(
+            bmc_endpoint=bmc_endpoint, username=username, password=password, verify_tls=verify_tls,
+            ca_bundle=ca_bundle, mode=mode, host_privilege=host_privilege, host_rshim=host_rshim,
+            apply_reset=apply_reset, reset_timeout_seconds=reset_timeout_seconds), opts)
 
 
 # --- BIOS attributes ------------------------------------------------------------------------
@@ -508,7 +520,7 @@ class BiosAttributesProvider(kit.ConvergeProvider):
         """Forget the resource; the BIOS keeps its values."""
 
 
-class BiosAttributes(Resource, module="redfish", name="BiosAttributes"):
+class BiosAttributes(_BmcResource, module="redfish", name="BiosAttributes"):
     """BIOS attributes of one ComputerSystem behind a host BMC, staged via ``Bios/Settings``.
 
     Args:
@@ -529,14 +541,9 @@ class BiosAttributes(Resource, module="redfish", name="BiosAttributes"):
     ``firmware_version``.
     """
 
-    attributes: pulumi.Output[dict]
-    desired_attributes: pulumi.Output[dict]
-    reset_pending: pulumi.Output[bool]
-    pending_attributes: pulumi.Output[dict]
-    awaiting_reset: pulumi.Output[list]
-    drift: pulumi.Output[list]
+    attributes: pulumi.Output[dict[str, AttrValue]]
+    desired_attributes: pulumi.Output[dict[str, AttrValue]]
     bios_version: pulumi.Output[str]
-    firmware_version: pulumi.Output[str]
 
     def __init__(self, resource_name: str, *, bmc_endpoint: pulumi.Input[str], username: pulumi.Input[str],
                  password: pulumi.Input[str], attributes: pulumi.Input[Mapping[str, Any]],
@@ -544,13 +551,7 @@ class BiosAttributes(Resource, module="redfish", name="BiosAttributes"):
                  ca_bundle: pulumi.Input[str] | None = None, apply_reset: pulumi.Input[bool] = False,
                  reset_timeout_seconds: pulumi.Input[float] = DEFAULT_RESET_TIMEOUT_SECONDS,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {
-            "bmc_endpoint": bmc_endpoint, "username": pulumi.Output.secret(username),
-            "password": pulumi.Output.secret(password), "attributes": attributes, "system_id": system_id,
-            "verify_tls": verify_tls, "ca_bundle": ca_bundle, "apply_reset": apply_reset,
-            "reset_timeout_seconds": reset_timeout_seconds,
-            "reset_pending": None, "pending_attributes": None, "awaiting_reset": None, "drift": None,
-            "bios_version": None, "firmware_version": None, "desired_attributes": None,
-        }
-        opts = pulumi.ResourceOptions.merge(opts, _SECRET_OPTS)
-        super().__init__(BiosAttributesProvider(), resource_name, props, opts)
+        super().__init__(BiosAttributesProvider(), resource_name, dict(
+            bmc_endpoint=bmc_endpoint, username=username, password=password, attributes=attributes,
+            system_id=system_id, verify_tls=verify_tls, ca_bundle=ca_bundle, apply_reset=apply_reset,
+            reset_timeout_seconds=reset_timeout_seconds), opts)
