@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,29 @@ def _stack(tmp_path: Path, estate: dict[str, Any]) -> auto.Stack:
     return stack
 
 
+@contextmanager
+def _up(
+    sc: Scenario, tmp_path: Path, estate: dict[str, Any], api: client.ApiClient
+) -> Iterator[dict[str, str]]:
+    """``pulumi up`` of ``estate``; yields the plain ``COMPOSER_*`` values of the composer's Deployment,
+    prints the scenario's process logs when an assertion fails, and destroys the stack at the end."""
+    release, namespace = estate["composer"]["release_name"], estate["composer"]["namespace"]
+    stack = _stack(tmp_path, estate)
+    try:
+        assert stack.up(on_output=lambda _line: None).summary.result == "succeeded"
+        env = _deployed_env(api, namespace, release)
+        # The chart's Pods do not run on kwok Nodes, so its gating webhook could only time out
+        # (failurePolicy Ignore, 5 s per GPU pod): drop it; the local composer serves ungated pods.
+        _drop_webhooks(api, release)
+        yield env
+    except AssertionError:
+        print(sc.diagnostics())
+        raise
+    finally:
+        stack.destroy(on_output=lambda _line: None)
+        stack.workspace.remove_stack("pools")
+
+
 def _deployed_env(api: client.ApiClient, namespace: str, name: str) -> dict[str, str]:
     """The plain ``COMPOSER_*`` values of the composer container of Deployment ``name``."""
     dep = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)
@@ -163,13 +188,7 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
         n1, n2 = sc.node("blade-slot-1"), sc.node("blade-slot-2")
         run = f"p{sc.sid}"
         alpha, beta = f"{run}-alpha", f"{run}-beta"
-        stack = _stack(tmp_path, _estate(sc, run, composer_lab.kubeconfig))
-        try:
-            assert stack.up(on_output=lambda _line: None).summary.result == "succeeded"
-            env = _deployed_env(lab_api, f"{run}-composer", f"{run}-composer")
-            # The chart's Pods do not run on kwok Nodes, so its gating webhook could only time out
-            # (failurePolicy Ignore, 5 s per GPU pod): drop it; the local composer serves ungated pods.
-            _drop_webhooks(lab_api, f"{run}-composer")
+        with _up(sc, tmp_path, _estate(sc, run, composer_lab.kubeconfig), lab_api) as env:
             pools = json.loads(env["COMPOSER_POOLS"])
             assert pools == [
                 {"name": "alpha", "quotaGpus": 1, "hosts": [n2], "namespaces": [alpha]},
@@ -203,12 +222,6 @@ def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, la
             assert msg == f"NoHostFits: host {n2} belongs to pool 'alpha', the pod to 'beta'"
             assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}  # nothing moved or added
             assert _running_on(core, beta, "b3") is None
-        except AssertionError:
-            print(sc.diagnostics())
-            raise
-        finally:
-            stack.destroy(on_output=lambda _line: None)
-            stack.workspace.remove_stack("pools")
 
 
 def test_reclaim_guards_and_owner_tag_come_from_the_stack_config(
@@ -224,11 +237,7 @@ def test_reclaim_guards_and_owner_tag_come_from_the_stack_config(
         estate["composer"].update(idle_timeout_seconds=1, reclaim_windows_utc=[later], reclaim_budget="1",
                                   owner_tag=tag, orphan_grace_seconds=120)
         estate["composer"]["pools"][1]["reclaim_budget"] = 0
-        stack = _stack(tmp_path, estate)
-        try:
-            assert stack.up(on_output=lambda _line: None).summary.result == "succeeded"
-            env = _deployed_env(lab_api, f"{run}-composer", f"{run}-composer")
-            _drop_webhooks(lab_api, f"{run}-composer")
+        with _up(sc, tmp_path, estate, lab_api) as env:
             assert json.loads(env["COMPOSER_RECLAIM_WINDOWS_UTC"]) == [later]
             assert (env["COMPOSER_RECLAIM_BUDGET"], env["COMPOSER_OWNER_TAG"]) == ("1", tag)
             assert float(env["COMPOSER_ORPHAN_GRACE_SECONDS"]) == 120
@@ -254,12 +263,6 @@ def test_reclaim_guards_and_owner_tag_come_from_the_stack_config(
             assert "(window)" in held[0] and "gpu0" in held[0], held
             assert sc.attached() == {n1: ["gpu1"], n2: ["gpu0"]}  # idle for longer than 1 s, still held
             assert sc.director_udesc()["gpu0"] == tag
-        except AssertionError:
-            print(sc.diagnostics())
-            raise
-        finally:
-            stack.destroy(on_output=lambda _line: None)
-            stack.workspace.remove_stack("pools")
 
 
 def _running_on(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
