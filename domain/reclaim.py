@@ -34,6 +34,7 @@ __all__ = [
     "Window",
     "budget_as_text",
     "check_owner_tag",
+    "reads_as_no_description",
     "parse_budget",
     "parse_window",
 ]
@@ -132,6 +133,11 @@ def parse_window(value: str) -> Window:
     return Window(start, end)
 
 
+def reads_as_no_description(text: str | None) -> bool:
+    """True for a user description the Director shows as absent: None, blank or ``n/a``."""
+    return text is None or text.strip() in ("", _NO_DESCRIPTION)
+
+
 def check_owner_tag(value: str) -> str:
     """``value`` when it is a usable owner tag, else an error.
 
@@ -142,7 +148,7 @@ def check_owner_tag(value: str) -> str:
         ValueError: empty, longer than :data:`OWNER_TAG_MAX_LENGTH`, not :data:`OWNER_TAG_PATTERN`,
             or ``n/a`` (the Director's "no description"); the message quotes the value.
     """
-    if value.strip() in ("", _NO_DESCRIPTION):
+    if reads_as_no_description(value):
         raise ValueError(f"owner tag {value!r} reads as no description on the Director")
     if len(value) > OWNER_TAG_MAX_LENGTH:
         raise ValueError(f"owner tag {value!r}: at most {OWNER_TAG_MAX_LENGTH} characters")

@@ -43,6 +43,8 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from domain.reclaim import reads_as_no_description
+
 from ._transport import Transport
 from .api import device as device_api
 from .api import fabric as fabric_api
@@ -344,7 +346,7 @@ class DirectorClient:
         Raises:
             ValueError: an empty tag or ``n/a`` (the Director's "no description").
         """
-        if not tag.strip() or tag.strip() == "n/a":
+        if reads_as_no_description(tag):
             raise ValueError(f"owner tag {tag!r} reads as no description on the Director")
         names = list(device_names)
         if not names:
@@ -504,11 +506,11 @@ class DirectorClient:
     # ================================================================ internals
     def _claim(self, m: Machine, names: Sequence[str], gpus: Mapping[str, Placed], tag: str) -> None:
         """Write ``tag`` on the GPUs not carrying it yet; refuse one carrying another tag."""
-        if not tag.strip() or tag.strip() == "n/a":
+        if reads_as_no_description(tag):
             raise ValueError(f"owner tag {tag!r} reads as no description on the Director")
         for n in names:
-            have = device_api.gpu_info(self._t, n).udesc or ""
-            if have in ("", "n/a"):
+            have = device_api.gpu_info(self._t, n).udesc
+            if reads_as_no_description(have):
                 device_api.set_gpu_description(self._t, dev_id=gpus[n].status.dev_id, text=tag, device=n)
             elif have != tag:
                 raise DirectorConflictError(
