@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, get_type_hints
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pydantic import SecretStr
+from pydantic import SecretStr, TypeAdapter, ValidationError
 
 from domain import contract
 
@@ -19,16 +20,46 @@ def token(kind: str) -> str:
 
 
 def contract_props(kind: str, props: dict[str, Any]) -> dict[str, Any]:
-    """``props`` of a ``kind`` component, checked against :data:`domain.contract.CONTRACT`.
+    """``props`` of a ``kind`` component, checked against :data:`domain.contract.CONTRACT`: the
+    keys, and the type of every value already known (not an ``Output``, nor holding one), in
+    pydantic's strict mode (``True`` is no ``int``, ``"1"`` no ``int``).
 
     Raises:
-        ValueError: a required property is missing or one is not in the contract (a programming
-            error: the policy pack and the preview report read exactly the contract's keys).
+        ValueError: a required property is missing, one is not in the contract, or a known value
+            has another type than the contract's (a programming error: the policy pack and the
+            preview report read exactly the contract's keys and types).
     """
-    missing, unexpected = contract.missing_and_unexpected(token(kind), set(props))
+    tok = token(kind)
+    missing, unexpected = contract.missing_and_unexpected(tok, set(props))
     if missing or unexpected:
-        raise ValueError(f"{token(kind)} props: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+        raise ValueError(f"{tok} props: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+    for key, value in props.items():
+        if _holds_output(value):
+            continue
+        try:
+            _value_type(tok, key).validate_python(value, strict=True)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in (key, *first["loc"]))
+            raise ValueError(f"{tok} props: {where}: {first['msg']} (got {type(value).__name__})") from exc
     return props
+
+
+@cache
+def _value_type(tok: str, key: str) -> TypeAdapter[Any]:
+    """The validator of property ``key`` of ``tok`` (``NotRequired`` stripped)."""
+    return TypeAdapter(get_type_hints(contract.CONTRACT[tok])[key])
+
+
+def _holds_output(value: Any) -> bool:
+    """``value`` is or contains a ``pulumi.Output`` (its type is only known after resolution)."""
+    if isinstance(value, pulumi.Output):
+        return True
+    if isinstance(value, list | tuple):
+        return any(_holds_output(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_output(v) for v in value.values())
+    return False
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ and the types their values resolve to (during preview a value may be unknown; ru
 "cannot prove compliance"). Keys marked ``NotRequired`` are present only when the stack config asks for
 them (the ``prep`` section: SSH preparation of hosts and DPUs).
 
-Used by: :func:`components._base.contract_props` (each component checks its props against
-:data:`CONTRACT`), ``policies/rules/model.py`` (the token constants), ``ops/preview_markdown.py``
-(:data:`TOKEN_PREFIX`), and ``tests/components/test_estate.py`` (the table in docs/architecture.md
-"Component contract" and the props of every registered component are checked against it).
+Used by: :func:`components._base.contract_props` (each component checks its props' keys and its
+known values' types against :data:`CONTRACT`), ``policies/rules/model.py`` (the token constants),
+``ops/preview_markdown.py`` (:data:`TOKEN_PREFIX`), and ``tests/components/test_estate.py`` (the
+table in docs/architecture.md "Component contract" and the props of every registered component are
+checked against it).
 """
 
 from typing import Any, Final, Literal, NotRequired, TypedDict

@@ -96,6 +96,27 @@ def test_a_component_with_props_outside_the_contract_is_refused() -> None:
         contract_props("Estate", {"stack": "s"})
 
 
+def test_a_known_prop_value_of_another_type_than_the_contract_is_refused() -> None:
+    from components._base import contract_props
+
+    tenant = {"name": "alpha", "gpu_quota": 2, "allowed_models": ["Tesla-T4"]}
+    assert contract_props("Tenant", tenant) is tenant
+    with pytest.raises(ValueError, match=r"Tenant props: gpu_quota: .* valid integer \(got str"):
+        contract_props("Tenant", {**tenant, "gpu_quota": "2"})
+    with pytest.raises(ValueError, match=r"gpu_quota: .* \(got bool\)"):
+        contract_props("Tenant", {**tenant, "gpu_quota": True})
+    with pytest.raises(ValueError, match=r"allowed_models\.1: Input should be a valid string"):
+        contract_props("Tenant", {**tenant, "allowed_models": ["Tesla-T4", 7]})
+    host = {
+        "name": "h1", "role": "hypervisor", "bmc_address": "https://h1-bmc:443", "bmc_verify_tls": True,
+        "kernel_args": [], "blacklisted_modules": [], "cluster": None, "tenant_workloads": True,
+        "dpu": None, "gpu_mode": "passthrough",
+    }
+    assert contract_props("Host", host) is host
+    with pytest.raises(ValueError, match=r"Host props: role: Input should be 'hypervisor'"):
+        contract_props("Host", {**host, "role": "worker"})
+
+
 def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
     run(lambda: _estate(tmp_path))
     direct = sorted(
