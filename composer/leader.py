@@ -22,6 +22,9 @@ from composer.kube import KubeError
 
 log = logging.getLogger(__name__)
 
+#: Read-modify-write attempts of :meth:`LeaseElector.release` (each 409 reads the Lease again).
+RELEASE_ATTEMPTS = 3
+
 
 class LeaseApi(Protocol):
     """The Lease calls the elector needs (:class:`composer.kube.KubeApi` provides them)."""
@@ -149,17 +152,27 @@ class LeaseElector:
         return True
 
     def release(self) -> None:
-        """Give the Lease up (empty holder) so another replica takes over at once. Best effort."""
+        """Give the Lease up (empty holder) so another replica takes over at once. Best effort.
+
+        Read, then replace with that resourceVersion; a 409 (this replica's own renewal, still
+        running on the election thread at shutdown, wrote in between) reads again, up to
+        :data:`RELEASE_ATTEMPTS` times.
+        """
         if self._renewed_at is None:
             return
-        try:
-            lease = self.api.read_lease(self.namespace, self.name)
-            if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                lease["spec"]["holderIdentity"] = ""
-                lease["spec"]["leaseDurationSeconds"] = 1
-                self.api.replace_lease(self.namespace, self.name, lease)
-        except KubeError as exc:
-            log.warning("could not release the lease: %s", exc)
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                lease = self.api.read_lease(self.namespace, self.name)
+                if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                    lease["spec"]["holderIdentity"] = ""
+                    lease["spec"]["leaseDurationSeconds"] = 1
+                    self.api.replace_lease(self.namespace, self.name, lease)
+                break
+            except KubeError as exc:
+                if exc.conflict and attempt < RELEASE_ATTEMPTS:
+                    continue
+                log.warning("could not release the lease: %s", exc)
+                break
         self._renewed_at = None
 
     def run(self, stop: threading.Event, on_change: Callable[[bool], None] | None = None) -> None:

@@ -118,6 +118,28 @@ def test_release_hands_over_at_once():
     assert b.try_acquire_or_renew()
 
 
+def test_release_reads_again_when_its_own_renewal_wrote_in_between(caplog):
+    """At shutdown the election thread may renew between release's read and its write: the
+    409 is retried with a fresh read, the Lease is handed over and nothing is logged."""
+    api, mono = FakeLeases(), Mono()
+    a = elector(api, "a", mono)
+    assert a.try_acquire_or_renew()
+    real_replace = api.replace_lease
+    renewals = []
+
+    def renew_first(namespace: str, name: str, body: dict[str, Any]) -> None:
+        if not renewals:  # the election thread's renewal lands first: body is stale now
+            renewals.append(1)
+            current = copy.deepcopy(api.lease)
+            real_replace(namespace, name, current)
+        real_replace(namespace, name, body)
+
+    api.replace_lease = renew_first  # type: ignore[method-assign]
+    a.release()
+    assert api.lease["spec"]["holderIdentity"] == ""
+    assert "could not release" not in caplog.text
+
+
 def test_run_sets_lost_when_leadership_goes():
     api, mono = FakeLeases(), Mono()
     a = elector(api, "a", mono)
