@@ -22,6 +22,8 @@ scheduler. What each test sets in the stack's ``composer`` section (besides ``na
   then a second ``pulumi up`` with one around now);
 - composer killed while giving back orphans: ``orphan_grace_seconds: 1``,
   ``idle_timeout_seconds: 600``, ``owner_tag``.
+
+About 30 to 45 s a test (``pulumi up`` and ``destroy`` included), 3 min for the module.
 """
 
 from __future__ import annotations
