@@ -39,14 +39,18 @@ lab-down:  ## Stop every lab process
 lab-status:
 	$(ENV) python -m lab status
 
+# A local backend that does not exist yet: say what creates it (pulumi's own error names only the path).
+STATE := if [[ "$$PULUMI_BACKEND_URL" == file://* && ! -d "$${PULUMI_BACKEND_URL\#file://}" ]]; then \
+	echo "no Pulumi state at $$PULUMI_BACKEND_URL yet: run 'make demo' first (it creates the dev stack there), or set PULUMI_BACKEND_URL to your backend" >&2; exit 2; fi &&
+
 preview:
-	$(ENV) $(CHECK) $(PASS) pulumi preview --stack $(STACK) --diff $(POLICY)
+	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi preview --stack $(STACK) --diff $(POLICY)
 
 review:  ## Markdown preview summary (with the policy pack) for a pull-request comment
-	$(ENV) $(CHECK) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
+	$(ENV) $(STATE) $(CHECK) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
 
 up:
-	$(ENV) $(CHECK) $(PASS) pulumi up --stack $(STACK) --yes $(POLICY)
+	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi up --stack $(STACK) --yes $(POLICY)
 
 destroy:
 	$(ENV) $(PASS) pulumi destroy --stack $(STACK) --yes
