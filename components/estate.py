@@ -18,7 +18,7 @@ from components.gpu_composition import GpuComposition, GpuCompositionArgs
 from components.host import Host, HostArgs
 from components.hypervisor_cluster import HypervisorCluster, HypervisorClusterArgs
 from components.manifests import HOST_GPU_MODE, common_labels, device_plugin_config, host_node_labels, to_yaml
-from components.service_template import cluster_template, service_template
+from components.service_template import TemplateConfig, k0rdent_templates
 from components.tenant import Tenant, TenantArgs, sharing_name
 from stack_config.loader import resolve_path
 from stack_config.models import MOTHERSHIP, EstateConfig, GpuSharingConfig
@@ -183,27 +183,9 @@ class Estate(pulumi.ComponentResource):
         )
         mothership = Mothership(provider=provider, namespace=ms_cfg.namespace, namespace_resource=namespace)
         gpu_catalogue = cfg.gpu_catalogue()
-        templates = [
-            service_template(
-                f"{name}-gpu-operator",
-                cfg.catalog.gpu_operator,
-                namespace=ms_cfg.namespace,
-                provider=provider,
-                parent=self,
-                depends_on=[namespace],
-            )
-        ]
+        wanted: list[tuple[str, TemplateConfig]] = [(f"{name}-gpu-operator", cfg.catalog.gpu_operator)]
         if any(c.kubevirt for c in cfg.hypervisor_clusters):
-            templates.append(
-                service_template(
-                    f"{name}-kubevirt",
-                    cfg.catalog.kubevirt,
-                    namespace=ms_cfg.namespace,
-                    provider=provider,
-                    parent=self,
-                    depends_on=[namespace],
-                )
-            )
+            wanted.append((f"{name}-kubevirt", cfg.catalog.kubevirt))
 
         # ClusterTemplates of the infrastructure clusters (hypervisor clusters, DPU cluster).
         infra_templates = sorted(
@@ -213,16 +195,10 @@ class Estate(pulumi.ComponentResource):
         for t_name in infra_templates:
             declared = cfg.catalog.cluster_template(t_name)
             assert declared is not None  # guaranteed by stack_config.rules
-            templates.append(
-                cluster_template(
-                    f"{name}-template-{t_name}",
-                    declared,
-                    namespace=ms_cfg.namespace,
-                    provider=provider,
-                    parent=self,
-                    depends_on=[namespace],
-                )
-            )
+            wanted.append((f"{name}-template-{t_name}", declared))
+        templates = k0rdent_templates(
+            wanted, namespace=ms_cfg.namespace, provider=provider, parent=self, depends_on=[namespace]
+        )
 
         # Hosts (and their DPUs).
         self.hosts = {}

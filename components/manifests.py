@@ -256,18 +256,28 @@ def dpu_service_spec(service: DpuServiceConfig) -> dict[str, Any]:
 # --------------------------------------------------------------------------- k0rdent
 
 
-def service_template_spec(template: ServiceTemplateConfig) -> dict[str, Any]:
-    """ServiceTemplate ``spec``: the chart from a Flux HelmRepository in the same namespace."""
+def _helm_chart_spec(
+    template: ServiceTemplateConfig | ClusterTemplateConfig, **chart_spec: str
+) -> dict[str, Any]:
+    """``{"helm": {"chartSpec": ...}}`` of a k0rdent template: ``template``'s chart and version
+    from the Flux HelmRepository ``template.repository`` in the same namespace, checked every
+    10 minutes, plus the ``chart_spec`` keys given."""
     return {
         "helm": {
             "chartSpec": {
                 "chart": template.chart,
                 "version": template.version,
                 "interval": "10m",
+                **chart_spec,
                 "sourceRef": {"kind": "HelmRepository", "name": template.repository},
             }
         }
     }
+
+
+def service_template_spec(template: ServiceTemplateConfig) -> dict[str, Any]:
+    """ServiceTemplate ``spec``: the chart from a Flux HelmRepository in the same namespace."""
+    return _helm_chart_spec(template)
 
 
 def cluster_template_spec(template: ClusterTemplateConfig) -> dict[str, Any]:
@@ -275,15 +285,7 @@ def cluster_template_spec(template: ClusterTemplateConfig) -> dict[str, Any]:
     the CAPI providers it needs (``spec.providers``; k0rdent CRD ``clustertemplates``, whose
     ``spec`` is immutable)."""
     return {
-        "helm": {
-            "chartSpec": {
-                "chart": template.chart,
-                "version": template.version,
-                "interval": "10m",
-                "reconcileStrategy": "ChartVersion",
-                "sourceRef": {"kind": "HelmRepository", "name": template.repository},
-            }
-        },
+        **_helm_chart_spec(template, reconcileStrategy="ChartVersion"),
         "providers": list(template.providers),
     }
 

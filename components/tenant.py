@@ -12,7 +12,7 @@ from components._base import child_opts, contract_props, token
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
-from components.service_template import cluster_template, service_template
+from components.service_template import TemplateConfig, k0rdent_templates
 from components.tenant_cluster import TenantCluster, TenantClusterArgs
 from domain.labels import POOL_LABEL
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
@@ -115,43 +115,19 @@ class Tenant(pulumi.ComponentResource):
             )
             for n in c.networks
         ]
-        templates = []
+        wanted: list[tuple[str, TemplateConfig]] = []
         if any(cl.gpu_mode != "none" for cl in c.clusters):
-            templates.append(
-                service_template(
-                    f"{name}-gpu-operator",
-                    args.catalog.gpu_operator,
-                    namespace=ns_name,
-                    provider=args.provider,
-                    parent=self,
-                    depends_on=[namespace],
-                )
-            )
+            wanted.append((f"{name}-gpu-operator", args.catalog.gpu_operator))
         if any(cl.cni == "cilium" for cl in c.clusters):
-            templates.append(
-                service_template(
-                    f"{name}-cilium",
-                    args.catalog.cilium,
-                    namespace=ns_name,
-                    provider=args.provider,
-                    parent=self,
-                    depends_on=[namespace],
-                )
-            )
+            wanted.append((f"{name}-cilium", args.catalog.cilium))
         for t_name in sorted({cl.template for cl in c.clusters}):
             declared = args.catalog.cluster_template(t_name)
             if declared is None:
                 continue  # reported by stack_config.rules.cluster_templates_declared
-            templates.append(
-                cluster_template(
-                    f"{name}-template-{t_name}",
-                    declared,
-                    namespace=ns_name,
-                    provider=args.provider,
-                    parent=self,
-                    depends_on=[namespace],
-                )
-            )
+            wanted.append((f"{name}-template-{t_name}", declared))
+        templates = k0rdent_templates(
+            wanted, namespace=ns_name, provider=args.provider, parent=self, depends_on=[namespace]
+        )
         by_name = {n.name: n for n in c.networks}
         clusters = []
         for cl in c.clusters:

@@ -14,51 +14,24 @@ the Director is ``lab.director_sim``.
 
 from __future__ import annotations
 
+from . import errors
 from .client import DirectorClient
-from .errors import (
-    CompositionError,
-    DirectorAuthError,
-    DirectorConflictError,
-    DirectorError,
-    DirectorJobFailedError,
-    DirectorJobRunningError,
-    DirectorNotFoundError,
-    DirectorProtocolError,
-    DirectorRequestError,
-    DirectorServerError,
-    DirectorTimeoutError,
-    DirectorUnavailableError,
-    InsufficientGpusError,
-    UnknownModelError,
-)
+from .errors import *  # noqa: F403 (the exception tree, errors.__all__)
 from .models import Gpu, Group, Machine, gfd_product_name
 from .planning import CompositionPlan, owned_gpus, plan_composition
 
 __all__ = [
-    "CompositionError",
     "CompositionPlan",
-    "DirectorAuthError",
     "DirectorClient",
-    "DirectorConflictError",
-    "DirectorError",
-    "DirectorJobFailedError",
-    "DirectorJobRunningError",
-    "DirectorNotFoundError",
-    "DirectorProtocolError",
-    "DirectorRequestError",
-    "DirectorServerError",
-    "DirectorTimeoutError",
-    "DirectorUnavailableError",
     "Gpu",
-    "GpuComposition",
+    "GpuComposition",  # noqa: F405 (loaded by __getattr__ below)
     "Group",
-    "InsufficientGpusError",
     "Machine",
-    "UnknownModelError",
     "gfd_product_name",
     "owned_gpus",
     "plan_composition",
 ]
+__all__ += errors.__all__
 
 
 def __getattr__(name: str) -> object:
