@@ -1,9 +1,10 @@
 """The GPU catalogue: the products the estate knows, keyed by their GPU Feature Discovery name.
 
 One source of truth for every fact the program and the config rules use about a GPU product:
-the stack config's own ``gpu_products`` (see :class:`GpuProduct`) extend the built-in entries
-below, so a new GPU never needs a code change (:meth:`stack_config.models.EstateConfig.gpu_catalogue`
-merges them; :mod:`stack_config.rules` rejects a declared product that repeats a built-in one).
+the stack config's own ``gpu_products`` (see :class:`GpuProduct`) extend the built-in entries,
+listed in the same form in ``gpu_products.yaml`` beside this module, so a new GPU never needs a
+code change (:meth:`stack_config.models.EstateConfig.gpu_catalogue` merges them;
+:mod:`stack_config.rules` rejects a declared product that repeats a built-in one).
 
 The key is the value GFD writes into the node label ``nvidia.com/gpu.product``: the NVML product
 name with blanks replaced by ``-`` (``NVIDIA H100 NVL`` -> ``NVIDIA-H100-NVL``; the same rule as
@@ -46,9 +47,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+import yaml
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 from pydantic_core import PydanticCustomError
 
 from domain.gfd import GFD_PRODUCT_PATTERN, gfd_name_problem
@@ -153,202 +156,24 @@ def vgpu_resource_name(vgpu_type: str) -> str:
     return "nvidia.com/" + vgpu_type.replace(" ", "_")
 
 
-_MIG = "mig-guide"
-_PARTED = "mig-parted"
-_VGPU = "vgpu-guide"
-_PCI = "pci-ids"
-_NVML = "nvml"
-_VGPU_DM = "vgpu-dm"
-_UNVERIFIED = " (not verified, see module docstring)"
+#: The built-in catalogue, in the form of the stack config's ``gpu_products``.
+BUILTIN_PRODUCTS_FILE = Path(__file__).with_name("gpu_products.yaml")
 
 
-def _product(**fields: object) -> GpuProduct:
-    return GpuProduct.model_validate(fields)
+def load_products(path: Path) -> dict[str, GpuProduct]:
+    """The products listed in YAML file ``path`` (a list of :class:`GpuProduct` entries), keyed by
+    product name in file order.
+
+    Raises:
+        OSError: ``path`` cannot be read.
+        yaml.YAMLError: ``path`` is not YAML.
+        pydantic.ValidationError: an entry is not a valid :class:`GpuProduct`.
+    """
+    entries = TypeAdapter(list[GpuProduct]).validate_python(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return {p.product: p for p in entries}
 
 
-BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = {
-    p.product: p
-    for p in (
-        _product(
-            product="Tesla-T4",
-            pci_device_id="1eb8",
-            memory_mib=15360,
-            passthrough_resource="nvidia.com/TU104GL_TESLA_T4",
-            vgpu_types=(
-                "GRID T4-1Q",
-                "GRID T4-2Q",
-                "GRID T4-4C",
-                "GRID T4-4Q",
-                "GRID T4-8C",
-                "GRID T4-8Q",
-                "GRID T4-16C",
-                "GRID T4-16Q",
-            ),
-            sources={
-                "pci_device_id": f"{_PCI}: TU104GL [Tesla T4]",
-                "memory_mib": _NVML,
-                "passthrough_resource": "GPU Operator with KubeVirt",
-                "vgpu_types": f"{_VGPU}: Tesla T4; {_VGPU_DM}: T4-*",
-            },
-        ),
-        _product(
-            product="NVIDIA-A100-PCIE-40GB",
-            pci_device_id="20f1",
-            memory_mib=40960,
-            passthrough_resource="nvidia.com/GA100_A100_PCIE_40GB",
-            mig_profiles=("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-            mig_extra_configs=("all-balanced",),
-            vgpu_types=(
-                "GRID A100-4C",
-                "GRID A100-5C",
-                "GRID A100-8C",
-                "GRID A100-10C",
-                "GRID A100-20C",
-                "GRID A100-40C",
-                "GRID A100-1-5C",
-                "GRID A100-1-5CME",
-                "GRID A100-1-10C",
-                "GRID A100-2-10C",
-                "GRID A100-3-20C",
-                "GRID A100-4-20C",
-                "GRID A100-7-40C",
-            ),
-            sources={
-                "pci_device_id": f"{_PARTED}: 0x20F110DE A100-40GB",
-                "memory_mib": _NVML,
-                "passthrough_resource": "GPU Operator with KubeVirt",
-                "mig_profiles": f"{_MIG}: A100-40GB; {_PARTED}",
-                "vgpu_types": f"{_VGPU}: A100 PCIe 40GB; {_VGPU_DM}: A100-*",
-            },
-        ),
-        _product(
-            product="NVIDIA-A100-80GB-PCIe",
-            pci_device_id="20b5",
-            memory_mib=81920,
-            passthrough_resource="nvidia.com/GA100_A100_PCIE_80GB",
-            mig_profiles=("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-            mig_extra_configs=("all-balanced",),
-            vgpu_types=(
-                "GRID A100D-4C",
-                "GRID A100D-8C",
-                "GRID A100D-10C",
-                "GRID A100D-16C",
-                "GRID A100D-20C",
-                "GRID A100D-40C",
-                "GRID A100D-80C",
-                "GRID A100D-1-10C",
-                "GRID A100D-1-10CME",
-                "GRID A100D-1-20C",
-                "GRID A100D-2-20C",
-                "GRID A100D-3-40C",
-                "GRID A100D-4-40C",
-                "GRID A100D-7-80C",
-            ),
-            sources={
-                "pci_device_id": f"{_PARTED}: 0x20B510DE A100-80GB",
-                "memory_mib": _NVML,
-                "passthrough_resource": f"{_PCI}: GA100 [A100 PCIe 80GB]{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: A100-80GB profile names; {_PARTED}; {_VGPU_DM}: A100D-<n>-<size>C",
-                "vgpu_types": f"{_VGPU_DM}: A100D-* (mediated-device name prefix{_UNVERIFIED})",
-            },
-        ),
-        _product(
-            product="NVIDIA-L4",
-            pci_device_id="27b8",
-            memory_mib=23034,
-            passthrough_resource="nvidia.com/AD104GL_L4",
-            vgpu_types=tuple(
-                f"NVIDIA L4-{t}"
-                for t in ("1Q", "2Q", "3Q", "4C", "4Q", "6C", "6Q", "8C", "8Q", "12C", "12Q", "24C", "24Q")
-            ),
-            sources={
-                "pci_device_id": f"{_PCI}: AD104GL [L4]{_UNVERIFIED}",
-                "memory_mib": f"{_NVML}{_UNVERIFIED}",
-                "passthrough_resource": f"{_PCI}{_UNVERIFIED}",
-                "vgpu_types": f"{_VGPU_DM}: L4-*",
-            },
-        ),
-        _product(
-            product="NVIDIA-L40S",
-            pci_device_id="26b9",
-            memory_mib=46068,
-            passthrough_resource="nvidia.com/AD102GL_L40S",
-            vgpu_types=tuple(
-                f"NVIDIA L40S-{t}"
-                for t in (
-                    "1Q", "2Q", "3Q", "4C", "4Q", "6C", "6Q", "8C", "8Q", "12C", "12Q", "16C", "16Q", "24C",
-                    "24Q", "48C", "48Q",
-                )
-            ),
-            sources={
-                "pci_device_id": f"{_PCI}: AD102GL [L40S]{_UNVERIFIED}",
-                "memory_mib": f"{_NVML}{_UNVERIFIED}",
-                "passthrough_resource": f"{_PCI}{_UNVERIFIED}",
-                "vgpu_types": f"{_VGPU_DM}: L40S-*; names as nvidia-smi vgpu prints them (NVIDIA L40S-1Q)",
-            },
-        ),
-        _product(
-            product="NVIDIA-H100-NVL",
-            pci_device_id="2321",
-            memory_mib=95830,
-            passthrough_resource="nvidia.com/GH100_H100_NVL",
-            mig_profiles=("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
-            mig_extra_configs=("all-balanced",),
-            vgpu_types=tuple(
-                f"NVIDIA H100L-{t}"
-                for t in (
-                    "4C", "6C", "11C", "15C", "23C", "47C", "94C", "1-12C", "1-12CME", "1-24C", "2-24C",
-                    "3-47C", "4-47C", "7-94C",
-                )
-            ),
-            sources={
-                "pci_device_id": f"{_PARTED}: 0x232110DE H100 NVL",
-                "memory_mib": _NVML,
-                "passthrough_resource": f"{_PCI}: GH100 [H100 NVL]{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: H100-PCIE 94GB; {_PARTED}: all-1g.12gb..all-7g.94gb, all-balanced; "
-                f"{_VGPU_DM}: H100L-1-24C",
-                "vgpu_types": f"{_VGPU}: H100 PCIe 94GB (H100 NVL) = H100L; {_VGPU_DM}: H100L-*",
-            },
-        ),
-        _product(
-            product="NVIDIA-H200-NVL",
-            pci_device_id="233b",
-            memory_mib=143771,
-            passthrough_resource="nvidia.com/GH100_H200_NVL",
-            mig_profiles=("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-            vgpu_types=tuple(
-                f"NVIDIA H200-{t}"
-                for t in ("70C", "141C", "1-18C", "1-18CME", "1-35C", "2-35C", "3-71C", "4-71C", "7-141C")
-            ),
-            sources={
-                "pci_device_id": f"{_PARTED}: 0x233B10DE H200 NVL",
-                "memory_mib": f"{_NVML}{_UNVERIFIED}",
-                "passthrough_resource": f"{_PCI}: GH100 [H200 NVL]{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: H200 NVL 141GB; {_PARTED}: 1g.18gb, 2g.35gb, 3g.71gb; {_VGPU}: "
-                "MIG-backed types of H200 PCIe 141GB (H200 NVL), one per profile",
-                "vgpu_types": f"{_VGPU}: H200 PCIe 141GB (H200 NVL): H200-<n>C, H200-<slices>-<n>C",
-            },
-        ),
-        _product(
-            product="NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-            pci_device_id="2bb5",
-            memory_mib=97887,
-            passthrough_resource="nvidia.com/GB202GL_RTX_PRO_6000_BLACKWELL_SERVER_EDITION",
-            mig_profiles=("1g.24gb", "2g.48gb", "4g.96gb"),
-            vgpu_types=tuple(
-                f"NVIDIA RTX Pro 6000 Blackwell DC-{t}" for t in ("96Q", "1-12C", "1-24C", "4-96Q")
-            ),
-            sources={
-                "pci_device_id": f"{_PARTED}: 0x2BB510DE",
-                "memory_mib": f"{_NVML} (memory.total 97887 MiB as reported for the card)",
-                "passthrough_resource": f"{_PCI}{_UNVERIFIED}",
-                "mig_profiles": f"{_MIG}: RTX PRO 6000 Blackwell Server Edition, at most 4 instances; "
-                f"{_PARTED}: 1g.24gb, 2g.48gb",
-                "vgpu_types": f"{_VGPU}: Blackwell DC types (DC-<n>Q, DC-<slices>-<n>C); these four seen",
-            },
-        ),
-    )
-}
+BUILTIN_GPU_PRODUCTS: dict[str, GpuProduct] = load_products(BUILTIN_PRODUCTS_FILE)
 """Built-in products by GFD product name."""
 
 
