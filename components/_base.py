@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, get_type_hints
@@ -94,3 +94,19 @@ def secret(value: SecretStr | str) -> pulumi.Output[str]:
     """A config secret as a Pulumi secret output (never a plain string in state or logs)."""
     raw = value.get_secret_value() if isinstance(value, SecretStr) else value
     return pulumi.Output.secret(raw)
+
+
+def output_row(resource: object, fields: Sequence[str]) -> pulumi.Output[dict[str, Any]]:
+    """One report row of ``resource``: ``{field: resource.<field>}`` for each name in ``fields``
+    (attributes that are Outputs or plain values), resolved together as one Output.
+
+    Raises:
+        AttributeError: ``resource`` has no attribute named by one of ``fields``.
+    """
+    return pulumi.Output.all(**{f: getattr(resource, f) for f in fields})
+
+
+def output_rows(resources: Iterable[object], fields: Sequence[str]) -> pulumi.Output[list[dict[str, Any]]]:
+    """:func:`output_row` of each resource, in order, as one Output (``[]`` for none)."""
+    rows = [output_row(r, fields) for r in resources]
+    return pulumi.Output.all(*rows) if rows else pulumi.Output.from_input([])

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, token
+from components._base import Mothership, child_opts, contract_props, output_row, output_rows, token
 from components.composer import Composer, ComposerArgs, composer_pools
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
@@ -100,6 +100,14 @@ def excluded_devices(config: EstateConfig, compositions: list[GpuComposition]) -
     return pulumi.Output.all(*[c.device_names for c in compositions]).apply(
         lambda lists: sorted({d for names in lists for d in (names or [])})
     )
+
+
+#: Fields of the report's rows: each is the output attribute of the same name.
+_TENANT_ROW = ("name", "namespace", "gpu_quota", "allowed_models", "networks", "clusters", "gpu_sharing")
+_HYPERVISOR_CLUSTER_ROW = ("name", "hosts", "gpu_workload_mode", "kubevirt", "services")
+_GPU_ROW = ("host", "pool", "tenant", "device_names", "models")
+_DPU_CLUSTER_ROW = ("name", "hosts", "dpus", "services")
+_COMPOSER_ROW = ("namespace", "pool", "target_cluster", "idle_timeout_seconds", "excluded_devices")
 
 
 def _host_report(h: Host) -> pulumi.Output[dict[str, Any]]:
@@ -332,56 +340,23 @@ class Estate(pulumi.ComponentResource):
     def _report(self, stack: str, cfg: EstateConfig) -> pulumi.Output[dict[str, Any]]:
         hosts = [_host_report(h) for h in self.hosts.values()]
         dpus = [_dpu_report(d) for d in (h.dpu for h in self.hosts.values()) if d is not None]
-        tenants = [
-            pulumi.Output.all(
-                name=t.name,
-                namespace=t.namespace,
-                gpu_quota=t.gpu_quota,
-                allowed_models=t.allowed_models,
-                networks=t.networks,
-                clusters=t.clusters,
-                gpu_sharing=t.gpu_sharing,
-            )
-            for t in self.tenants.values()
-        ]
-        clusters = [
-            pulumi.Output.all(
-                name=c.name,
-                hosts=c.hosts,
-                gpu_workload_mode=c.gpu_workload_mode,
-                kubevirt=c.kubevirt,
-                services=c.services,
-            )
-            for c in self.hypervisor_clusters.values()
-        ]
-        gpus = [
-            pulumi.Output.all(
-                host=g.host, pool=g.pool, tenant=g.tenant, device_names=g.device_names, models=g.models
-            )
-            for g in self.compositions
-        ]
+        tenants = output_rows(self.tenants.values(), _TENANT_ROW)
+        clusters = output_rows(self.hypervisor_clusters.values(), _HYPERVISOR_CLUSTER_ROW)
+        gpus = output_rows(self.compositions, _GPU_ROW)
         dpu_cluster: Any = None
         if self.dpu_cluster is not None:
-            d = self.dpu_cluster
-            dpu_cluster = pulumi.Output.all(name=d.name, hosts=d.hosts, dpus=d.dpus, services=d.services)
+            dpu_cluster = output_row(self.dpu_cluster, _DPU_CLUSTER_ROW)
         composer: Any = None
         if self.composer is not None:
-            c = self.composer
-            composer = pulumi.Output.all(
-                namespace=c.namespace,
-                pool=c.pool,
-                target_cluster=c.target_cluster,
-                idle_timeout_seconds=c.idle_timeout_seconds,
-                excluded_devices=c.excluded_devices,
-            )
+            composer = output_row(self.composer, _COMPOSER_ROW)
         return pulumi.Output.all(
             stack=stack,
             environment=cfg.environment,
             hosts=pulumi.Output.all(*hosts),
             dpus=pulumi.Output.all(*dpus),
-            hypervisor_clusters=pulumi.Output.all(*clusters),
+            hypervisor_clusters=clusters,
             dpu_cluster=dpu_cluster,
-            tenants=pulumi.Output.all(*tenants),
-            gpus=pulumi.Output.all(*gpus),
+            tenants=tenants,
+            gpus=gpus,
             composer=composer,
         )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, token
+from components._base import child_opts, contract_props, output_row, output_rows, token
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
@@ -25,6 +25,14 @@ COMPOSER_POOL_LABEL = POOL_LABEL
 def sharing_name(tenant: str) -> str:
     """Name of a tenant's GPU sharing config: ``<tenant>-gpu-sharing``."""
     return f"{tenant}-gpu-sharing"
+
+
+#: Fields of the tenant's output rows: each is the output attribute of the same name.
+_NETWORK_ROW = ("name", "cidr", "vxlan_id", "vlan_id")
+_CLUSTER_ROW = (
+    "name", "hypervisor_cluster", "workers", "networks", "gpu_mode", "gpu_model", "gpu_count", "cni"
+)
+_GPU_SHARING_ROW = ("name", "strategy", "hosts", "replicas", "mig_profile")
 
 
 @dataclass(frozen=True)
@@ -171,43 +179,10 @@ class Tenant(pulumi.ComponentResource):
         self.namespace = pulumi.Output.from_input(ns_name)
         self.gpu_quota = pulumi.Output.from_input(c.gpu_quota)
         self.allowed_models = pulumi.Output.from_input(list(c.allowed_models))
-        self.networks = (
-            pulumi.Output.all(
-                *[
-                    pulumi.Output.all(name=n.name, cidr=n.cidr, vxlan_id=n.vxlan_id, vlan_id=n.vlan_id)
-                    for n in networks
-                ]
-            )
-            if networks
-            else pulumi.Output.from_input([])
-        )
-        self.clusters = (
-            pulumi.Output.all(
-                *[
-                    pulumi.Output.all(
-                        name=cl.name,
-                        hypervisor_cluster=cl.hypervisor_cluster,
-                        workers=cl.workers,
-                        networks=cl.networks,
-                        gpu_mode=cl.gpu_mode,
-                        gpu_model=cl.gpu_model,
-                        gpu_count=cl.gpu_count,
-                        cni=cl.cni,
-                    )
-                    for cl in clusters
-                ]
-            )
-            if clusters
-            else pulumi.Output.from_input([])
-        )
+        self.networks = output_rows(networks, _NETWORK_ROW)
+        self.clusters = output_rows(clusters, _CLUSTER_ROW)
         self.gpu_sharing = (
-            pulumi.Output.all(
-                name=sharing.name,
-                strategy=sharing.strategy,
-                hosts=sharing.hosts,
-                replicas=sharing.replicas,
-                mig_profile=sharing.mig_profile,
-            )
+            output_row(sharing, _GPU_SHARING_ROW)
             if sharing is not None
             else pulumi.Output.from_input(None)
         )

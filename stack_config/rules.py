@@ -12,7 +12,7 @@ import difflib
 import ipaddress
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -21,7 +21,7 @@ from domain import mlxconfig as mlxconfig_rules
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
-from stack_config.models import MOTHERSHIP, EstateConfig
+from stack_config.models import MOTHERSHIP, EstateConfig, TenantNetworkConfig
 
 Rule = Callable[[EstateConfig], Iterator[ConfigProblem]]
 
@@ -116,59 +116,57 @@ def unique_network_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
         )
 
 
+def _tenant_networks(estate: EstateConfig) -> Iterator[tuple[str, TenantNetworkConfig]]:
+    """``("tenants[i].networks[j]", network)`` for every tenant network, in config order."""
+    for i, t in enumerate(estate.tenants):
+        for j, n in enumerate(t.networks):
+            yield f"tenants[{i}].networks[{j}]", n
+
+
+def _unique_network_ids(
+    estate: EstateConfig, field: Literal["vxlan_id", "vlan_id"], what: str
+) -> Iterator[ConfigProblem]:
+    """A problem for each tenant network whose ``field`` repeats an earlier network's."""
+    yield from _duplicates(
+        ((f"{path}.{field}", str(getattr(n, field))) for path, n in _tenant_networks(estate)), what
+    )
+
+
 def unique_vxlan_ids(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """VXLAN IDs are unique across all tenants (a shared VNI joins two tenants' segments)."""
-    yield from _duplicates(
-        (
-            (f"tenants[{i}].networks[{j}].vxlan_id", str(n.vxlan_id))
-            for i, t in enumerate(estate.tenants)
-            for j, n in enumerate(t.networks)
-        ),
-        "VXLAN ID",
-    )
+    yield from _unique_network_ids(estate, "vxlan_id", "VXLAN ID")
 
 
 def unique_vlan_ids(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """VLAN IDs are unique across all tenant networks."""
-    yield from _duplicates(
-        (
-            (f"tenants[{i}].networks[{j}].vlan_id", str(n.vlan_id))
-            for i, t in enumerate(estate.tenants)
-            for j, n in enumerate(t.networks)
-        ),
-        "VLAN ID",
-    )
+    yield from _unique_network_ids(estate, "vlan_id", "VLAN ID")
 
 
 def cidrs_do_not_overlap(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """No two tenant networks have overlapping CIDRs."""
     seen: list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]] = []
-    for i, t in enumerate(estate.tenants):
-        for j, n in enumerate(t.networks):
-            net = ipaddress.ip_network(n.cidr)
-            path = f"tenants[{i}].networks[{j}].cidr"
-            clash = next(
-                (p for p, other in seen if other.version == net.version and other.overlaps(net)), None
-            )
-            if clash:
-                yield ConfigProblem(path, f"{n.cidr} overlaps the network at {clash}")
-            seen.append((path, net))
+    for base, n in _tenant_networks(estate):
+        net = ipaddress.ip_network(n.cidr)
+        path = f"{base}.cidr"
+        clash = next((p for p, other in seen if other.version == net.version and other.overlaps(net)), None)
+        if clash:
+            yield ConfigProblem(path, f"{n.cidr} overlaps the network at {clash}")
+        seen.append((path, net))
 
 
 def gateway_inside_cidr(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A network's gateway is a host address inside its CIDR."""
-    for i, t in enumerate(estate.tenants):
-        for j, n in enumerate(t.networks):
-            if n.gateway is None:
-                continue
-            path = f"tenants[{i}].networks[{j}].gateway"
-            try:
-                addr = ipaddress.ip_address(n.gateway)
-            except ValueError:
-                yield ConfigProblem(path, f"{n.gateway!r} is not an IP address")
-                continue
-            if addr not in ipaddress.ip_network(n.cidr):
-                yield ConfigProblem(path, f"{n.gateway} is outside {n.cidr}")
+    for base, n in _tenant_networks(estate):
+        if n.gateway is None:
+            continue
+        path = f"{base}.gateway"
+        try:
+            addr = ipaddress.ip_address(n.gateway)
+        except ValueError:
+            yield ConfigProblem(path, f"{n.gateway!r} is not an IP address")
+            continue
+        if addr not in ipaddress.ip_network(n.cidr):
+            yield ConfigProblem(path, f"{n.gateway} is outside {n.cidr}")
 
 
 def unique_cluster_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
