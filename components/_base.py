@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, get_type_hints
@@ -96,14 +96,17 @@ def secret(value: SecretStr | str) -> pulumi.Output[str]:
     return pulumi.Output.secret(raw)
 
 
-def output_row(resource: object, fields: Sequence[str]) -> pulumi.Output[dict[str, Any]]:
+def output_row(
+    resource: object, fields: Sequence[str], extra: Mapping[str, Any] | None = None
+) -> pulumi.Output[dict[str, Any]]:
     """One report row of ``resource``: ``{field: resource.<field>}`` for each name in ``fields``
-    (attributes that are Outputs or plain values), resolved together as one Output.
+    (attributes that are Outputs or plain values), then the ``extra`` entries, resolved together
+    as one Output.
 
     Raises:
         AttributeError: ``resource`` has no attribute named by one of ``fields``.
     """
-    return pulumi.Output.all(**{f: getattr(resource, f) for f in fields})
+    return pulumi.Output.all(**{f: getattr(resource, f) for f in fields}, **(extra or {}))
 
 
 def output_rows(resources: Iterable[object], fields: Sequence[str]) -> pulumi.Output[list[dict[str, Any]]]:

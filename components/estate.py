@@ -110,35 +110,22 @@ _DPU_CLUSTER_ROW = ("name", "hosts", "dpus", "services")
 _COMPOSER_ROW = ("namespace", "pool", "target_cluster", "idle_timeout_seconds", "excluded_devices")
 
 
+_HOST_ROW = ("name", "role", "bmc_address", "cluster", "gpu_mode")
+_DPU_ROW = ("name", "host", "mode", "host_privilege_level", "host_rshim", "reset_pending", "flavor")
+
+
 def _host_report(h: Host) -> pulumi.Output[dict[str, Any]]:
     """A host's report row; ``reboot_pending`` only when it is prepared over SSH."""
-    fields: dict[str, Any] = {
-        "name": h.name,
-        "role": h.role,
-        "bmc_address": h.bmc_address,
-        "cluster": h.cluster,
-        "gpu_mode": h.gpu_mode,
-        "dpu": h.dpu_name,
-    }
+    extra: dict[str, Any] = {"dpu": h.dpu_name}
     if h.kernel_prep is not None:
-        fields["reboot_pending"] = h.reboot_pending
-    return pulumi.Output.all(**fields)
+        extra["reboot_pending"] = h.reboot_pending
+    return output_row(h, _HOST_ROW, extra)
 
 
 def _dpu_report(d: Dpu) -> pulumi.Output[dict[str, Any]]:
     """A DPU's report row; ``firmware_reset_pending`` only when its mlxconfig is set over SSH."""
-    fields: dict[str, Any] = {
-        "name": d.name,
-        "host": d.host,
-        "mode": d.mode,
-        "host_privilege_level": d.host_privilege_level,
-        "host_rshim": d.host_rshim,
-        "reset_pending": d.reset_pending,
-        "flavor": d.flavor,
-    }
-    if d.mlxconfig_prep is not None:
-        fields["firmware_reset_pending"] = d.firmware_reset_pending
-    return pulumi.Output.all(**fields)
+    extra = {} if d.mlxconfig_prep is None else {"firmware_reset_pending": d.firmware_reset_pending}
+    return output_row(d, _DPU_ROW, extra)
 
 
 class Estate(pulumi.ComponentResource):

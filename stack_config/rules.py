@@ -41,6 +41,14 @@ def _duplicates(items: Iterable[tuple[str, str]], what: str) -> Iterator[ConfigP
             seen[value] = path
 
 
+def _items(path: str, parents: Iterable[Any], field: str) -> Iterator[tuple[str, Any]]:
+    """``("<path>[i].<field>[j]", item)`` for each item of each parent's list ``field``, in order
+    (``_items("tenants", estate.tenants, "networks")``: every tenant network with its config path)."""
+    for i, parent in enumerate(parents):
+        for j, item in enumerate(getattr(parent, field)):
+            yield f"{path}[{i}].{field}[{j}]", item
+
+
 # --------------------------------------------------------------------------- uniqueness
 
 
@@ -118,9 +126,7 @@ def unique_network_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 def _tenant_networks(estate: EstateConfig) -> Iterator[tuple[str, TenantNetworkConfig]]:
     """``("tenants[i].networks[j]", network)`` for every tenant network, in config order."""
-    for i, t in enumerate(estate.tenants):
-        for j, n in enumerate(t.networks):
-            yield f"tenants[{i}].networks[{j}]", n
+    return _items("tenants", estate.tenants, "networks")
 
 
 def _unique_network_ids(
@@ -200,14 +206,8 @@ def cluster_hosts_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 def host_in_at_most_one_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A host belongs to at most one hypervisor cluster (and appears once in it)."""
-    yield from _duplicates(
-        (
-            (f"hypervisor_clusters[{i}].hosts[{j}]", h)
-            for i, c in enumerate(estate.hypervisor_clusters)
-            for j, h in enumerate(c.hosts)
-        ),
-        "cluster member",
-    )
+    members = _items("hypervisor_clusters", estate.hypervisor_clusters, "hosts")
+    yield from _duplicates(members, "cluster member")
 
 
 def host_role_fits_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -438,11 +438,7 @@ def cluster_templates_declared(estate: EstateConfig) -> Iterator[ConfigProblem]:
     ]
     if estate.dpu_cluster is not None:
         refs.append(("dpu_cluster.template", estate.dpu_cluster.template))
-    refs += [
-        (f"tenants[{i}].clusters[{j}].template", c.template)
-        for i, t in enumerate(estate.tenants)
-        for j, c in enumerate(t.clusters)
-    ]
+    refs += [(f"{path}.template", c.template) for path, c in _items("tenants", estate.tenants, "clusters")]
     for path, name in refs:
         if estate.catalog.cluster_template(name) is None:
             yield ConfigProblem(
@@ -654,14 +650,7 @@ def composition_model_allowed(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 def composition_devices_unique(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A device name is statically composed at most once."""
-    yield from _duplicates(
-        (
-            (f"gpu_compositions[{i}].device_names[{j}]", d)
-            for i, g in enumerate(estate.gpu_compositions)
-            for j, d in enumerate(g.device_names)
-        ),
-        "device",
-    )
+    yield from _duplicates(_items("gpu_compositions", estate.gpu_compositions, "device_names"), "device")
 
 
 def pool_capacity(estate: EstateConfig) -> Iterator[ConfigProblem]:

@@ -11,28 +11,23 @@ from .._transport import Transport
 from ..models import DeviceStatus, Group, GroupGpuRelator, Machine, MachineGpuRelator
 
 
-def _body(status: DeviceStatus, group: Group, machine: Machine) -> dict[str, object]:
+def _relate(t: Transport, method: str, *, status: DeviceStatus, group: Group, machine: Machine) -> None:
+    """``<method> relate/gpu`` with the relator body; errors name the machine and the GPU."""
     relator = GroupGpuRelator(device_status=status, group=group)
-    return MachineGpuRelator(group_device_relator=relator, machine=machine).wire()
+    t.request(
+        method,
+        "relate/gpu",
+        json=MachineGpuRelator(group_device_relator=relator, machine=machine).wire(),
+        machine=machine.mach_name,
+        device=status.name,
+    )
 
 
 def attach_gpu(t: Transport, *, status: DeviceStatus, group: Group, machine: Machine) -> None:
     """``POST relate/gpu``: relate the GPU to the machine (pending until reprogram)."""
-    t.request(
-        "POST",
-        "relate/gpu",
-        json=_body(status, group, machine),
-        machine=machine.mach_name,
-        device=status.name,
-    )
+    _relate(t, "POST", status=status, group=group, machine=machine)
 
 
 def detach_gpu(t: Transport, *, status: DeviceStatus, group: Group, machine: Machine) -> None:
     """``DELETE relate/gpu``: unrelate the GPU from the machine (pending until reprogram)."""
-    t.request(
-        "DELETE",
-        "relate/gpu",
-        json=_body(status, group, machine),
-        machine=machine.mach_name,
-        device=status.name,
-    )
+    _relate(t, "DELETE", status=status, group=group, machine=machine)
