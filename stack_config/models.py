@@ -46,15 +46,17 @@ import binascii
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from domain.reclaim import DEFAULT_OWNER_TAG
 from domain.settings import SETTINGS as COMPOSER_SETTINGS
 from stack_config.gpus import GfdProductName, GpuProduct, merge_catalogue
 from stack_config.types import (
+    ENCRYPTED_SECRET_JSON_SCHEMA,  # noqa: F401 (re-exported: models names every stack-config type)
     Cidr,
     DnsLabel,
+    EncryptedSecret,
     HttpUrl,
     KernelArg,
     MacAddress,
@@ -195,20 +197,6 @@ SSH_HOST_KEY_TYPES: tuple[str, ...] = (
 )
 #: The BlueField-3 mst device as ``mst status`` names it (NVIDIA MFT, ``/dev/mst/mt41692_pciconf0``).
 DEFAULT_MLX_DEVICE = "/dev/mst/mt41692_pciconf0"
-
-#: JSON schema of a secret that must be stored encrypted: only Pulumi's ``{secure: v1:...}`` form.
-ENCRYPTED_SECRET_JSON_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"secure": {"type": "string"}},
-    "required": ["secure"],
-    "additionalProperties": False,
-    "description": "Secret that must be stored encrypted: set it with `pulumi config set --secret --path "
-    "...`; a plain-text value in the stack file is rejected.",
-}
-
-EncryptedSecret = Annotated[SecretStr, WithJsonSchema(ENCRYPTED_SECRET_JSON_SCHEMA)]
-"""A secret that may appear in a stack file only encrypted (``{secure: ...}``); see
-:func:`stack_config.rules.plaintext_private_keys`. Wrapped in ``pulumi.Output.secret`` by components."""
 
 
 def _ssh_host_key(value: str) -> str:

@@ -172,22 +172,33 @@ NonNegativeInt = Annotated[int, AfterValidator(_at_least(0)), Field(json_schema_
 
 #: JSON schema of a secret leaf: plain text while editing, or Pulumi's encrypted form
 #: ``{secure: v1:...}`` as written by ``pulumi config set --secret --path``.
+#: JSON schema of Pulumi's encrypted config value, ``{secure: v1:...}``.
+PULUMI_SECURE_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"secure": {"type": "string"}},
+    "required": ["secure"],
+    "additionalProperties": False,
+}
+
 SECRET_JSON_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"type": "string", "writeOnly": True},
-        {
-            "type": "object",
-            "properties": {"secure": {"type": "string"}},
-            "required": ["secure"],
-            "additionalProperties": False,
-        },
-    ],
+    "anyOf": [{"type": "string", "writeOnly": True}, PULUMI_SECURE_JSON_SCHEMA],
     "description": "Secret: set with `pulumi config set --secret --path ...` so that the stack file holds "
     "only the encrypted form.",
 }
 
 Secret = Annotated[SecretStr, WithJsonSchema(SECRET_JSON_SCHEMA)]
 """A secret string; never printed (``SecretStr``), wrapped in ``pulumi.Output.secret`` by components."""
+
+#: JSON schema of a secret that must be stored encrypted: only Pulumi's ``{secure: v1:...}`` form.
+ENCRYPTED_SECRET_JSON_SCHEMA: dict[str, Any] = {
+    **PULUMI_SECURE_JSON_SCHEMA,
+    "description": "Secret that must be stored encrypted: set it with `pulumi config set --secret --path "
+    "...`; a plain-text value in the stack file is rejected.",
+}
+
+EncryptedSecret = Annotated[SecretStr, WithJsonSchema(ENCRYPTED_SECRET_JSON_SCHEMA)]
+"""A secret that may appear in a stack file only encrypted (``{secure: ...}``); see
+:func:`stack_config.rules.plaintext_private_keys`. Wrapped in ``pulumi.Output.secret`` by components."""
 
 
 # --------------------------------------------------------------------------- composer reclaim guards

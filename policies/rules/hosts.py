@@ -42,6 +42,18 @@ PASSTHROUGH_IOMMU_ARG = "iommu=pt"
 BLACKLIST_ARG_PREFIXES = ("modprobe.blacklist=", "rd.driver.blacklist=", "module_blacklist=")
 
 
+def _note_members(
+    cluster: ResourceRecord, found: Findings, reasons: dict[str, list[str]], reason: str
+) -> None:
+    """Append ``reason`` to ``reasons[host]`` for each host the cluster record lists in ``hosts``
+    (an unreadable list is reported to ``found`` and adds nothing)."""
+    hosts = read_str_list(cluster, "hosts", found, what="a list of host names")
+    if hosts is INVALID:
+        return
+    for host in hosts:
+        reasons[host].append(reason)
+
+
 def tenant_serving_hosts(resources: Sequence[ResourceRecord], found: Findings) -> dict[str, list[str]]:
     """Host name -> reasons it serves tenant workloads.
 
@@ -68,11 +80,8 @@ def tenant_serving_hosts(resources: Sequence[ResourceRecord], found: Findings) -
                       "the hosts running its workers cannot be checked",
                       "declare that HypervisorCluster or point hypervisor_cluster at a declared one")
             continue
-        hosts = read_str_list(cluster, "hosts", found, what="a list of host names")
-        if hosts is INVALID:
-            continue
-        for host in hosts:
-            serving[host].append(f"its hypervisor cluster '{hv}' runs tenant cluster {rec.label}")
+        why = f"its hypervisor cluster '{hv}' runs tenant cluster {rec.label}"
+        _note_members(cluster, found, serving, why)
 
     for rec in of_type(resources, GPU_COMPOSITION):
         tenant = read(rec, "tenant", found, kind=str, required=False)
@@ -168,11 +177,7 @@ def check_iommu(resources: Sequence[ResourceRecord], config: Any = None) -> list
         mode = read(rec, "gpu_workload_mode", found, kind=str, what="vm-passthrough, vm-vgpu or container")
         if mode is INVALID or mode not in GPU_CLUSTER_MODES:
             continue
-        members = read_str_list(rec, "hosts", found, what="a list of host names")
-        if members is INVALID:
-            continue
-        for member in members:
-            why[member].append(f"{rec.label} runs GPUs in {mode} mode")
+        _note_members(rec, found, why, f"{rec.label} runs GPUs in {mode} mode")
 
     for name, reasons in sorted(why.items()):
         because = "; ".join(reasons)
