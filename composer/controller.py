@@ -7,10 +7,11 @@ GPUs and machines), never on a delta, so the loop is level-triggered: whatever h
 Where the cluster state comes from is a :class:`ClusterSource`: :class:`ListingSource` lists
 everything each round (tests, the periodic-scan baseline); ``python -m composer`` uses the
 watch-fed :class:`composer.cache.ClusterCache`, which also wakes the loop on every relevant
-change. The Director is read again when a node job finished since the last read (the only
-writes the composer makes: a clean compose is applied to the cached read instead, since the
-Director client verified it) or when the last read is older than ``fabric_max_age_seconds``
-(0 = every round); changes made behind the composer's back are seen within that age, and a
+change. The Director read is a :class:`composer.fabric_cache.FabricCache`: read again on the
+loop's thread after a node job that changed the fabric other than by a clean compose (a clean
+compose is applied to the cached read, since the Director client verified it), and in the
+background when older than ``fabric_max_age_seconds`` (0 = every round, on the loop's thread);
+changes made behind the composer's back are seen within that age (plus one read), and a
 compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
 Gate decisions (release a gated pod onto its reserved GPUs, or ungate it unchanged) are pod
@@ -39,7 +40,8 @@ from composer import annotations as ann
 from composer.act import Executor, JobResult
 from composer.annotations import NodeRecord
 from composer.decide import busy_releases, decide
-from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
+from composer.fabric import FabricFactory
+from composer.fabric_cache import FabricCache
 from composer.gates import GateExecutor
 from composer.kube import KubeApi, KubeError
 from composer.metrics import Metrics
@@ -109,9 +111,10 @@ class Controller:
         workers: parallel node jobs.
         clock: seconds since the epoch.
         source: pods/nodes/pools; None = :class:`ListingSource` over ``kube``.
-        fabric_max_age_seconds: longest a round reuses the previous Director read when no
-            node job finished since (0 = read every round).
-        on_job_done: called (on the worker thread) when a node job ends, to wake the loop.
+        fabric_max_age_seconds: age at which the Director read is refreshed in the background
+            (0 = read every round, on the loop's thread).
+        on_job_done: called (on the worker thread) when a node job ends, and when a background
+            Director read found a change, to wake the loop.
         nominate: set ``status.nominatedNodeName`` of gated pods to the node their GPUs are
             reserved on (see :func:`composer.gating.nomination_enabled`).
     """
@@ -130,9 +133,7 @@ class Controller:
     nominate: bool = False
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
-    _fabric: FabricClient | None = None
-    _fabric_view: FabricView | None = None
-    _fabric_read_at: float = 0.0
+    _fabric: FabricCache | None = None
     _pool: ThreadPoolExecutor | None = None
     _running: dict[str, _Running] = field(default_factory=dict)
     _job_failures: dict[str, int] = field(default_factory=dict)
@@ -152,36 +153,24 @@ class Controller:
         if self.source is None:
             self.source = ListingSource(self.kube, self.node_selector)
         pods, nodes, pools = self.source.read()
-        fabric = self._read_fabric()
+        fabric = self.fabric.view()
         return Snapshot(now, pods, nodes, pools, fabric)
 
-    def _read_fabric(self) -> FabricView:
-        now = time.monotonic()
-        view = self._fabric_view
-        if view is not None and now - self._fabric_read_at < self.fabric_max_age_seconds:
-            return view
+    @property
+    def fabric(self) -> FabricCache:
+        """The Director read rounds plan on."""
         if self._fabric is None:
-            self._fabric = self.fabric_factory()
-        try:
-            view = read_fabric(self._fabric)
-        except DirectorError:
-            self._reset_fabric()
-            raise
-        self._fabric_view, self._fabric_read_at = view, now
-        return view
+            self._fabric = FabricCache(
+                self.fabric_factory,
+                max_age_seconds=self.fabric_max_age_seconds,
+                on_refresh=self._wake,
+                clock=self.clock,
+            )
+        return self._fabric
 
-    def _forget_fabric(self) -> None:
-        """The next round reads the Director again."""
-        self._fabric_view = None
-
-    def _reset_fabric(self) -> None:
-        self._forget_fabric()
-        if self._fabric is not None:
-            try:
-                self._fabric.close()
-            except Exception:
-                log.debug("closing the Director client failed", exc_info=True)
-        self._fabric = None
+    def _wake(self) -> None:
+        if self.on_job_done is not None:
+            self.on_job_done()
 
     # -- round -----------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -192,7 +181,7 @@ class Controller:
             try:
                 res = run.future.result()
             except Exception as exc:
-                self._forget_fabric()
+                self.fabric.forget()
                 n = self._job_failures.get(node, 0) + 1
                 self._job_failures[node] = n
                 wait = self.policy.backoff_seconds(n)
@@ -213,14 +202,11 @@ class Controller:
         """Keep the cached Director read true after a job: a clean compose is applied to it
         (the client verified the attach on the Director); anything else (a failure, a reclaim,
         a cancelled edit) makes the next round read the Director again."""
-        view = self._fabric_view
         clean = not (res.failed or res.gave_up or res.reclaim_failed or res.reclaimed)
-        if view is None or not clean or job.reclaim is not None or job.cancel_edit:
-            self._forget_fabric()
+        if not clean or job.reclaim is not None or job.cancel_edit:
+            self.fabric.forget()
             return
-        devices = [d for ds in res.composed.values() for d in ds]
-        if devices:
-            self._fabric_view = view.with_attached(job.node, devices)
+        self.fabric.applied(job.node, [d for ds in res.composed.values() for d in ds])
 
     def _remember(self, res: JobResult) -> None:
         m = self.memory
@@ -365,7 +351,8 @@ class Controller:
             self._pool.shutdown(wait=True)
             self._pool = None
         self._collect()
-        self._reset_fabric()
+        if self._fabric is not None:
+            self._fabric.close()
         if self._gate_executor is not None:
             self._gate_executor.close()
         self.executor.close()
@@ -391,8 +378,7 @@ def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
     nodes = tuple(n for n in snap.nodes if n.name not in busy)
     hidden = tuple(n for n in snap.nodes if n.name in busy)
     reclaiming = frozenset(n for n, job in busy.items() if job.reclaim or job.after.reclaim)
-    gpus = tuple(g for g in snap.fabric.gpus if g.name not in devices and g.machine not in busy)
-    fabric = FabricView(gpus, snap.fabric.machines, snap.fabric.machine_groups)
+    fabric = snap.fabric.without(frozenset(devices), frozenset(busy))
     # pods bound to busy nodes stay visible (they do not matter for other nodes)
     return replace(
         snap, pods=pods, nodes=nodes, fabric=fabric, hidden=hidden, hidden_reclaiming=reclaiming & busy.keys()

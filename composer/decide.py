@@ -104,7 +104,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     snapshot = with_pools(snapshot, policy.pool_map)  # configured pools win over labels
     now = snapshot.now
     fabric = snapshot.fabric
-    tagged = frozenset(g.name for g in fabric.gpus if g.owner_tag and g.owner_tag != policy.owner_tag)
+    tagged = fabric.tagged_other_than(policy.owner_tag)
     if tagged - policy.excluded:  # GPUs the Pulumi program owns (its owner tag): static, never touched
         policy = replace(policy, excluded=policy.excluded | tagged)
     pods_by_uid = {p.uid: p for p in snapshot.pods}
@@ -247,9 +247,8 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     if requests:  # the composer's own tag on a free GPU (left by a crash) does not make it static
         free += [
             FreeGpu(g.name, g.model, g.switch, policy.device_pools.get(g.name), g.group)
-            for g in fabric.gpus
-            if g.owner_tag == policy.owner_tag
-            and g.machine is None
+            for g in fabric.tagged(policy.owner_tag)
+            if g.machine is None
             and g.healthy
             and g.name not in policy.excluded
         ]

@@ -82,6 +82,10 @@ class FabricGpu:
     owner_tag: str | None = None
 
 
+#: Views derived by :meth:`FabricView.without` kept per view (one per set of running jobs).
+_DERIVED_KEPT = 8
+
+
 @dataclass(frozen=True, slots=True)
 class FabricView:
     """One consistent read of the fabric.
@@ -99,15 +103,33 @@ class FabricView:
     _free: dict[tuple[object, ...], tuple[FreeGpu, ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _derived: dict[tuple[frozenset[str], frozenset[str]], FabricView] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _by_tag: dict[str, tuple[FabricGpu, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _base: FabricView | None = field(default=None, compare=False, repr=False)
+    _removed: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        tagged: dict[str, list[FabricGpu]] = {}
         for g in self.gpus:
             if g.machine is not None:
                 self._attached.setdefault(g.machine, {})[g.name] = g.model
+            if g.owner_tag:
+                tagged.setdefault(g.owner_tag, []).append(g)
+        self._by_tag.update((tag, tuple(gs)) for tag, gs in tagged.items())
 
     def attached(self, machine: str) -> Mapping[str, str]:
         """Device name -> model of every GPU attached to ``machine``."""
         return self._attached.get(machine, {})
+
+    def tagged(self, owner_tag: str) -> tuple[FabricGpu, ...]:
+        """The GPUs carrying ``owner_tag`` as their user description, in view order."""
+        return self._by_tag.get(owner_tag, ())
+
+    def tagged_other_than(self, owner_tag: str) -> frozenset[str]:
+        """Names of the GPUs carrying an owner tag that is not ``owner_tag``."""
+        return frozenset(g.name for tag, gs in self._by_tag.items() if tag != owner_tag for g in gs)
 
     def with_attached(self, machine: str, devices: Iterable[str]) -> FabricView:
         """This view after the Director confirmed ``devices`` attached to ``machine`` (they are
@@ -123,6 +145,23 @@ class FabricView:
             view._free[key] = tuple(f for f in free if f.name not in names)
         return view
 
+    def without(self, devices: frozenset[str], machines: frozenset[str]) -> FabricView:
+        """This view without ``devices`` and without the GPUs attached to ``machines`` (what a
+        round may not plan on while those machines have a job running).
+
+        Kept per (devices, machines): the rounds during one job ask for the same view, and its
+        free pool is computed once, from this view's.
+        """
+        key = (devices, machines)
+        view = self._derived.get(key)
+        if view is None:
+            gpus = tuple(g for g in self.gpus if g.name not in devices and g.machine not in machines)
+            view = FabricView(gpus, self.machines, self.machine_groups, _base=self, _removed=devices)
+            if len(self._derived) >= _DERIVED_KEPT:
+                self._derived.clear()
+            self._derived[key] = view
+        return view
+
     def free(self, *, excluded: frozenset[str], device_pools: Mapping[str, str]) -> list[FreeGpu]:
         """The planner's free pool.
 
@@ -132,15 +171,23 @@ class FabricView:
         pool keeps that group, so the planner only puts it on machines of the group (the
         Director refuses anything else).
         """
-        key = (excluded, tuple(sorted(device_pools.items())))
+        return list(self._free_pool((excluded, tuple(sorted(device_pools.items())))))
+
+    def _free_pool(self, key: tuple[frozenset[str], tuple[tuple[str, str], ...]]) -> tuple[FreeGpu, ...]:
         cached = self._free.get(key)
-        if cached is None:  # a view is read once and planned on many rounds: compute once
-            cached = self._free[key] = tuple(
-                FreeGpu(g.name, g.model, g.switch, device_pools.get(g.name), g.group)
+        if cached is not None:  # a view is read once and planned on many rounds: compute once
+            return cached
+        if self._base is not None:  # free GPUs are on no machine: only the removed devices leave
+            cached = tuple(f for f in self._base._free_pool(key) if f.name not in self._removed)
+        else:
+            excluded, pools = key[0], dict(key[1])
+            cached = tuple(
+                FreeGpu(g.name, g.model, g.switch, pools.get(g.name), g.group)
                 for g in self.gpus
                 if g.machine is None and g.healthy and g.name not in excluded and not g.owner_tag
             )
-        return list(cached)
+        self._free[key] = cached
+        return cached
 
 
 def read_fabric(client: FabricClient) -> FabricView:

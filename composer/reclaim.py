@@ -182,7 +182,7 @@ def orphan_jobs(
     were seen so for ``orphan_grace_seconds`` (a Node that comes back in time keeps them), and
     one clearing the tag of free GPUs no intent names (left by a crash between detach and untag,
     or by a failed compose) after the same time."""
-    tagged = [g for g in snapshot.fabric.gpus if g.owner_tag == policy.owner_tag]
+    tagged = snapshot.fabric.tagged(policy.owner_tag)
     if not tagged and not memory.orphan_since:
         return []  # most rounds: nothing to look at
     nodes = {n.name for n in snapshot.nodes} | {n.name for n in snapshot.hidden}

@@ -76,8 +76,8 @@ COMPOSER_SETTINGS: tuple[Setting, ...] = (
     Setting("cache_resync_seconds", 600.0, 0, _DAY, "full relist period of the watch caches (0 = never)",
             in_chart=False),
     Setting("director_resync_seconds", 10.0, 0, 600,
-            "longest a round reuses the last Director read when no node job ran since "
-            "(0 = read the Director every round)"),
+            "age at which the Director read is refreshed in the background while rounds plan "
+            "on the last one (0 = read the Director every round)"),
     Setting("batch_idle_seconds", 0.05, 0, 60,
             "gated pods: plan a batch once no new gated pod arrived for this long "
             "(Karpenter batches with 1 s idle / 10 s max)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -209,12 +210,8 @@ def test_the_director_is_read_again_only_after_a_failure_or_when_too_old():
         return real()
 
     w.fabric.gpus = counted  # type: ignore[method-assign]
-    now = [100.0]
-    ctrl = _controller(w, ListingSource(w.kube), fabric_max_age_seconds=10)
-    import composer.controller as cmod
-
-    orig = cmod.time.monotonic
-    cmod.time.monotonic = lambda: now[0]  # type: ignore[assignment]
+    now = [time.time()]
+    ctrl = _controller(w, ListingSource(w.kube), fabric_max_age_seconds=10, clock=lambda: now[0])
     try:
         ctrl.round()  # read 1; composes gpu0 onto h1
         assert ctrl.wait_idle(10)
@@ -232,10 +229,12 @@ def test_the_director_is_read_again_only_after_a_failure_or_when_too_old():
         ctrl.round()
         n = len(reads)
         now[0] += 11
-        ctrl.round()  # older than 10 s: read again
+        ctrl.round()  # older than 10 s: read again, in the background
+        assert ctrl.fabric.wait_refreshed(10)
         assert len(reads) == n + 1
+        ctrl.round()  # the fresh read is recent: no other read
+        assert not ctrl.fabric.refreshing and len(reads) == n + 1
     finally:
-        cmod.time.monotonic = orig  # type: ignore[assignment]
         ctrl.close()
 
 
