@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from domain.errortext import MAX_QUOTED_CHARS, DetailedError, clip
+
 __all__ = [
     "CompositionError",
     "DirectorAuthError",
@@ -73,17 +75,10 @@ def name_list(names: Iterable[str], *, limit: int = MAX_NAMES_LISTED) -> str:
     return shown if len(items) <= limit else f"{shown} … and {len(items) - limit} more"
 
 #: Longest Director message kept in an exception (bodies may echo request data).
-MAX_MESSAGE_CHARS = 300
+MAX_MESSAGE_CHARS = MAX_QUOTED_CHARS
 
 
-def _clip(text: str | None) -> str | None:
-    if text is None:
-        return None
-    text = " ".join(str(text).split())
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
-
-
-class DirectorError(Exception):
+class DirectorError(DetailedError):
     """Base of every Director error.
 
     Attributes:
@@ -97,8 +92,6 @@ class DirectorError(Exception):
         device: the device name(s) the call was about (``gpu7`` or ``gpu6,gpu7``), or ``None``.
     """
 
-    transient: bool = False
-
     def __init__(
         self,
         summary: str,
@@ -110,27 +103,22 @@ class DirectorError(Exception):
         machine: str | int | None = None,
         device: str | None = None,
     ) -> None:
-        self.summary = summary
         self.method = method
         self.path = path
         self.status = status
-        self.director_message = _clip(director_message)
+        self.director_message = clip(director_message, MAX_MESSAGE_CHARS)
         self.machine = machine
         self.device = device
-        super().__init__(self._render())
+        super().__init__(summary)
 
-    def _render(self) -> str:
-        parts = [self.summary]
+    def _details(self) -> Iterable[str | None]:
         if self.method or self.path:
             call = f"{self.method or ''} {self.path or ''}".strip()
-            parts.append(f"[{call}" + (f" -> HTTP {self.status}]" if self.status is not None else "]"))
+            yield f"[{call}" + (f" -> HTTP {self.status}]" if self.status is not None else "]")
         if self.machine is not None:
-            parts.append(f"machine={self.machine}")
-        if self.device:
-            parts.append(f"device={self.device}")
-        if self.director_message:
-            parts.append(f"director says: {self.director_message}")
-        return " ".join(parts)
+            yield f"machine={self.machine}"
+        yield f"device={self.device}" if self.device else None
+        yield f"director says: {self.director_message}" if self.director_message else None
 
 
 class DirectorAuthError(DirectorError):

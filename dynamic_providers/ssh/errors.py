@@ -23,6 +23,10 @@ reboots. The others need a change of input or of the target.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from domain.errortext import MAX_QUOTED_CHARS, DetailedError, clip
+
 __all__ = [
     "SshAuthError",
     "SshCommandError",
@@ -34,18 +38,10 @@ __all__ = [
 ]
 
 #: Longest piece of remote output kept in an exception.
-MAX_OUTPUT_CHARS = 300
+MAX_OUTPUT_CHARS = MAX_QUOTED_CHARS
 
 
-def clip(text: str | None) -> str | None:
-    """Whitespace-collapsed ``text`` cut to :data:`MAX_OUTPUT_CHARS` (None stays None)."""
-    if text is None:
-        return None
-    text = " ".join(str(text).split())
-    return text if len(text) <= MAX_OUTPUT_CHARS else text[: MAX_OUTPUT_CHARS - 1] + "…"
-
-
-class SshError(Exception):
+class SshError(DetailedError):
     """Base of every SSH-preparation error.
 
     Attributes:
@@ -56,8 +52,6 @@ class SshError(Exception):
         stderr: the remote stderr (or stdout when stderr was empty), clipped, or ``None``.
     """
 
-    transient: bool = False
-
     def __init__(
         self,
         summary: str,
@@ -67,24 +61,17 @@ class SshError(Exception):
         exit_status: int | None = None,
         stderr: str | None = None,
     ) -> None:
-        self.summary = summary
         self.target = target
         self.command = command
         self.exit_status = exit_status
-        self.stderr = clip(stderr)
-        super().__init__(self._render())
+        self.stderr = clip(stderr, MAX_OUTPUT_CHARS)
+        super().__init__(summary)
 
-    def _render(self) -> str:
-        parts = [self.summary]
-        if self.target:
-            parts.append(f"[{self.target}]")
-        if self.command:
-            parts.append(f"command={self.command}")
-        if self.exit_status is not None:
-            parts.append(f"exit={self.exit_status}")
-        if self.stderr:
-            parts.append(f"output: {self.stderr}")
-        return " ".join(parts)
+    def _details(self) -> Iterable[str | None]:
+        yield f"[{self.target}]" if self.target else None
+        yield f"command={self.command}" if self.command else None
+        yield f"exit={self.exit_status}" if self.exit_status is not None else None
+        yield f"output: {self.stderr}" if self.stderr else None
 
 
 class SshAuthError(SshError):
