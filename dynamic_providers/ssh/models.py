@@ -16,7 +16,7 @@ import hashlib
 import posixpath
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from domain import mlxconfig as mlxconfig_rules
 
@@ -38,6 +38,11 @@ _HOST_KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", 
                    "ssh-rsa")
 _KERNEL_ARG = re.compile(r"^[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.,:/\-+=]*)?$")
 _MODULE = re.compile(r"^[A-Za-z0-9_\-]+$")
+#: List fields of HostKernelPrepSpec whose every item must match: field -> (pattern, what it is).
+_LIST_ITEMS: dict[str, tuple[re.Pattern[str], str]] = {
+    "kernel_args": (_KERNEL_ARG, "a plain kernel argument (name or name=value)"),
+    "blacklisted_modules": (_MODULE, "a module name"),
+}
 
 
 class SshTarget(BaseModel):
@@ -134,20 +139,14 @@ class HostKernelPrepSpec(_Common):
     reboot_timeout_seconds: float = Field(default=600.0, gt=0, le=3600)
     sysroot: str = ""
 
-    @field_validator("kernel_args")
+    @field_validator(*_LIST_ITEMS)
     @classmethod
-    def _args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for arg in value:
-            if not _KERNEL_ARG.match(arg):
-                raise ValueError(f"kernel_args: {arg!r} is not a plain kernel argument (name or name=value)")
-        return value
-
-    @field_validator("blacklisted_modules")
-    @classmethod
-    def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for module in value:
-            if not _MODULE.match(module):
-                raise ValueError(f"blacklisted_modules: {module!r} is not a module name")
+    def _list_items(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        field = info.field_name or ""
+        pattern, what = _LIST_ITEMS[field]
+        for item in value:
+            if not pattern.match(item):
+                raise ValueError(f"{field}: {item!r} is not {what}")
         return value
 
     @field_validator("sysroot")
