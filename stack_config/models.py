@@ -790,29 +790,27 @@ class ServiceTemplateConfig(_Model):
     """Namespace the service is installed into on the child cluster."""
 
 
+def _service(chart: str, version: str, repository: str, namespace: str) -> ServiceTemplateConfig:
+    """A built-in service template, named ``<chart>-<version with dots as dashes>``
+    (``gpu-operator``, ``v25.3.0`` -> ``gpu-operator-v25-3-0``)."""
+    return ServiceTemplateConfig(
+        name=f"{chart}-{version.replace('.', '-')}",
+        chart=chart,
+        version=version,
+        repository=repository,
+        namespace=namespace,
+    )
+
+
 class CatalogConfig(_Model):
     """Templates the program declares: ClusterTemplates of its clusters and versions of the services it
     installs into child clusters."""
 
-    gpu_operator: ServiceTemplateConfig = ServiceTemplateConfig(
-        name="gpu-operator-v25-3-0",
-        chart="gpu-operator",
-        version="v25.3.0",
-        repository="nvidia",
-        namespace="gpu-operator",
-    )
+    gpu_operator: ServiceTemplateConfig = _service("gpu-operator", "v25.3.0", "nvidia", "gpu-operator")
     """NVIDIA GPU Operator."""
-    kubevirt: ServiceTemplateConfig = ServiceTemplateConfig(
-        name="kubevirt-1-5-0",
-        chart="kubevirt",
-        version="1.5.0",
-        repository="k0rdent-catalog",
-        namespace="kubevirt",
-    )
+    kubevirt: ServiceTemplateConfig = _service("kubevirt", "1.5.0", "k0rdent-catalog", "kubevirt")
     """KubeVirt."""
-    cilium: ServiceTemplateConfig = ServiceTemplateConfig(
-        name="cilium-1-17-4", chart="cilium", version="1.17.4", repository="cilium", namespace="kube-system"
-    )
+    cilium: ServiceTemplateConfig = _service("cilium", "1.17.4", "cilium", "kube-system")
     """Cilium (for tenant clusters that choose it; k0s then runs with ``network.provider: custom``)."""
     cluster_templates: list[ClusterTemplateConfig] = Field(default_factory=_default_cluster_templates)
     """ClusterTemplates the clusters use (each referenced ``template`` must be declared here); the
