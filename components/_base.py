@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, get_type_hints
+from typing import Any, Protocol, get_type_hints
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -94,6 +94,22 @@ def secret(value: SecretStr | str) -> pulumi.Output[str]:
     """A config secret as a Pulumi secret output (never a plain string in state or logs)."""
     raw = value.get_secret_value() if isinstance(value, SecretStr) else value
     return pulumi.Output.secret(raw)
+
+
+class Login(Protocol):
+    """A config block with credentials (``DirectorConfig``, ``BmcConfig``)."""
+
+    @property
+    def username(self) -> SecretStr | str: ...
+
+    @property
+    def password(self) -> SecretStr | str: ...
+
+
+def secret_login(config: Login) -> dict[str, pulumi.Output[str]]:
+    """``{"username": ..., "password": ...}`` of ``config``, each a Pulumi secret (:func:`secret`):
+    the credential keyword arguments of a provider resource (``DpuPosture(..., **secret_login(bmc))``)."""
+    return {"username": secret(config.username), "password": secret(config.password)}
 
 
 def output_row(

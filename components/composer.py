@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, secret, token
+from components._base import child_opts, contract_props, secret_login, token
 from components.manifests import common_labels
 from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
@@ -245,8 +245,7 @@ class Composer(pulumi.ComponentResource):
         account = DirectorEndpoint(
             f"{name}-director-account",
             endpoint=args.director.endpoint,
-            username=secret(args.director.username),
-            password=secret(args.director.password),
+            **secret_login(args.director),
             opts=child_opts(self),
         )
         secret_name = f"{name}-director-credentials"
@@ -254,10 +253,7 @@ class Composer(pulumi.ComponentResource):
             secret_name,
             metadata={"name": secret_name, "namespace": c.namespace, "labels": labels},
             type="Opaque",
-            string_data={
-                "username": secret(args.director.username),
-                "password": secret(args.director.password),
-            },
+            string_data=secret_login(args.director),
             opts=child_opts(self, provider=args.provider, depends_on=[namespace, account]),
         )
         values = excluded.apply(

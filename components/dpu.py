@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, secret, token
+from components._base import Mothership, child_opts, contract_props, secret, secret_login, token
 from components.manifests import common_labels, dpu_flavor_spec
 from dynamic_providers.redfish.provider import DpuPosture
 from dynamic_providers.ssh.provider import DpuMlxconfig, SshConnectionArgs
@@ -104,8 +104,7 @@ class Dpu(pulumi.ComponentResource):
         posture = DpuPosture(
             f"{name}-posture",
             bmc_endpoint=c.bmc.endpoint,
-            username=secret(c.bmc.username),
-            password=secret(c.bmc.password),
+            **secret_login(c.bmc),
             verify_tls=c.bmc.verify_tls,
             ca_bundle=args.ca_bundle,
             mode=c.mode,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components._base import contract_props, secret, token
+from components._base import contract_props, secret_login, token
 from dynamic_providers.director.provider import GpuComposition as DirectorGpuComposition
 from stack_config.models import DirectorConfig, GpuCompositionConfig, GpuPoolConfig
 
@@ -61,8 +61,7 @@ class GpuComposition(pulumi.ComponentResource):
         attach = DirectorGpuComposition(
             f"{name}-attach",
             endpoint=args.director.endpoint,
-            username=secret(args.director.username),
-            password=secret(args.director.password),
+            **secret_login(args.director),
             machine=c.host,
             count=None if c.device_names else c.count,
             device_names=list(c.device_names) or None,
