@@ -59,7 +59,7 @@ from dataclasses import replace
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
-from composer.intents import reconcile_record
+from composer.intents import reconcile_record, settled
 from composer.models import (
     HOSTNAME_LABEL,
     EventSpec,
@@ -121,9 +121,14 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     actions: list[PodAction] = []
     expired = taken = lost = 0
     for node in composable:
+        attached = fabric.attached(node.name)
+        if settled(node.record, attached):
+            records[node.name] = node.record
+            flags[node.name] = (False, False)
+            continue
         rc = reconcile_record(
             node,
-            attached=fabric.attached(node.name),
+            attached=attached,
             usage=usage.get(node.name, empty_usage),
             pods_by_uid=pods_by_uid,
             now=now,

@@ -193,6 +193,12 @@ PHASES: Mapping[IntentPhase, Callable[[_Node, str, Intent, PodView], None]] = {
 }
 
 
+def settled(rec: NodeRecord, attached: Mapping[str, str]) -> bool:
+    """Nothing to reconcile: no intent, and every GPU of the record is still attached (most
+    nodes, most rounds); :func:`reconcile_record` returns such a record unchanged."""
+    return not rec.intents and rec.devices <= attached.keys()
+
+
 def reconcile_record(
     node: NodeView,
     *,
@@ -219,8 +225,8 @@ def reconcile_record(
         The :class:`Reconciled` record and its consequences.
     """
     rec = node.record
-    if not rec.intents and rec.devices <= attached.keys():
-        return Reconciled(rec)  # nothing to reconcile (most nodes, most rounds)
+    if settled(rec, attached):
+        return Reconciled(rec)
     reclaiming = set(rec.reclaim.devices) if rec.reclaim else set()
     lost = tuple(sorted(rec.devices - attached.keys() - reclaiming))
     st = _Node(node, attached, usage, now, policy, in_flight, set(rec.devices & attached.keys()))

@@ -43,7 +43,7 @@ class NodeView:
     @property
     def reclaim_tainted(self) -> bool:
         """The composer's reclaim taint is on the node."""
-        return any(t.key == ann.RECLAIM_TAINT_KEY for t in self.taints)
+        return bool(self.taints) and any(t.key == ann.RECLAIM_TAINT_KEY for t in self.taints)
 
     @property
     def advertised_gpus(self) -> int:
