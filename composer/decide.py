@@ -69,6 +69,7 @@ from composer.models import (
     Reason,
 )
 from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
+from composer.planner import pinned_hosts
 from composer.planner import plan as make_plan
 from composer.podspec import InvalidRequest, PodView, gpu_request
 from composer.pools import with_pools
@@ -227,23 +228,28 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     # 3. hosts, pool usage, free pool -> plan (only when something asks for GPUs)
     hosts = []
     pool_usage: dict[str, int] = {}
+    only = pinned_hosts(requests.values())  # a batch of pinned pods needs only its own hosts
     for node in composable if requests else ():
         rec = records[node.name]
+        described = only is None or node.name in only
+        if not described and not rec.devices and not rec.intents:
+            continue  # holds no composer GPU: nothing for the pool's usage either
         attached = fabric.attached(node.name)
         pool = node.labels.get(ann.POOL_LABEL, policy.default_pool)
-        hosts.append(
-            host_state(
-                node,
-                record=rec,
-                usage=usage.get(node.name, empty_usage),
-                attached_models=attached,
-                pending=pods_by_uid,
-                pool=pool,
-                max_gpus=max_gpus_of(node, policy.max_gpus_per_node),
-                units_per_gpu=policy.units_per_gpu,
-                group=fabric.machine_groups.get(node.name),
+        if described:
+            hosts.append(
+                host_state(
+                    node,
+                    record=rec,
+                    usage=usage.get(node.name, empty_usage),
+                    attached_models=attached,
+                    pending=pods_by_uid,
+                    pool=pool,
+                    max_gpus=max_gpus_of(node, policy.max_gpus_per_node),
+                    units_per_gpu=policy.units_per_gpu,
+                    group=fabric.machine_groups.get(node.name),
+                )
             )
-        )
         held = set(rec.devices & attached.keys())
         for it in rec.intents.values():
             held.update(it.devices)

@@ -20,7 +20,7 @@ from composer.models import (
     Taint,
     Toleration,
 )
-from composer.planner import plan
+from composer.planner import pinned_hosts, plan
 
 T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
 GIB = 1 << 30
@@ -366,6 +366,19 @@ def test_plan_invariants(world, rnd):
     for seq in shuffled:
         rnd.shuffle(seq)
     assert plan(*shuffled, quotas=quotas, usage=usage, excluded=excluded) == p
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds())
+def test_a_pinned_batch_plans_the_same_on_its_own_hosts_as_on_every_host(world):
+    hosts, gpus, reqs, quotas, usage, excluded = world
+    pinned = [r for r in reqs if r.hosts is not None]
+    only = pinned_hosts(pinned)
+    assert only is not None and pinned_hosts(reqs) == (None if len(pinned) < len(reqs) else only)
+    everywhere = plan(pinned, hosts, gpus, quotas=quotas, usage=usage, excluded=excluded)
+    own_hosts = [h for h in hosts if h.name in only]
+    own = plan(pinned, own_hosts, gpus, quotas=quotas, usage=usage, excluded=excluded)
+    assert own == everywhere
 
 
 # -- scale ----------------------------------------------------------------------------------
