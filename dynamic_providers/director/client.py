@@ -269,9 +269,12 @@ class DirectorClient:
         """Every device's live status (``GET status``)."""
         return status_api.list_devices(self._t)
 
-    def gpu_statuses(self, *, free_only: bool = False) -> list[DeviceStatus]:
-        """GPU status records (``GET status/gpu``); ``free_only``: system free pool only."""
-        return status_api.list_gpus(self._t, free_only=free_only)
+    def gpu_statuses(
+        self, *, free_only: bool = False, names: Collection[str] | None = None
+    ) -> list[DeviceStatus]:
+        """GPU status records (``GET status/gpu``); ``free_only``: system free pool only;
+        ``names``: only these GPUs' records (the others are not validated)."""
+        return status_api.list_gpus(self._t, free_only=free_only, names=names)
 
     def gpu_infos(self) -> list[GpuInfo]:
         """GPU vendor/model records (``GET device/info/gpu``)."""
@@ -531,7 +534,7 @@ class DirectorClient:
             DirectorNotFoundError: a name is not on the fabric (unless ``missing_ok``).
         """
         wanted = list(dict.fromkeys(names))
-        statuses = {s.name: s for s in self.gpu_statuses()}
+        statuses = {s.name: s for s in self.gpu_statuses(names=wanted)}
         _check_known(wanted, statuses, missing_ok)
         pre = {p.name: p for p in self.predevices()}
         out = {}

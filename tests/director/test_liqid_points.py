@@ -24,6 +24,7 @@ import responses
 
 from dynamic_providers.director import errors
 from dynamic_providers.director.api import predevice as predevice_api
+from dynamic_providers.director.api import status as status_api
 from dynamic_providers.director.client import DirectorClient
 
 from .conftest import PASSWORD, USER, Sim, load_fixture, make_client, start_sim
@@ -150,6 +151,31 @@ def test_compose_with_an_owner_tag_tags_before_the_fabric_changes(sim: Sim) -> N
             c.compose("blade-slot-1", ["gpu1"], owner_tag="gpu-composer")
         assert _changes(_calls(sim)) == []
     assert sim.gpu("gpu1")["mach_id"] is None
+
+
+def test_a_compose_validates_the_status_records_of_its_own_gpus_only(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GET status/gpu`` answers every GPU of the fabric; a compose validates only the records
+    of the GPUs it attaches (on a fabric of 1,000 GPUs validating all of them was most of the
+    compose's own time), while a full read still validates every record."""
+    validated: list[int] = []
+    real = status_api.parse_records
+
+    def counting(model: Any, data: list[Any], **kw: Any) -> Any:
+        validated.append(len(data))
+        return real(model, data, **kw)
+
+    monkeypatch.setattr(status_api, "parse_records", counting)
+    with make_client(sim.url) as c:
+        everything = len(c.gpu_statuses())
+        assert everything > 2 and validated == [everything]
+        validated.clear()
+        c.compose("blade-slot-1", ["gpu0", "gpu1"], owner_tag="gpu-composer")
+        assert validated and all(n <= 2 for n in validated), validated
+        assert sorted(g.name for g in c.attached_gpus("blade-slot-1")) == ["gpu0", "gpu1"]
+        with pytest.raises(errors.DirectorNotFoundError, match="no such GPU on the fabric: gpu-nope"):
+            c.compose("blade-slot-1", ["gpu-nope"])
 
 
 def test_clients_of_one_process_take_turns_on_a_groups_pool(
