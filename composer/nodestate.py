@@ -39,11 +39,12 @@ class NodeView:
     gpu_allocatable: Mapping[str, int] = field(default_factory=dict)
     record: ann.NodeRecord = field(default_factory=ann.NodeRecord)
     do_not_reclaim: bool = False
+    #: The composer's reclaim taint is on the node (derived from ``taints`` once, as every
+    #: round asks it of every node).
+    reclaim_tainted: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def reclaim_tainted(self) -> bool:
-        """The composer's reclaim taint is on the node."""
-        return bool(self.taints) and any(t.key == ann.RECLAIM_TAINT_KEY for t in self.taints)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reclaim_tainted", any(t.key == ann.RECLAIM_TAINT_KEY for t in self.taints))
 
     @property
     def advertised_gpus(self) -> int:
