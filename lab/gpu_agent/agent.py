@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -214,7 +214,12 @@ class GpuAgent:
         attached = self.director.attached()
         applied: dict[str, Advert] = {}
         now = self.clock()
-        for name, have in self._current().items():
+        current = self._current()
+        names: Iterable[str] = current
+        if not self.plugin_restart_quirk:  # only a node with GPUs (had or to have) can change
+            names = [n for n in current if n in attached or n in self._seen or current[n].count]
+        for name in names:
+            have = current[name]
             if self.plugin_restart_quirk:
                 self._ensure_plugin_pod(name, now)
             want = advert_for(attached.get(name, []))
