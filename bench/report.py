@@ -517,9 +517,11 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "- How the composer gets there: pods, nodes and pool namespaces come from watch-fed caches "
         "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; "
         + _timing_clause(d.get("composer_timing"))
-        + "the Director is read once per compose (plus one `predevice?mach_id=` check after the reprogram) "
-        "and a clean compose is "
-        "applied to the composer's cached read instead of reading 1,000 GPUs again. With gating, a pod is "
+        + "the Director is read once per compose (plus one `predevice?mach_id=` check after the reprogram; "
+        "only the status records of the GPUs being attached are validated), a clean compose is "
+        "applied to the composer's cached read instead of reading 1,000 GPUs again, and that read is "
+        "refreshed in the background (`composer.fabric_cache`) so no round waits for it; a batch of pinned "
+        "pods is planned on its own hosts only. With gating, a pod is "
         "released (pinned + ungated) in the round that sees its GPUs advertised, so the scheduler takes it "
         "from its active queue at once instead of retrying an unschedulable pod.",
         "",
