@@ -38,6 +38,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any, Generic, TypeVar
 
@@ -80,6 +81,9 @@ class ViewInformer(Generic[V]):
         on_change: called (on the informer thread) after a view was added, changed or removed.
         echo: ``(key, resourceVersion, view) -> True`` when a changed view is one the composer
             already knows (its own write coming back on the watch): stored, no ``on_change``.
+        stamp: ``(view, first seen) -> view``: gives every view of an object the time the watch
+            first delivered that object (seconds since the epoch, ``clock``).
+        clock: seconds since the epoch.
     """
 
     def __init__(
@@ -93,9 +97,14 @@ class ViewInformer(Generic[V]):
         resync_seconds: float = 0.0,
         on_change: Callable[[], None] | None = None,
         echo: Callable[[str, int, V], bool] | None = None,
+        stamp: Callable[[V, float], V] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = name
         self._echo = echo
+        self._stamp = stamp
+        self._clock = clock
+        self._first_seen: dict[str, float] = {}
         self.synced = threading.Event()
         self._parse = parse
         self._on_change = on_change or (lambda: None)
@@ -131,6 +140,8 @@ class ViewInformer(Generic[V]):
         key = _meta_namespace_key(raw)  # the informer's own key: namespace/name, or name
         view = self._parse(raw)
         rv = resource_version(raw)
+        if self._stamp is not None:
+            view = self._stamp(view, self._first_seen_of(key))
         with self._lock:
             old = self._views.get(key)
             self._views[key] = (rv, view)
@@ -138,8 +149,19 @@ class ViewInformer(Generic[V]):
         if (old is None or old[1] != view) and not (self._echo is not None and self._echo(key, rv, view)):
             self._on_change()
 
+    def _first_seen_of(self, key: str) -> float:
+        seen = self._first_seen.get(key)
+        if seen is None:
+            seen = self._first_seen[key] = self._clock()
+            if len(self._first_seen) > 2 * len(self._views) + 100:  # objects gone without a DELETED
+                with self._lock:
+                    live = set(self._views)
+                self._first_seen = {k: t for k, t in self._first_seen.items() if k in live or k == key}
+        return seen
+
     def _delete(self, obj: Any) -> None:
         key = _meta_namespace_key(obj)
+        self._first_seen.pop(key, None)
         with self._lock:
             gone = self._views.pop(key, None)
         if gone is not None:
@@ -183,6 +205,10 @@ def _raw_list(resp: Any) -> SimpleNamespace:
     )
 
 
+def _seen_at(view: PodView, first_seen: float) -> PodView:
+    return view if view.seen_at == first_seen else replace(view, seen_at=first_seen)
+
+
 def _pool(raw: Mapping[str, Any]) -> str:
     return ((raw.get("metadata") or {}).get("labels") or {}).get(ann.POOL_LABEL, "")
 
@@ -215,6 +241,7 @@ class ClusterCache:
             field_selector=LIVE_PODS,
             resync_seconds=resync_seconds,
             on_change=on_change,
+            stamp=_seen_at,
         )
         self.nodes: ViewInformer[NodeView] = ViewInformer(
             core.list_node,

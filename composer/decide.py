@@ -154,7 +154,8 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     gated: dict[str, PodView] = {}
     for p in snapshot.pods:
         if p.gated and p.uid not in memory.gated_seen and p.uid not in served and _serves(policy, p):
-            memory.gated_seen[p.uid] = now
+            # the batch window counts from the pod's arrival on the watch, not from this round
+            memory.gated_seen[p.uid] = min(now, p.seen_at) if p.seen_at else now
             events.append(
                 pod_event(
                     p.key,

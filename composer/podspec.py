@@ -180,6 +180,8 @@ class PodView:
         gates: names of ``spec.schedulingGates`` (the scheduler ignores the pod while any is set).
         node_selector: ``spec.nodeSelector`` as written.
         annotations: pod annotations.
+        seen_at: when the composer's watch first delivered the pod (seconds since the epoch; 0
+            = unknown, e.g. a listed pod); not part of the view's equality.
     """
 
     namespace: str
@@ -201,6 +203,7 @@ class PodView:
     gates: tuple[str, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    seen_at: float = field(default=0.0, compare=False)
 
     @property
     def gated(self) -> bool:

@@ -337,3 +337,22 @@ def test_the_wired_executor_lays_its_node_writes_over_the_watch_cache(tmp_path, 
     )
     assert wired.cache is not None
     assert wired.controller.executor.on_node_written == wired.cache.assume
+
+
+def test_a_pod_view_carries_the_time_the_watch_first_delivered_the_pod():
+    t = [50.0]
+    cache = ClusterCache(client.ApiClient())
+    cache.pods._clock = lambda: t[0]  # type: ignore[method-assign]
+    raw = pod("a", 1)
+    raw["metadata"]["resourceVersion"] = "1"
+    cache.pods._put(copy.deepcopy(raw))
+    t[0] = 60.0
+    raw["metadata"]["resourceVersion"] = "2"
+    raw["metadata"]["labels"] = {"changed": "yes"}
+    cache.pods._put(copy.deepcopy(raw))  # a change later: still first seen at 50
+    (view,) = cache.read()[0]
+    assert view.seen_at == 50.0 and view.labels == {"changed": "yes"}
+    cache.pods._delete(copy.deepcopy(raw))
+    cache.pods._put(copy.deepcopy(raw))  # the same name again (a new pod): seen now
+    (view,) = cache.read()[0]
+    assert view.seen_at == 60.0

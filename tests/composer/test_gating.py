@@ -525,3 +525,27 @@ def test_auto_nomination_reads_the_server_version_once_at_start():
     assert _nominate("auto", _Versioned(error=KubeError("GET", "version", 403, "forbidden"))) is False
     explicit = _Versioned((1, 30))
     assert _nominate("on", explicit) is True and explicit.calls == 0
+
+
+def test_the_batch_window_counts_from_the_pods_arrival_on_the_watch():
+    """A gated pod the watch delivered 0.3 s before the round has 0.7 s of a 1 s batch window
+    left (the rounds' own delays are not added to its wait); a pod stamped after the round's
+    clock (another thread's clock) counts from the round."""
+    from composer.decide import decide
+    from composer.fabric import FabricGpu, FabricView
+    from composer.nodestate import NodeView
+    from composer.podspec import PodView
+    from composer.round_types import Memory, Snapshot
+
+    now = 1_000.0
+    fabric = FabricView((FabricGpu("gpu0", "Tesla-T4"),), frozenset({"h1"}), {"h1": "1"})
+    nodes = (NodeView("h1", cpu_millis=8000, memory_bytes=2**34),)
+    pol = Policy(batch_idle_seconds=1.0, batch_max_seconds=5.0)
+
+    def wait_for(seen_at: float) -> float | None:
+        gated = PodView("ml", "a", "uid-a", gpu={"nvidia.com/gpu": 1}, gates=(ann.GATE,), seen_at=seen_at)
+        return decide(Snapshot(now, (gated,), nodes, {}, fabric), Memory(), pol).wake_after
+
+    assert wait_for(now - 0.3) == pytest.approx(0.7)
+    assert wait_for(now + 0.2) == pytest.approx(1.0)
+    assert wait_for(0.0) == pytest.approx(1.0)  # not known (a listed pod): from this round
