@@ -72,9 +72,6 @@ class JobResult:
         composed: pod UID -> devices attached for it.
         reclaim_failed: a reclaim step failed (back off before the next attempt).
         reclaimed: devices given back.
-        node_object: the Node as the API server answered the job's last write (None when the
-            job wrote nothing); the controller's cache lays it over its watch until the watch
-            catches up, so the next round never plans from an older record.
     """
 
     node: str
@@ -83,7 +80,6 @@ class JobResult:
     composed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reclaim_failed: bool = False
     reclaimed: tuple[str, ...] = ()
-    node_object: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -103,8 +99,9 @@ class Executor:
             client-go's event broadcaster does), so that no round, release or compose waits
             for an Event's API call; :meth:`close` waits for the queue.
         on_node_written: called (on the worker thread) with the Node the API server answered
-            each of the job's Node writes with, e.g. :meth:`composer.cache.ClusterCache.assume`,
-            so the next round sees the write at once and its watch echo wakes nobody.
+            each of the job's Node writes with; the :class:`composer.controller.Controller`
+            connects it to its cluster source's ``assume`` (the watch cache lays the write over
+            its watch), so the next round sees the write at once and its watch echo wakes nobody.
     """
 
     kube: KubeWrites
@@ -183,7 +180,6 @@ class Executor:
     def _written(self, res: JobResult, obj: Mapping[str, Any] | None) -> None:
         if obj is None:
             return
-        res.node_object = obj
         if self.on_node_written is not None:
             self.on_node_written(obj)
 

@@ -110,7 +110,9 @@ class Controller:
         node_selector: label selector of managed nodes ("" = all).
         workers: parallel node jobs.
         clock: seconds since the epoch.
-        source: pods/nodes/pools; None = :class:`ListingSource` over ``kube``.
+        source: pods/nodes/pools; None = :class:`ListingSource` over ``kube``. Every Node write
+            of the node jobs goes to its ``assume`` as it is made (the executor's
+            ``on_node_written``, connected here unless set already).
         fabric_max_age_seconds: age at which the Director read is refreshed in the background
             (0 = read every round, on the loop's thread).
         on_job_done: called (on the worker thread) when a node job ends, and when a background
@@ -140,6 +142,10 @@ class Controller:
     _cooldown: dict[str, float] = field(default_factory=dict)
     _gate_executor: GateExecutor | None = None
     next_round_in: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.source is not None and self.executor.on_node_written is None:
+            self.executor.on_node_written = self.source.assume
 
     # -- observe ---------------------------------------------------------------------------
     def observe(self) -> Snapshot:
@@ -194,8 +200,6 @@ class Controller:
             self._job_failures.pop(node, None)
             self._cooldown.pop(node, None)
             self._follow_fabric(run.job, res)
-            if res.node_object is not None and self.source is not None:
-                self.source.assume(res.node_object)
             self._remember(res)
 
     def _follow_fabric(self, job: NodeJob, res: JobResult) -> None:

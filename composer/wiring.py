@@ -75,7 +75,6 @@ def build_controller(
         plugin_selector=settings.device_plugin_selector,
         release_to_system_pool=settings.release_to_system_pool,
         async_events=True,
-        on_node_written=cache.assume if cache is not None else None,
     )
     controller = Controller(
         kube,

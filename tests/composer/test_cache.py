@@ -176,8 +176,7 @@ def test_the_composers_own_node_writes_come_back_on_the_watch_without_waking_the
         return real(machine, names, **kw)
 
     w.fabric.compose = compose  # type: ignore[method-assign]
-    ctrl = _controller(w, cache)
-    ctrl.executor.on_node_written = cache.assume
+    ctrl = _controller(w, cache)  # the controller connects the executor's writes to its cache
     ctrl.round()
     assert ctrl.wait_idle(10)
     assert seen == [{"uid-a"}]  # the intent write was in the cache before the Director call
