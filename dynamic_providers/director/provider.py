@@ -55,10 +55,10 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .. import oneline
-from ..kit import DynamicResource, is_unknown, plain, validation_failures
+from ..kit import DynamicResource, check_known, is_unknown, plain
 from .client import DirectorClient
 from .endpoint import director_failure
 from .errors import DirectorConflictError, DirectorError, DirectorNotFoundError
@@ -215,19 +215,19 @@ class GpuCompositionProvider(ResourceProvider):
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """Validate inputs, then probe the Director read-only (``director_failure``); values
         unknown during preview are passed through unchecked."""
-        unknown = {k for k in INPUT_KEYS if is_unknown(news.get(k))}
-        known = {k: plain(news.get(k)) for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
-        try:
-            spec = CompositionSpec.model_validate(known)
-        except ValidationError as exc:
-            failures = validation_failures(exc, rename={"requested_device_names": "device_names"},
-                                           whole="inputs", skip=unknown)
+        checked = check_known(CompositionSpec, news, rename={"requested_device_names": "device_names"},
+                              whole="inputs")
+        unknown = checked.unknown
+        spec = checked.spec
+        if spec is None:
+            failures = checked.failures
             if unknown & {"count", "requested_device_names"}:
                 # The count/names rule (an error on the whole model) cannot be judged yet.
                 failures = [f for f in failures if f.property != "inputs"]
             # Errors of the whole model are about count and device_names: reported on count.
             return CheckResult(dict(news), [CheckFailure("count", f.reason) if f.property == "inputs" else f
                                             for f in failures])
+        known = {k for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
         inputs = dict(news)
         for k, v in spec.inputs().items():
             # Secrets keep the engine's own value (and its secretness); others get normalised.
