@@ -40,6 +40,17 @@ def _cache(
     )
 
 
+def _stale_read_in_flight(cache: FabricCache, fab: _SlowFabric, now: list[float]) -> FabricView:
+    """A first read, then 11 s later a view that starts a background read held at ``fab.gate``;
+    returns the first read."""
+    first = cache.view()
+    now[0] = 11.0
+    fab.hold.set()
+    assert cache.view() is first
+    assert fab.entered.wait(5)
+    return first
+
+
 def _machines_of(view: FabricView) -> dict[str, str | None]:
     return {g.name: g.machine for g in view.gpus}
 
@@ -85,11 +96,7 @@ def test_a_compose_made_while_a_refresh_is_in_flight_is_kept_in_the_fresh_read()
     now = [0.0]
     cache = _cache(fab, now)
     try:
-        cache.view()
-        now[0] = 11.0
-        fab.hold.set()
-        cache.view()
-        assert fab.entered.wait(5)  # the read has the fabric as it was before the compose
+        _stale_read_in_flight(cache, fab, now)  # the read has the fabric as it was before the compose
         cache.applied("h1", ["gpu0"])  # the compose lands while the read is in flight
         assert _machines_of(cache.view()) == {"gpu0": "h1", "gpu1": None}
         fab.gate.set()
@@ -105,11 +112,7 @@ def test_a_read_started_before_a_forget_is_dropped_and_the_next_view_reads_now()
     now = [0.0]
     cache = _cache(fab, now)
     try:
-        cache.view()
-        now[0] = 11.0
-        fab.hold.set()
-        cache.view()
-        assert fab.entered.wait(5)
+        _stale_read_in_flight(cache, fab, now)
         cache.forget()  # e.g. a reclaim detached GPUs: that read may predate it
         fab.hold.clear()
         fab.by("gpu0").machine = "h1"
