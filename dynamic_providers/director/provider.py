@@ -227,11 +227,10 @@ class GpuCompositionProvider(ResourceProvider):
             # Errors of the whole model are about count and device_names: reported on count.
             return CheckResult(dict(news), [CheckFailure("count", f.reason) if f.property == "inputs" else f
                                             for f in failures])
-        known = {k for k in INPUT_KEYS if k not in unknown and news.get(k) is not None}
         inputs = dict(news)
         for k, v in spec.inputs().items():
             # Secrets keep the engine's own value (and its secretness); others get normalised.
-            if k not in unknown and k not in SECRET_KEYS and (k in known or news.get(k) is None):
+            if k not in unknown and k not in SECRET_KEYS:
                 inputs[k] = v
         if not unknown & {"endpoint", "username", "password"}:
             # Read-only probe, once per Director and account per run (dynamic_providers.preflight).
