@@ -45,7 +45,7 @@ class FabricCache:
             every :meth:`view`).
         on_refresh: called (on the background thread) when a background read differs from the
             read it replaces.
-        clock: monotonic seconds.
+        clock: seconds, for the read's age (the controller passes its own clock).
 
     Thread safety: :meth:`view`, :meth:`applied`, :meth:`forget` and :meth:`close` are called
     from one thread (the control loop); the background read only installs its result.
