@@ -9,7 +9,8 @@ Public names:
 """
 
 from stack_config.errors import ConfigProblem, EstateConfigError
-from stack_config.loader import CONFIG_KEY, CONFIG_NAMESPACE, FULL_CONFIG_KEY, load_estate, load_stack_file
+from stack_config.hints import CONFIG_KEY, CONFIG_NAMESPACE, FULL_CONFIG_KEY
+from stack_config.loader import load_estate, load_stack_file
 from stack_config.models import EstateConfig
 
 __all__ = [

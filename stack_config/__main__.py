@@ -4,12 +4,14 @@
   the committed file is stale).
 - ``validate [--allow-missing-secrets] FILE...``: validate the estate in ``Pulumi.<stack>.yaml``
   files (encrypted values are only checked for presence; with the flag, absent secrets are
-  accepted); prints one line per problem, exit 1 on any.
+  accepted); prints one line per problem, exit 1 on any. Missing secrets are reported with the
+  ``pulumi config set --secret`` command of each, then one line naming ``--allow-missing-secrets``.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -53,6 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         except EstateConfigError as exc:
             failed = True
             print(f"{path}: {exc}", file=sys.stderr)
+            secrets = sum(p.missing_secret for p in exc.problems)
+            if secrets:  # once per file, after the list: the flag is about the run, not one key
+                rerun = f"python -m stack_config validate --allow-missing-secrets {shlex.quote(str(path))}"
+                plural = "s" if secrets != 1 else ""
+                print(
+                    f"{path}: {secrets} secret{plural} missing: set them as shown above, "
+                    f"or validate the rest with: {rerun}",
+                    file=sys.stderr,
+                )
             continue
         print(f"{path}: ok ({estate.environment}, {len(estate.hosts)} hosts, {len(estate.tenants)} tenants)")
     return 1 if failed else 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stack_config.hints import FULL_CONFIG_KEY
+
 
 @dataclass(frozen=True, order=True)
 class ConfigProblem:
@@ -18,11 +20,17 @@ class ConfigProblem:
     Attributes:
         path: key path inside ``composable-gpu:estate``, e.g. ``hosts[0].bmc.endpoint``
             (empty for the root object).
-        message: what is wrong, quoting the offending value unless it is a secret.
+        message: what is wrong, quoting the offending value unless it is a secret, and what to
+            do where that is known (a close spelling of an unknown key, the command that sets a
+            missing secret).
+        missing_secret: True when a required secret is absent: the message names the
+            ``pulumi config set --secret`` command; ``python -m stack_config validate
+            --allow-missing-secrets`` accepts the file without it.
     """
 
     path: str
     message: str
+    missing_secret: bool = False
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -35,7 +43,7 @@ class EstateConfigError(ValueError):
         problems: every problem found, in config order.
     """
 
-    def __init__(self, problems: Iterable[ConfigProblem], *, key: str = "composable-gpu:estate") -> None:
+    def __init__(self, problems: Iterable[ConfigProblem], *, key: str = FULL_CONFIG_KEY) -> None:
         self.problems: tuple[ConfigProblem, ...] = tuple(problems)
         self.key = key
         lines = "\n".join(f"  - {p}" for p in self.problems)

@@ -8,21 +8,25 @@ config stops ``pulumi preview``/``up`` with one line per problem.
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError, WithJsonSchema
+from pydantic.fields import FieldInfo
 
 from stack_config.errors import ConfigProblem, EstateConfigError
+from stack_config.hints import (
+    CONFIG_KEY,
+    CONFIG_NAMESPACE,
+    FULL_CONFIG_KEY,
+    close_spelling,
+    set_secret_command,
+)
 from stack_config.models import EstateConfig
 from stack_config.rules import check_rules, plaintext_private_keys
-
-#: Pulumi config key (``<project>:<key>``) that holds the estate.
-CONFIG_NAMESPACE = "composable-gpu"
-CONFIG_KEY = "estate"
-FULL_CONFIG_KEY = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+from stack_config.types import ENCRYPTED_SECRET_JSON_SCHEMA
 
 #: Field names whose offending input is never echoed in messages.
 _SECRET_FIELDS = frozenset({"password", "private_key"})
@@ -47,15 +51,92 @@ def format_path(loc: Sequence[str | int]) -> str:
     return out
 
 
-def _problem_from_pydantic(err: Mapping[str, Any]) -> ConfigProblem:
+def _model_of(annotation: Any) -> tuple[type[BaseModel], bool] | None:
+    """``(model class, is_list)`` when ``annotation`` is a model, ``list[model]`` or ``model | None``."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        for arg in get_args(annotation):
+            found = _model_of(arg)
+            if found:
+                return found
+        return None
+    if origin is list:
+        inner = _model_of(get_args(annotation)[0])
+        return (inner[0], True) if inner else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    return None
+
+
+def _is_secret(annotation: Any) -> bool:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(_is_secret(a) for a in get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, SecretStr)
+
+
+def _is_key_file(field: FieldInfo) -> bool:
+    """True for an :data:`~stack_config.types.EncryptedSecret` (SSH private keys): a multi-line
+    secret that the stack file may hold only encrypted, set from a file."""
+    schemas = (m.json_schema for m in field.metadata if isinstance(m, WithJsonSchema))
+    return any(schema == ENCRYPTED_SECRET_JSON_SCHEMA for schema in schemas)
+
+
+def _input_key(name: str, field: FieldInfo) -> str:
+    """The key a user writes for the field ``name``: its validation alias or alias, else its name."""
+    if isinstance(field.validation_alias, str):
+        return field.validation_alias
+    return field.alias or name
+
+
+def _fields_by_key(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """``model``'s fields by the key a user writes for each (see :func:`_input_key`)."""
+    return {_input_key(name, field): field for name, field in model.model_fields.items()}
+
+
+def _model_at(root: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model class that validates the object at ``loc`` below ``root``, or None.
+
+    ``loc`` is a pydantic error location (``("hosts", 0, "bmc")`` -> ``BmcConfig`` for
+    :class:`EstateConfig`); list indexes step into the list's item model. None where the
+    location leaves the models (a dict's keys, a scalar, a key no model declares).
+    """
+    current = root
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an index into list[Model]: _model_of already stepped into Model
+        field = _fields_by_key(current).get(part)
+        found = _model_of(field.annotation) if field is not None else None
+        if found is None:
+            return None
+        current = found[0]
+    return current
+
+
+def _field_at(
+    root: type[BaseModel], loc: Sequence[str | int]
+) -> tuple[type[BaseModel], FieldInfo | None] | None:
+    """``(model holding the last key of loc, its field or None if undeclared)``, or None."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    parent = _model_at(root, loc[:-1])
+    return (parent, _fields_by_key(parent).get(loc[-1])) if parent is not None else None
+
+
+def _problem_from_pydantic(err: Mapping[str, Any], root: type[BaseModel]) -> ConfigProblem:
     loc = tuple(err.get("loc", ()))
     path = format_path(loc)
     kind = err.get("type", "")
     secret = any(isinstance(p, str) and p in _SECRET_FIELDS for p in loc)
     if kind == "missing":
+        found = _field_at(root, loc)
+        if found is not None and found[1] is not None and _is_secret(found[1].annotation):
+            hint = f"a secret; set it with: {set_secret_command(path, from_file=_is_key_file(found[1]))}"
+            return ConfigProblem(path, f"required key is missing ({hint})", missing_secret=True)
         return ConfigProblem(path, "required key is missing")
     if kind == "extra_forbidden":
-        return ConfigProblem(path, "unknown key")
+        found = _field_at(root, loc)
+        close = close_spelling(str(loc[-1]), _fields_by_key(found[0])) if found is not None else None
+        return ConfigProblem(path, f"unknown key (did you mean {close!r}?)" if close else "unknown key")
     msg = str(err.get("msg", "invalid value"))
     if kind.startswith(
         ("dns_label", "range", "http_url", "cidr", "mac", "mlxconfig_key", "kernel_arg", "empty")
@@ -86,7 +167,7 @@ def load_estate(raw: Any) -> EstateConfig:
     try:
         estate = EstateConfig.model_validate(dict(raw))
     except ValidationError as exc:
-        raise EstateConfigError([_problem_from_pydantic(e) for e in exc.errors()]) from None
+        raise EstateConfigError([_problem_from_pydantic(e, EstateConfig) for e in exc.errors()]) from None
     problems = check_rules(estate)
     if problems:
         raise EstateConfigError(problems)
@@ -103,29 +184,6 @@ def _strip_secure(value: Any) -> Any:
     return value
 
 
-def _model_of(annotation: Any) -> tuple[type[BaseModel], bool] | None:
-    """``(model class, is_list)`` when ``annotation`` is a model, ``list[model]`` or ``model | None``."""
-    origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        for arg in get_args(annotation):
-            found = _model_of(arg)
-            if found:
-                return found
-        return None
-    if origin is list:
-        inner = _model_of(get_args(annotation)[0])
-        return (inner[0], True) if inner else None
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
-    return None
-
-
-def _is_secret(annotation: Any) -> bool:
-    if get_origin(annotation) in (Union, types.UnionType):
-        return any(_is_secret(a) for a in get_args(annotation))
-    return isinstance(annotation, type) and issubclass(annotation, SecretStr)
-
-
 def fill_missing_secrets(model: type[BaseModel], data: Any) -> Any:
     """Copy of ``data`` with every absent secret field of ``model`` (recursively) set to a placeholder.
 
@@ -135,7 +193,7 @@ def fill_missing_secrets(model: type[BaseModel], data: Any) -> Any:
     if not isinstance(data, Mapping):
         return data
     out = dict(data)
-    for name, field in model.model_fields.items():
+    for name, field in _fields_by_key(model).items():
         if _is_secret(field.annotation):
             out.setdefault(name, SECRET_PLACEHOLDER)
             continue
@@ -166,7 +224,7 @@ def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig
     doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     config = doc.get("config") or {}
     if FULL_CONFIG_KEY not in config:
-        raise EstateConfigError([ConfigProblem("", f"{path.name} has no config key {FULL_CONFIG_KEY}")])
+        raise EstateConfigError([_no_estate_key(path.name, config)])
     plaintext = plaintext_secrets_in_stack_file(path)
     raw = _strip_secure(config[FULL_CONFIG_KEY])
     if not require_secrets:
@@ -178,6 +236,34 @@ def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig
     if plaintext:
         raise EstateConfigError(plaintext)
     return estate
+
+
+def _is_close_to_estate_key(key: str) -> bool:
+    """True when ``key`` is a close spelling of :data:`FULL_CONFIG_KEY`, part by part: its name close
+    to ``estate`` and its namespace close to ``composable-gpu`` or absent (``composable-gpu:estat``,
+    ``composible-gpu:estate``, ``estate``; not ``composable-gpu:region`` nor ``aws:estate``)."""
+    namespace, _, name = key.rpartition(":")
+    return close_spelling(name, [CONFIG_KEY]) is not None and (
+        not namespace or close_spelling(namespace, [CONFIG_NAMESPACE]) is not None
+    )
+
+
+def _no_estate_key(file_name: str, keys: Iterable[Any]) -> ConfigProblem:
+    """The problem for a stack file whose ``config`` lacks :data:`FULL_CONFIG_KEY`.
+
+    Names the file's other ``composable-gpu:*`` keys and a close spelling of the estate key
+    (see :func:`_is_close_to_estate_key`), e.g. ``Pulumi.x.yaml has no config key
+    composable-gpu:estate (it has 'composable-gpu:estat'; rename 'composable-gpu:estat' to
+    'composable-gpu:estate'?)``.
+    """
+    names = [str(k) for k in keys]
+    close = next((k for k in names if _is_close_to_estate_key(k)), None)
+    shown = [k for k in names if k.startswith(f"{CONFIG_NAMESPACE}:") or k == close]
+    message = f"{file_name} has no config key {FULL_CONFIG_KEY}"
+    if not shown:
+        return ConfigProblem("", message)
+    rename = f"; rename {close!r} to {FULL_CONFIG_KEY!r}?" if close else ""
+    return ConfigProblem("", f"{message} (it has {', '.join(repr(k) for k in shown)}{rename})")
 
 
 def plaintext_secrets_in_stack_file(path: Path) -> list[ConfigProblem]:

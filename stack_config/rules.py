@@ -21,6 +21,7 @@ from domain import mlxconfig as mlxconfig_rules
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
+from stack_config.hints import set_secret_command
 from stack_config.models import MOTHERSHIP, EstateConfig, TenantNetworkConfig
 
 Rule = Callable[[EstateConfig], Iterator[ConfigProblem]]
@@ -385,8 +386,7 @@ def plaintext_private_keys(raw: Any) -> list[ConfigProblem]:
                 problems.append(
                     ConfigProblem(
                         path,
-                        "is in plain text; store it encrypted: pulumi config set --secret --path "
-                        f"'estate.{path}' < <key file>",
+                        f"is in plain text; store it encrypted: {set_secret_command(path, from_file=True)}",
                     )
                 )
     return problems

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stack_config.loader import FULL_CONFIG_KEY
+from stack_config.hints import FULL_CONFIG_KEY
 from stack_config.models import EstateConfig
 from stack_config.types import SECRET_JSON_SCHEMA
 

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stack_config import EstateConfigError
+from stack_config import EstateConfigError, load_estate
 from stack_config.loader import (
     SECRET_PLACEHOLDER,
+    _problem_from_pydantic,
     fill_missing_secrets,
     format_path,
     load_stack_file,
@@ -51,8 +53,71 @@ def test_stack_file_missing_secrets(tmp_path: Path) -> None:
     path = _write_stack(tmp_path, raw)
     with pytest.raises(EstateConfigError) as err:
         load_stack_file(path)
-    assert [str(p) for p in err.value.problems] == ["hosts[1].dpu.bmc.password: required key is missing"]
+    assert [str(p) for p in err.value.problems] == [
+        "hosts[1].dpu.bmc.password: required key is missing "
+        "(a secret; set it with: pulumi config set --secret --path 'estate.hosts[1].dpu.bmc.password')"
+    ]
     assert load_stack_file(path, require_secrets=False).hosts[1].dpu is not None
+
+
+def test_missing_secret_names_its_command_and_the_program_sees_no_cli_flag() -> None:
+    """The Pulumi program reports ``str(EstateConfigError)`` of :func:`load_estate`: the
+    ``pulumi config set`` command is there, the ``validate`` CLI's flag is not."""
+    raw = valid_estate()
+    del raw["fabric"]["director"]["password"]
+    del raw["fabric"]["director"]["username"]
+    with pytest.raises(EstateConfigError) as err:
+        load_estate(raw)
+    assert [(str(p), p.missing_secret) for p in err.value.problems] == [
+        ("fabric.director.username: required key is missing", False),
+        (
+            "fabric.director.password: required key is missing (a secret; set it with: "
+            "pulumi config set --secret --path 'estate.fabric.director.password')",
+            True,
+        ),
+    ]
+    assert "--allow-missing-secrets" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "typo", "problem"),
+    [
+        ((), "tenants", "tenats", "tenats: unknown key (did you mean 'tenants'?)"),
+        (("fabric",), "director", "directr", "fabric.directr: unknown key (did you mean 'director'?)"),
+        (("hosts", 0), "bmc", "bcm", "hosts[0].bcm: unknown key (did you mean 'bmc'?)"),
+        (
+            ("hosts", 1, "dpu", "bmc"),
+            "password",
+            "passwrd",
+            "hosts[1].dpu.bmc.passwrd: unknown key (did you mean 'password'?)",
+        ),
+        # nothing close at that level: no suggestion
+        (("fabric",), None, "xyzzy", "fabric.xyzzy: unknown key"),
+        (("hosts", 0), None, "q", "hosts[0].q: unknown key"),
+    ],
+)
+def test_unknown_key_suggests_a_close_spelling_at_its_level(
+    where: tuple[str | int, ...], key: str | None, typo: str, problem: str
+) -> None:
+    raw = valid_estate()
+    section = raw
+    for part in where:
+        section = section[part]
+    section[typo] = section.pop(key) if key else 1  # misspell an existing key, or add a stray one
+    with pytest.raises(EstateConfigError) as err:
+        load_estate(raw)
+    assert problem in [str(p) for p in err.value.problems]
+
+
+def test_unknown_key_suggestion_uses_the_alias_the_user_writes() -> None:
+    class Aliased(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        boot_mac: str = Field(alias="bootMac")
+
+    with pytest.raises(ValidationError) as err:
+        Aliased.model_validate({"bootMc": "x"})
+    problems = [str(_problem_from_pydantic(e, Aliased)) for e in err.value.errors()]
+    assert problems == ["bootMac: required key is missing", "bootMc: unknown key (did you mean 'bootMac'?)"]
 
 
 def test_fill_missing_secrets_touches_only_secret_fields() -> None:
@@ -67,16 +132,41 @@ def test_fill_missing_secrets_touches_only_secret_fields() -> None:
     assert raw["fabric"]["director"].get("password") is None  # input untouched
 
 
-def test_stack_file_without_estate_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("keys", "problem"),
+    [
+        (["other:key"], "Pulumi.x.yaml has no config key composable-gpu:estate"),
+        (
+            ["aws:region", "composable-gpu:estat", "composable-gpu:region"],
+            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'composable-gpu:estat', "
+            "'composable-gpu:region'; rename 'composable-gpu:estat' to 'composable-gpu:estate'?)",
+        ),
+        (
+            ["composable-gpu:region"],  # ours, but nothing close: listed, no suggestion
+            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'composable-gpu:region')",
+        ),
+        (
+            ["composible-gpu:estate"],
+            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'composible-gpu:estate'; "
+            "rename 'composible-gpu:estate' to 'composable-gpu:estate'?)",
+        ),
+        (["aws:estate"], "Pulumi.x.yaml has no config key composable-gpu:estate"),  # another project's
+        (
+            ["estate"],
+            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'estate'; "
+            "rename 'estate' to 'composable-gpu:estate'?)",
+        ),
+    ],
+)
+def test_stack_file_without_estate_key(tmp_path: Path, keys: list[str], problem: str) -> None:
     path = tmp_path / "Pulumi.x.yaml"
-    path.write_text("config:\n  other:key: 1\n")
-    with pytest.raises(EstateConfigError, match="has no config key composable-gpu:estate"):
+    path.write_text(yaml.safe_dump({"config": {k: {"fabric": {}} for k in keys}}))
+    with pytest.raises(EstateConfigError) as err:
         load_stack_file(path)
+    assert [str(p) for p in err.value.problems] == [problem]
 
 
 def test_error_message_lists_every_problem() -> None:
-    from stack_config import load_estate
-
     raw = valid_estate()
     raw["tenants"][0]["networks"][0]["vlan_id"] = 5000
     raw["tenants"][1]["networks"][0]["vxlan_id"] = 16777216

@@ -95,13 +95,17 @@ def test_role_is_one_of_three() -> None:
 def test_unknown_keys_are_rejected() -> None:
     raw = valid_estate()
     raw["tenants"][0]["netwrks"] = []
-    assert problems(raw) == ["tenants[0].netwrks: unknown key"]
+    raw["tenants"][0]["zzz"] = 1
+    assert problems(raw) == [
+        "tenants[0].netwrks: unknown key (did you mean 'networks'?)",
+        "tenants[0].zzz: unknown key",
+    ]
 
 
 def test_missing_required_key() -> None:
     raw = valid_estate()
-    del raw["hosts"][2]["bmc"]["password"]
-    assert problems(raw) == ["hosts[2].bmc.password: required key is missing"]
+    del raw["hosts"][2]["bmc"]["username"]
+    assert problems(raw) == ["hosts[2].bmc.username: required key is missing"]
 
 
 def test_secret_values_are_never_echoed() -> None:

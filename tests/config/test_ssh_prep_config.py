@@ -61,7 +61,8 @@ def test_private_key_and_pinned_host_key_are_required() -> None:
     section = host_prep()
     del section["private_key"], section["host_key"]
     assert _problems(_estate(host=section)) == [
-        "hosts[0].prep.private_key: required key is missing",
+        "hosts[0].prep.private_key: required key is missing (a secret; set it with: "
+        "pulumi config set --secret --path 'estate.hosts[0].prep.private_key' < <key file>)",
         "hosts[0].prep.host_key: required key is missing",
     ]
 

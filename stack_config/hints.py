@@ -1,0 +1,44 @@
+"""The estate's config key and the remedies that error messages name.
+
+Pure (no I/O). Used by :mod:`stack_config.loader` and :mod:`stack_config.rules`, so that a
+message tells the operator what to do in one wording:
+
+- :func:`set_secret_command`: the ``pulumi config set --secret --path`` command for a key path;
+- :func:`close_spelling`: the allowed name a misspelt one was probably meant to be.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+#: Pulumi config key (``<project>:<key>``) that holds the estate.
+CONFIG_NAMESPACE = "composable-gpu"
+CONFIG_KEY = "estate"
+FULL_CONFIG_KEY = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+
+
+def set_secret_command(path: str, *, from_file: bool = False) -> str:
+    """The command that stores the secret at ``path`` (inside the estate) encrypted in the stack file.
+
+    ``"fabric.director.password"`` -> ``pulumi config set --secret --path
+    'estate.fabric.director.password'``; with ``from_file`` (multi-line values such as SSH
+    private keys) `` < <key file>`` is appended. The key is given without the project namespace,
+    which Pulumi takes from ``Pulumi.yaml``. With no value on the command line the CLI prompts for
+    it, so a password stays out of shell history; multi-line values are piped from a file.
+    Source: the ``pulumi config set`` reference (``--path``, ``--secret``, prompt, standard input),
+    https://www.pulumi.com/docs/iac/cli/commands/pulumi_config_set/
+    """
+    command = f"pulumi config set --secret --path '{CONFIG_KEY}.{path}'"
+    return f"{command} < <key file>" if from_file else command
+
+
+def close_spelling(word: str, allowed: Iterable[str]) -> str | None:
+    """The one name of ``allowed`` closest to ``word``, or None when none is close.
+
+    "Close" is :func:`difflib.get_close_matches` with its default cutoff (similarity ratio
+    >= 0.6): ``close_spelling("directr", ["director", "pools"]) == "director"``;
+    ``close_spelling("zzz", ["director"]) is None``.
+    """
+    found = difflib.get_close_matches(word, list(allowed), n=1)
+    return found[0] if found else None
