@@ -332,7 +332,13 @@ class _Planner:
         return _Option(h, model, need, spare_use)
 
     def _no_free_message(self, r: GpuRequest, models: Iterable[str], need: int) -> str:
-        have = ", ".join(f"{m}: {self.upper(r.pool, m)}" for m in models) or "no model matches"
+        """Why no free GPUs serve ``r``: the free count of each model it names, or of each
+        model with free GPUs when it names none (so the text depends on the free pool only,
+        not on which hosts were described)."""
+        counts = [(m, self.upper(r.pool, m)) for m in models]
+        if r.models is None:
+            counts = [(m, n) for m, n in counts if n]
+        have = ", ".join(f"{m}: {n}" for m, n in counts) or "no free GPU"
         wanted = "/".join(sorted(r.models or [])) or "any model"
         return f"needs {need} free GPU(s) of {wanted}; free pool has {have}"
 
