@@ -3,8 +3,11 @@
 Runs in a worker thread; one job per node at a time, so a node's annotations have a single
 writer. Order matters for crash safety:
 
-- compose: the ``Composing`` intent is written *before* the Director is called, and the
-  result after; a crash in between is resolved next round from the Director's truth;
+- compose: the ``Composing`` intent is durable *before* anything changes on the Director, and
+  the result is written after; a crash in between is resolved next round from the Director's
+  truth. The intent's PATCH runs on a writer thread while the compose reads the Director, and
+  the compose waits for it before its first change (``before_change``), so the write and the
+  reads overlap instead of adding up;
 - reclaim: the ``reclaim`` annotation is written before the taint is set, GPU pods on the node
   are listed again after the taint (a pod bound in the meantime aborts the reclaim), and the
   taint is lifted before the annotation is cleared;
@@ -26,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -83,6 +86,27 @@ class JobResult:
 
 
 @dataclass
+class _PendingWrite:
+    """A Node write running on the executor's writer thread.
+
+    :meth:`wait` blocks until the API server answered, hands the answer to ``written`` once,
+    and re-raises the write's failure (a Kubernetes error) on every call.
+    """
+
+    future: Future[Mapping[str, Any] | None] | None
+    written: Callable[[Mapping[str, Any] | None], None]
+    _handed: bool = False
+
+    def wait(self) -> None:
+        if self.future is None:
+            return
+        obj = self.future.result()
+        if not self._handed:
+            self._handed = True
+            self.written(obj)
+
+
+@dataclass
 class Executor:
     """Runs :class:`NodeJob` objects against Kubernetes and the Director.
 
@@ -117,6 +141,7 @@ class Executor:
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _events: ThreadPoolExecutor | None = field(default=None, repr=False)
     _events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def fabric(self) -> FabricClient:
         """This thread's Director client."""
@@ -153,13 +178,37 @@ class Executor:
             log.warning("event %s/%s %s not recorded: %s", ev.namespace, ev.name, ev.reason, exc)
 
     def close(self) -> None:
-        """Wait until every queued Event was sent (``async_events``)."""
+        """Wait until every queued Event was sent (``async_events``) and every Node write ended."""
         with self._events_lock:
             events, self._events = self._events, None
-        if events is not None:
-            events.shutdown(wait=True)
+            writer, self._writer = self._writer, None
+        for pool in (events, writer):
+            if pool is not None:
+                pool.shutdown(wait=True)
 
     def _write(self, res: JobResult, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
+        new, changes = self._changes(old, new)
+        if changes:
+            self._written(res, self.kube.patch_node_annotations(node, changes))
+        return new
+
+    def _write_behind(
+        self, res: JobResult, node: str, old: NodeRecord, new: NodeRecord
+    ) -> tuple[NodeRecord, _PendingWrite]:
+        """Like :meth:`_write`, but the PATCH runs on the writer thread; the caller waits for
+        it (:meth:`_PendingWrite.wait`) before anything that must follow it."""
+        new, changes = self._changes(old, new)
+        future = None
+        if changes:
+            with self._events_lock:
+                if self._writer is None:
+                    self._writer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="composer-write")
+                future = self._writer.submit(self.kube.patch_node_annotations, node, changes)
+        return new, _PendingWrite(future, lambda obj: self._written(res, obj))
+
+    @staticmethod
+    def _changes(old: NodeRecord, new: NodeRecord) -> tuple[NodeRecord, dict[str, str | None]]:
+        """The record to write and the annotation changes from ``old`` to it."""
         new = ann.with_hold(new)  # the autoscaler annotations ride on the same PATCH
         changes: dict[str, str | None] = {}
         if old.hold != new.hold:
@@ -170,9 +219,7 @@ class Executor:
             changes[ann.INTENTS] = ann.encode_intents(new.intents)
         if old.reclaim != new.reclaim:
             changes[ann.RECLAIM] = ann.encode_reclaim(new.reclaim)
-        if changes:
-            self._written(res, self.kube.patch_node_annotations(node, changes))
-        return new
+        return new, changes
 
     def _taint(self, res: JobResult, node: str, present: bool) -> None:
         self._written(res, self.kube.set_taint(node, RECLAIM_TAINT, present))
@@ -192,7 +239,11 @@ class Executor:
         if job.compose:  # the Composing intents ride on the reconciliation write: one PATCH
             fresh = intents_for(job.compose, self.clock())
             after = replace(after, intents={**after.intents, **fresh})
-        rec = self._write(res, job.node, job.before, after)
+        intent = _PendingWrite(None, lambda obj: None)
+        if job.compose and not (job.cancel_edit or job.restart_plugin):
+            rec, intent = self._write_behind(res, job.node, job.before, after)
+        else:
+            rec = self._write(res, job.node, job.before, after)
         if job.cancel_edit:
             self._cancel_edit(job.node)
         if job.restart_plugin:
@@ -202,7 +253,7 @@ class Executor:
             self.metrics.plugin_restarts.inc(len(deleted))
             log.info("restarted device-plugin pod(s) %s on %s", deleted, job.node)
         if job.compose:
-            rec = self._compose(job, rec, res, created or {}, fresh)
+            rec = self._compose(job, rec, res, created or {}, fresh, intent)
         if job.reclaim is not None:
             self._reclaim(job, rec, res)
         if job.orphans:
@@ -285,10 +336,14 @@ class Executor:
         res: JobResult,
         created: Mapping[str, float],
         fresh: Mapping[str, Intent],
+        intent: _PendingWrite,
     ) -> NodeRecord:
-        """Call the Director for ``job.compose``; ``rec`` already holds the ``fresh`` intents."""
+        """Call the Director for ``job.compose``; ``rec`` holds the ``fresh`` intents, whose
+        write ``intent`` may still be in flight: the Director changes nothing before it ended,
+        and its failure (a Kubernetes error) aborts the job whatever the Director did."""
         devices = [d for it in job.compose for d in it.placement.devices]
         if not devices:
+            intent.wait()
             for it in job.compose:
                 self.emit(
                     pod_event(
@@ -302,12 +357,16 @@ class Executor:
                 )
             return rec
         try:
-            self.fabric().compose(job.node, devices, owner_tag=self.policy.owner_tag)
-        except DirectorError as exc:
-            return self._compose_failed(job, rec, res, exc, fresh)
-        except Exception as exc:  # a client bug or transport surprise: treat as transient
-            self._drop_client()
+            self.fabric().compose(
+                job.node, devices, owner_tag=self.policy.owner_tag, before_change=intent.wait
+            )
+        except Exception as exc:
+            intent.wait()  # a failed intent write raises here: the job ends on a Kubernetes error
+            if isinstance(exc, DirectorError):
+                return self._compose_failed(job, rec, res, exc, fresh)
+            self._drop_client()  # a client bug or transport surprise: treat as transient
             return self._compose_failed(job, rec, res, DirectorError(f"unexpected: {exc!r}"), fresh)
+        intent.wait()
         done = self.clock()
         self.metrics.compositions.inc()
         self.metrics.composed_gpus.inc(len(devices))

@@ -46,7 +46,16 @@ class FabricClient(Protocol):
 
     def machines(self) -> Sequence[MachineLike]: ...
 
-    def compose(self, machine: str, device_names: Sequence[str], *, owner_tag: str | None = None) -> None: ...
+    def compose(
+        self,
+        machine: str,
+        device_names: Sequence[str],
+        *,
+        owner_tag: str | None = None,
+        before_change: Callable[[], object] | None = None,
+    ) -> None:
+        """Attach the GPUs; ``before_change`` runs once after the reads, before the first
+        change (see ``DirectorClient.compose``)."""
 
     def decompose(self, machine: str, device_names: Sequence[str]) -> None: ...
 

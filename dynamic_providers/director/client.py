@@ -408,7 +408,12 @@ class DirectorClient:
 
     # ================================================================ transactions
     def compose(
-        self, machine: MachineRef, device_names: Sequence[str], *, owner_tag: str | None = None
+        self,
+        machine: MachineRef,
+        device_names: Sequence[str],
+        *,
+        owner_tag: str | None = None,
+        before_change: Callable[[], object] | None = None,
     ) -> None:
         """Attach GPUs to a machine in one transaction; idempotent.
 
@@ -426,6 +431,12 @@ class DirectorClient:
                 carries it already), so the tag is the durable record of who attached it; a
                 GPU carrying another tag is refused. ``GET device/info/gpu/{name}`` reads the
                 tag of each GPU to attach (one small read per GPU, not the whole fabric's).
+            before_change: called once, after the reads and before the first request that
+                changes anything on the Director (the owner tag, the pool move, the fabric
+                edit), and not at all when nothing is left to attach. A caller that must record
+                its intent durably before the fabric changes starts that write, passes a wait
+                for it here, and so overlaps the write with the reads. Whatever it raises stops
+                the compose with nothing changed and propagates unchanged.
 
         Returns nothing: read the result back with :meth:`attached_gpus` when needed (the
         transaction reads only ``status/gpu`` and ``predevice``, not the GPU models, so the
@@ -472,7 +483,14 @@ class DirectorClient:
         def give_up(exc: DirectorError) -> None:
             self._undo_compose(m, names, already or set(), moved, exc)
 
+        ready = before_change is None
+
         def run(todo: list[str], gpus: dict[str, Placed]) -> None:
+            nonlocal ready
+            if not ready:
+                assert before_change is not None
+                before_change()
+                ready = True
             if owner_tag is not None:
                 self._claim(m, todo, gpus, owner_tag)
             from_system = [n for n in todo if gpus[n].group_id is None]

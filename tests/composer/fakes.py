@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,7 +155,16 @@ class FakeFabric:
     def by(self, name: str) -> FakeGpu:
         return next(g for g in self.gpu_list if g.name == name)
 
-    def compose(self, machine: str, device_names: list[str], *, owner_tag: str | None = None) -> None:
+    def compose(
+        self,
+        machine: str,
+        device_names: list[str],
+        *,
+        owner_tag: str | None = None,
+        before_change: Callable[[], object] | None = None,
+    ) -> None:
+        if before_change is not None:  # as the real client: after its reads, before any change
+            before_change()
         if owner_tag is not None:  # the real client tags before it changes the fabric
             self.set_owner_tag(device_names, owner_tag)
         self.calls.append(("compose", machine, tuple(device_names)))

@@ -170,16 +170,19 @@ def test_the_composers_own_node_writes_come_back_on_the_watch_without_waking_the
     seen: list[set[str]] = []
     real = w.fabric.compose
 
-    def compose(machine, names, **kw):
-        (n,) = cache.read()[1]
-        seen.append(set(n.record.intents))
-        return real(machine, names, **kw)
+    def compose(machine, names, before_change=None, **kw):
+        def first_change():
+            before_change()
+            (n,) = cache.read()[1]
+            seen.append(set(n.record.intents))
+
+        return real(machine, names, before_change=first_change, **kw)
 
     w.fabric.compose = compose  # type: ignore[method-assign]
     ctrl = _controller(w, cache)  # the controller connects the executor's writes to its cache
     ctrl.round()
     assert ctrl.wait_idle(10)
-    assert seen == [{"uid-a"}]  # the intent write was in the cache before the Director call
+    assert seen == [{"uid-a"}]  # the intent write was in the cache before the Director changed anything
     before = len(wakes)
     cache.nodes._put(copy.deepcopy(w.kube.nodes["h1"]))  # the watch delivers the job's last write
     assert len(wakes) == (before if echo_check else before + 1)
@@ -265,14 +268,17 @@ def test_a_view_with_attached_gpus_keeps_the_free_pool_it_computed_minus_them():
 
 
 def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation():
-    """One PATCH before the Director is called (it was two): less time to the compose request."""
+    """One PATCH before the Director changes anything (it was two): less time to the compose request."""
     w = _world()
     seen: list[int] = []
     real = w.fabric.compose
 
-    def compose(machine, names, **kw):
-        seen.append(len([x for x in w.kube.writes if x[0] == "annotations"]))
-        return real(machine, names, **kw)
+    def compose(machine, names, before_change=None, **kw):
+        def first_change():
+            before_change()
+            seen.append(len([x for x in w.kube.writes if x[0] == "annotations"]))
+
+        return real(machine, names, before_change=first_change, **kw)
 
     w.fabric.compose = compose  # type: ignore[method-assign]
     ctrl = _controller(w, ListingSource(w.kube))

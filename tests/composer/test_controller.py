@@ -56,15 +56,18 @@ def test_article_scenario_in_memory(clock):
     seen_before_compose = []
     real_compose = w.fabric.compose
 
-    def compose(machine, names, **kw):
-        seen_before_compose.append(w.kube.intents_json(machine))
-        return real_compose(machine, names, **kw)
+    def compose(machine, names, before_change=None, **kw):
+        def first_change():
+            before_change()
+            seen_before_compose.append(w.kube.intents_json(machine))
+
+        return real_compose(machine, names, before_change=first_change, **kw)
 
     w.fabric.compose = compose
     w.kube.add_pod(pod("a", 2, product=T4, host="blade-slot-1"))
     run(ctrl)
     assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}
-    # the intent was on the node before the Director was called (crash safety)
+    # the intent was on the node before the Director changed anything (crash safety)
     assert seen_before_compose[0]["uid-a"]["phase"] == "Composing"
     assert w.kube.record("blade-slot-1").devices == {"gpu0", "gpu1"}
     assert w.kube.reasons("a") == ["Composed"]
@@ -304,6 +307,9 @@ def test_a_gpu_being_composed_is_not_planned_for_another_pod(clock):
     kube.add_pod(pod("second", 1, host="h2"))
     fabric.compose = real
     ctrl.round()  # h1's job still runs: its GPUs and pod sit this round out
+    deadline = time.monotonic() + 5  # h2's job runs on a worker thread
+    while not fabric.attached() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert fabric.attached() == {"h2": ["gpu2"]}
     gate.set()
     assert ctrl.wait_idle(10)
@@ -424,3 +430,68 @@ def test_async_events_do_not_wait_for_the_api_and_keep_their_order():
     gate.set()
     ex.close()
     assert [e.reason for e in kube.events] == ["Gated", "Reserved", "Composed"]
+
+
+def test_the_intent_write_runs_while_the_director_is_read_and_ends_before_any_change(clock):
+    """The Composing intent's PATCH and the compose's Director reads overlap: the compose has
+    started while the PATCH is still in flight, and its first change waits for the PATCH."""
+    w = article_world()
+    ctrl = make(w, clock)
+    entered = threading.Event()
+    patch_saw_compose: list[bool] = []
+    at_first_change: list[str | None] = []
+    real_patch, real_compose = w.kube.patch_node_annotations, w.fabric.compose
+
+    def patch(node_name, changes):
+        if ann.INTENTS in changes and not patch_saw_compose:  # the Composing write
+            patch_saw_compose.append(entered.wait(5))
+        return real_patch(node_name, changes)
+
+    def compose(machine, names, before_change=None, **kw):
+        entered.set()
+
+        def first_change():
+            before_change()
+            at_first_change.append(w.kube.intents_json(machine)["uid-a"]["phase"])
+
+        return real_compose(machine, names, before_change=first_change, **kw)
+
+    w.kube.patch_node_annotations = patch
+    w.fabric.compose = compose
+    w.kube.add_pod(pod("a", 2, product=T4, host="blade-slot-1"))
+    run(ctrl)
+    assert patch_saw_compose == [True]  # the Director was being read while the PATCH ran
+    assert at_first_change == ["Composing"]  # and nothing changed on it before the PATCH ended
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}
+    assert w.kube.record("blade-slot-1").intents["uid-a"].phase == ann.IntentPhase.ATTACHED
+    ctrl.close()
+
+
+def test_a_failed_intent_write_stops_the_compose_before_the_director_changes_anything(clock, caplog):
+    """A Kubernetes error on the Composing write ends the job as any Kubernetes failure does:
+    nothing attached, no owner tag written; the next round starts from what is there."""
+    from composer.kube import KubeError
+
+    w = article_world()
+    ctrl = make(w, clock)
+    real_patch = w.kube.patch_node_annotations
+    failed: list[str] = []
+
+    def patch(node_name, changes):
+        if ann.INTENTS in changes and not failed:
+            failed.append(node_name)
+            raise KubeError("PATCH", f"nodes/{node_name}", 500, "etcd timeout")
+        return real_patch(node_name, changes)
+
+    w.kube.patch_node_annotations = patch
+    w.kube.add_pod(pod("a", 2, product=T4, host="blade-slot-1"))
+    run(ctrl)
+    assert failed == ["blade-slot-1"]
+    assert w.fabric.attached() == {} and not [c for c in w.fabric.calls if c[0] == "compose"]
+    assert all(g.owner_tag is None for g in w.fabric.gpu_list)
+    assert w.kube.record("blade-slot-1").intents == {}  # the job ended: no failed attempt recorded
+    assert "job on blade-slot-1 failed" in caplog.text and "etcd timeout" in caplog.text
+    clock.tick(6)  # past the failed node's back-off
+    run(ctrl)  # the next round composes
+    assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}
+    ctrl.close()

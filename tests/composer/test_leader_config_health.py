@@ -221,3 +221,18 @@ def test_probes_and_metrics_endpoints():
         assert status("/nope") == 404
     finally:
         server.shutdown()
+
+
+def test_the_composer_shortens_the_interpreters_switch_interval(monkeypatch, capsys):
+    """``python -m composer`` sets the 1 ms switch interval before anything else (so its
+    workers get the GIL back soon after each Director or API server answer), even when the
+    configuration is then refused."""
+    import sys
+
+    from composer import __main__ as entry
+
+    calls: list[float] = []
+    monkeypatch.setattr(sys, "setswitchinterval", calls.append)  # the test process keeps its own
+    assert entry.main(["--idle-timeout-seconds", "-5"]) == 2
+    assert "bad configuration" in capsys.readouterr().err
+    assert calls == [entry.SWITCH_INTERVAL_SECONDS] and entry.SWITCH_INTERVAL_SECONDS == 0.001

@@ -112,9 +112,12 @@ def test_autoscaler_annotations_are_set_before_the_attach_and_removed_after_the_
     seen = []
     real = w.fabric.compose
 
-    def compose(machine, names, **kw):
-        seen.append({k: w.kube.nodes[machine]["metadata"]["annotations"].get(k) for k in HOLD_KEYS})
-        return real(machine, names, **kw)
+    def compose(machine, names, before_change=None, **kw):
+        def first_change():
+            before_change()
+            seen.append({k: w.kube.nodes[machine]["metadata"]["annotations"].get(k) for k in HOLD_KEYS})
+
+        return real(machine, names, before_change=first_change, **kw)
 
     w.fabric.compose = compose
     serve_and_finish(w, ctrl)

@@ -76,6 +76,35 @@ def test_compose_moves_pool_attaches_and_is_idempotent(sim: Sim, client: Directo
     assert sim.calls("POST fabric/edit") == 1  # nothing to do the second time
 
 
+def test_before_change_runs_after_the_reads_and_before_the_first_change(
+    sim: Sim, client: DirectorClient
+) -> None:
+    """The compose calls ``before_change`` once, when it has read the fabric and changed
+    nothing yet; what it raises stops the compose with the fabric untouched."""
+    changes_seen: list[list[str]] = []
+
+    def before_change() -> None:
+        counters = sim.state()["counters"]
+        changes_seen.append(sorted(k for k in counters if not k.startswith("GET ")))
+
+    client.compose("blade-slot-1", ["gpu0"], owner_tag="gpu-composer", before_change=before_change)
+    assert changes_seen == [[]]  # called once, with only reads behind it
+    assert sim.calls("GET status/gpu") >= 1 and sim.calls("POST fabric/reprogram") == 1
+    client.compose("blade-slot-1", ["gpu0"], before_change=before_change)
+    assert len(changes_seen) == 1  # nothing left to attach: not called
+
+    class Refused(Exception):
+        pass
+
+    def refuse() -> None:
+        raise Refused
+
+    before = sim.fabric_state()
+    with pytest.raises(Refused):
+        client.compose("blade-slot-1", ["gpu1"], owner_tag="gpu-composer", before_change=refuse)
+    assert sim.fabric_state() == before
+
+
 def test_decompose_leaves_gpus_in_the_group_pool_and_skips_detached(sim: Sim, client: DirectorClient) -> None:
     client.compose("blade-slot-1", ["gpu0", "gpu1"])
     client.decompose("blade-slot-1", ["gpu1", "gpu3"])  # gpu3 was never there
