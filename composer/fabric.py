@@ -222,16 +222,30 @@ def read_fabric(client: FabricClient) -> FabricView:
     return FabricView(gpus, frozenset(groups), groups)
 
 
+#: How old the whole ``status/gpu`` list read by one of the composer's Director clients (the
+#: background refresh reads it every ``directorResyncSeconds``) may be for a compose to take its
+#: GPUs' records from it instead of reading every GPU's record again, seconds. The records
+#: identify hardware (ids, fabric, switch, port); where each GPU is comes from a fresh
+#: ``predevice`` read in every compose, and a failed compose drops the list.
+STATUS_REUSE_SECONDS = 60.0
+
+
 def director_factory(
     base_url: str, *, username: str, password: str, timeout: float, retries: int
 ) -> FabricFactory:
-    """A factory of real ``DirectorClient`` objects (imported lazily so tests need not)."""
+    """A factory of real ``DirectorClient`` objects (imported lazily so tests need not); their
+    composes reuse status records up to :data:`STATUS_REUSE_SECONDS` old."""
 
     def make() -> FabricClient:
         from dynamic_providers.director.client import DirectorClient
 
         return DirectorClient(
-            base_url, username=username, password=password, timeout=timeout, retries=retries
+            base_url,
+            username=username,
+            password=password,
+            timeout=timeout,
+            retries=retries,
+            reuse_statuses_seconds=STATUS_REUSE_SECONDS,
         )
 
     return make

@@ -63,6 +63,7 @@ from .errors import (
     DirectorTimeoutError,
     name_list,
 )
+from .known import shared_statuses
 from .liqid import DEFAULT_DIGEST_LABEL, JOB_POLL_INTERVAL_SECONDS, JOB_TIMEOUT_SECONDS
 from .models import (
     DeviceStatus,
@@ -153,6 +154,11 @@ class DirectorClient:
         job_poll_interval: pause between polls of an HTTP 202 job, seconds (LIQID's SDK: 1).
         job_timeout: longest wait for one job, seconds (LIQID's SDK: 300).
         digest_label: fixed label of the message digest (``use_digest``).
+        reuse_statuses_seconds: a compose may take the ``status/gpu`` records of its GPUs from
+            the whole list another client of this process read at most this many seconds ago
+            (:mod:`.known`), instead of reading every GPU's record again; ``0`` (default): it
+            reads them. Where each GPU is always comes from a fresh ``predevice`` read, and a
+            failed transaction drops the shared list, so its retry reads the Director.
 
     Not thread-safe: use one client per thread. A context manager; :meth:`close` deletes the
     digest and closes connections.
@@ -177,8 +183,11 @@ class DirectorClient:
         job_poll_interval: float = JOB_POLL_INTERVAL_SECONDS,
         job_timeout: float = JOB_TIMEOUT_SECONDS,
         digest_label: str = DEFAULT_DIGEST_LABEL,
+        reuse_statuses_seconds: float = 0.0,
     ) -> None:
         self._director = base_url.rstrip("/")
+        self._statuses = shared_statuses(self._director)
+        self.reuse_statuses_seconds = reuse_statuses_seconds
         self._t = Transport(
             base_url,
             username=username,
@@ -219,15 +228,15 @@ class DirectorClient:
         """All groups (``GET group``)."""
         return group_api.list_groups(self._t)
 
-    def group(self, ref: GroupRef) -> Group:
-        """One group by name or id.
+    def group(self, ref: GroupRef, *, among: Sequence[Group] | None = None) -> Group:
+        """One group by name or id, from ``among`` (a ``GET group`` answer) when given.
 
         Raises:
             DirectorNotFoundError: no such group.
         """
         if isinstance(ref, Group):
             return ref
-        groups = self.groups()
+        groups = self.groups() if among is None else among
         for g in groups:
             if g.group_name == ref or g.grp_id == ref:
                 return g
@@ -273,18 +282,31 @@ class DirectorClient:
         self, *, free_only: bool = False, names: Collection[str] | None = None
     ) -> list[DeviceStatus]:
         """GPU status records (``GET status/gpu``); ``free_only``: system free pool only;
-        ``names``: only these GPUs' records (the others are not validated)."""
-        return status_api.list_gpus(self._t, free_only=free_only, names=names)
+        ``names``: only these GPUs' records (the others are not validated). A whole list is
+        left for the process's other clients (see ``reuse_statuses_seconds``)."""
+        records = status_api.list_gpus(self._t, free_only=free_only, names=names)
+        if not free_only and names is None:
+            self._statuses.put(records)
+        return records
 
     def gpu_infos(self) -> list[GpuInfo]:
         """GPU vendor/model records (``GET device/info/gpu``)."""
         return device_api.list_gpu_info(self._t)
 
-    def predevices(self, *, group_id: int | None = None, machine_id: int | None = None) -> list[PreDevice]:
+    def predevices(
+        self,
+        *,
+        group_id: int | None = None,
+        machine_id: int | None = None,
+        groups: Sequence[Group] | None = None,
+    ) -> list[PreDevice]:
         """Group-assigned GPUs: ``GET predevice?dev_type=gpu&grp_id=`` for one group, or for every
-        group (``GET group`` first) when ``group_id`` is ``None``; ``machine_id`` narrows to one
-        machine's."""
-        group_ids = [group_id] if group_id is not None else [g.grp_id for g in self.groups()]
+        group (of ``groups``, a ``GET group`` answer, else ``GET group`` first) when ``group_id``
+        is ``None``; ``machine_id`` narrows to one machine's."""
+        if group_id is not None:
+            group_ids = [group_id]
+        else:
+            group_ids = [g.grp_id for g in (self.groups() if groups is None else groups)]
         out: list[PreDevice] = []
         for gid in group_ids:
             out += predevice_api.list_predevices(self._t, grp_id=gid, mach_id=machine_id)
@@ -455,7 +477,8 @@ class DirectorClient:
         """
         names = list(dict.fromkeys(device_names))
         m = self.machine(machine)
-        grp = self.group(m.grp_id)
+        groups = self.groups()
+        grp = self.group(m.grp_id, among=groups)
         already: set[str] | None = None  # on the machine before this call
         moved: list[str] = []  # moved from the system pool by this call
 
@@ -499,7 +522,9 @@ class DirectorClient:
                 moved.extend(from_system)
             self._transaction(m, grp, attach=todo, gpus=gpus)
 
-        self._retry_transaction("compose", m, names, missing, run, give_up)
+        self._retry_transaction(
+            "compose", m, names, missing, run, give_up, groups=groups, reuse=self.reuse_statuses_seconds
+        )
 
     def decompose(self, machine: MachineRef, device_names: Sequence[str]) -> None:
         """Detach GPUs from a machine in one transaction; they stay in the group's free pool.
@@ -544,17 +569,29 @@ class DirectorClient:
         _check_known(wanted, by_name, missing_ok)
         return {n: by_name[n] for n in wanted if n in by_name}
 
-    def _read_placed(self, names: Iterable[str], *, missing_ok: bool = False) -> dict[str, Placed]:
+    def _read_placed(
+        self,
+        names: Iterable[str],
+        *,
+        missing_ok: bool = False,
+        groups: Sequence[Group] | None = None,
+        reuse: float = 0.0,
+    ) -> dict[str, Placed]:
         """Where the named GPUs are: ``GET status/gpu`` and the groups' ``GET predevice`` (the
-        models are not needed to change the fabric).
+        models are not needed to change the fabric). ``groups``: the ``GET group`` answer to
+        use; ``reuse``: take the status records from a whole list read at most this many
+        seconds ago by a client of this process, when it has them all (``predevice`` is read
+        anyway).
 
         Raises:
             DirectorNotFoundError: a name is not on the fabric (unless ``missing_ok``).
         """
         wanted = list(dict.fromkeys(names))
-        statuses = {s.name: s for s in self.gpu_statuses(names=wanted)}
+        statuses = self._statuses.get(wanted, max_age=reuse)
+        if statuses is None:
+            statuses = {s.name: s for s in self.gpu_statuses(names=wanted)}
         _check_known(wanted, statuses, missing_ok)
-        pre = {p.name: p for p in self.predevices()}
+        pre = {p.name: p for p in self.predevices(groups=groups)}
         out = {}
         for n in wanted:
             if n not in statuses:
@@ -578,16 +615,22 @@ class DirectorClient:
         pending: Callable[[dict[str, Placed]], list[str]],
         run: Callable[[list[str], dict[str, Placed]], None],
         give_up: Callable[[DirectorError], None] | None = None,
+        *,
+        groups: Sequence[Group] | None = None,
+        reuse: float = 0.0,
     ) -> None:
         """Read state, run the transaction for what is still pending, repeat after transient failures.
 
-        Never re-sends a step blindly: each attempt starts from a fresh read of the fabric.
-        Returns once nothing is pending or a transaction succeeded (its reprogram is verified
-        on the Director); calls ``give_up`` before re-raising a final failure.
+        Never re-sends a step blindly: each attempt starts from a fresh read of the fabric (the
+        first may take the status records from the shared list, ``reuse`` seconds old at most,
+        and the group list from ``groups``; a failure drops the shared list). Returns once
+        nothing is pending or a transaction succeeded (its reprogram is verified on the
+        Director); calls ``give_up`` before re-raising a final failure.
         """
         attempt = 0
         while True:
-            gpus = self._read_placed(names)
+            gpus = self._read_placed(names, groups=groups, reuse=reuse if attempt == 0 else 0.0)
+            groups = None
             todo = pending(gpus)
             if not todo:
                 return
@@ -595,6 +638,7 @@ class DirectorClient:
                 run(todo, gpus)
                 return
             except DirectorError as exc:
+                self._statuses.forget()
                 attempt += 1
                 if not (exc.transient and attempt <= self.retries):
                     if give_up is not None:

@@ -178,3 +178,16 @@ def test_a_derived_view_is_kept_per_running_set_and_its_free_pool_matches_a_fres
     assert [f.name for f in busy.free(**kw)] == ["gpu0", "gpu2", "gpu4", "gpu7"]
     assert "gpu3" not in {g.name for g in busy.gpus} and dict(busy.attached("h2")) == {}
     assert view.tagged("x") == (gpus[5],) and busy.tagged_other_than("y") == frozenset({"gpu5"})
+
+
+def test_the_composers_director_clients_reuse_the_background_reads_status_records():
+    """Every client the composer builds lets its composes take the GPUs' status records from
+    the whole list the background refresh read (up to ``STATUS_REUSE_SECONDS`` old)."""
+    from composer.fabric import STATUS_REUSE_SECONDS, director_factory
+
+    make = director_factory("http://127.0.0.1:9", username="u", password="p", timeout=1.0, retries=0)
+    client = make()
+    try:
+        assert client.reuse_statuses_seconds == STATUS_REUSE_SECONDS > 0  # type: ignore[attr-defined]
+    finally:
+        client.close()

@@ -105,6 +105,35 @@ def test_before_change_runs_after_the_reads_and_before_the_first_change(
     assert sim.fabric_state() == before
 
 
+def test_a_compose_takes_status_records_another_client_read_and_reads_again_after_a_failure(
+    sim: Sim,
+) -> None:
+    """With ``reuse_statuses_seconds`` a compose takes its GPUs' ``status/gpu`` records from the
+    whole list another client of the process read, reads ``GET group`` once, and still reads
+    ``predevice``; after a failed transaction its retry, and the next compose, read the list."""
+    with make_client(sim.url) as reader, make_client(sim.url, reuse_statuses_seconds=30.0) as c:
+        reader.gpus()  # the background refresh's whole read
+        before = {k: sim.calls(k) for k in ("GET status/gpu", "GET group", "GET predevice")}
+        c.compose("blade-slot-1", ["gpu0"])
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu0"]
+        assert sim.calls("GET status/gpu") - before["GET status/gpu"] == 1  # attached_gpus' read only
+        assert sim.calls("GET group") - before["GET group"] == 2  # the compose's one, attached_gpus' one
+        assert sim.calls("GET predevice") > before["GET predevice"]  # placement is always read
+        reader.gpus()
+        sim.fault(kind="error", method="POST", path="relate/gpu", status=500, times=1)
+        before = sim.calls("GET status/gpu")
+        c.compose("blade-slot-1", ["gpu1"])  # fails once, retried from a fresh read
+        assert sim.calls("GET status/gpu") - before == 1
+        c.compose("blade-slot-1", ["gpu2"])  # the failure dropped the shared list
+        assert sim.calls("GET status/gpu") - before == 2
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu0", "gpu1", "gpu2"]
+    with make_client(sim.url) as plain:
+        plain.gpus()
+        before = sim.calls("GET status/gpu")
+        plain.compose("blade-slot-2", ["gpu3"])  # reuse is off by default
+        assert sim.calls("GET status/gpu") - before == 1
+
+
 def test_decompose_leaves_gpus_in_the_group_pool_and_skips_detached(sim: Sim, client: DirectorClient) -> None:
     client.compose("blade-slot-1", ["gpu0", "gpu1"])
     client.decompose("blade-slot-1", ["gpu1", "gpu3"])  # gpu3 was never there
