@@ -2,7 +2,8 @@
 
 Layers (imports point one way): ``errors`` <- ``liqid`` (LIQID's wire facts as data) <- ``models``
 <- ``_transport`` <- ``api.*`` (one module per API resource) <- ``client`` <- ``planning`` (pure)
-<- ``provider``.
+<- ``provider``; ``known`` (status records the process's clients share) sits between ``models``
+and ``client``.
 
 Public names::
 
