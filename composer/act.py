@@ -140,7 +140,7 @@ class Executor:
     on_node_written: Callable[[Mapping[str, Any]], None] | None = None
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _events: ThreadPoolExecutor | None = field(default=None, repr=False)
-    _events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _pools_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def fabric(self) -> FabricClient:
@@ -166,7 +166,7 @@ class Executor:
         if not self.async_events:
             self._create_event(ev)
             return
-        with self._events_lock:
+        with self._pools_lock:
             if self._events is None:
                 self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="composer-events")
             self._events.submit(self._create_event, ev)
@@ -179,7 +179,7 @@ class Executor:
 
     def close(self) -> None:
         """Wait until every queued Event was sent (``async_events``) and every Node write ended."""
-        with self._events_lock:
+        with self._pools_lock:
             events, self._events = self._events, None
             writer, self._writer = self._writer, None
         for pool in (events, writer):
@@ -200,7 +200,7 @@ class Executor:
         new, changes = self._changes(old, new)
         future = None
         if changes:
-            with self._events_lock:
+            with self._pools_lock:
                 if self._writer is None:
                     self._writer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="composer-write")
                 future = self._writer.submit(self.kube.patch_node_annotations, node, changes)
