@@ -85,6 +85,25 @@ def _read_or_none(call: Callable[[], Any], resource: str) -> Any:
         raise _wrap("GET", resource, exc) from exc
 
 
+def _patch(call: Callable[..., Any], resource: str, *args: Any, content_type: str) -> dict[str, Any]:
+    """PATCH through ``call(*args)`` (a generated ``patch_*`` method) with ``content_type``
+    (:data:`MERGE_PATCH` or :data:`JSON_PATCH`); returns the object JSON the API server answered.
+
+    Raises:
+        KubeError: any failure, the API server's status and message kept (409 -> ``conflict``).
+    """
+    try:
+        resp = call(
+            *args,
+            _content_type=content_type,
+            _request_timeout=REQUEST_TIMEOUT,
+            _preload_content=False,
+        )
+        return dict(json.loads(resp.data))
+    except Exception as exc:
+        raise _wrap("PATCH", resource, exc) from exc
+
+
 def api_client(kubeconfig: str | None) -> client.ApiClient:
     """An ApiClient from a kubeconfig file, or the in-cluster ServiceAccount when None."""
     if kubeconfig:
@@ -181,17 +200,10 @@ class KubeApi:
     ) -> dict[str, Any] | None:
         if not changes:
             return None
-        try:
-            resp = self.core.patch_node(
-                node,
-                {"metadata": {field: dict(changes)}},
-                _content_type=MERGE_PATCH,
-                _request_timeout=REQUEST_TIMEOUT,
-                _preload_content=False,
-            )
-            return dict(json.loads(resp.data))
-        except Exception as exc:
-            raise _wrap("PATCH", f"nodes/{node}", exc) from exc
+        return _patch(
+            self.core.patch_node, f"nodes/{node}", node, {"metadata": {field: dict(changes)}},
+            content_type=MERGE_PATCH,
+        )
 
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> dict[str, Any]:
         """Apply an RFC 6902 JSON patch to a pod (``test`` operations make it fail as a whole).
@@ -202,18 +214,10 @@ class KubeApi:
             KubeError: refused (422 when a ``test`` failed or the change is not allowed, 404 when
                 the pod is gone).
         """
-        try:
-            resp = self.core.patch_namespaced_pod(
-                name,
-                namespace,
-                patch,
-                _content_type=JSON_PATCH,
-                _request_timeout=REQUEST_TIMEOUT,
-                _preload_content=False,
-            )
-            return dict(json.loads(resp.data))
-        except Exception as exc:
-            raise _wrap("PATCH", f"{namespace}/pods/{name}", exc) from exc
+        return _patch(
+            self.core.patch_namespaced_pod, f"{namespace}/pods/{name}", name, namespace, patch,
+            content_type=JSON_PATCH,
+        )
 
     def nominate_pod(self, namespace: str, name: str, node: str | None) -> None:
         """Set (or, with None, clear) the pod's ``status.nominatedNodeName`` with a JSON merge
@@ -285,18 +289,10 @@ class KubeApi:
                 "spec": {"taints": taints or None},
             }
             try:
-                resp = self.core.patch_node(
-                    node,
-                    body,
-                    _content_type=MERGE_PATCH,
-                    _request_timeout=REQUEST_TIMEOUT,
-                    _preload_content=False,
-                )
-                return dict(json.loads(resp.data))
-            except Exception as exc:
-                err = _wrap("PATCH", f"nodes/{node}", exc)
+                return _patch(self.core.patch_node, f"nodes/{node}", node, body, content_type=MERGE_PATCH)
+            except KubeError as err:
                 if not err.conflict or i == attempts - 1:
-                    raise err from exc
+                    raise
                 time.sleep(0.05 * (i + 1))
         raise KubeError("PATCH", f"nodes/{node}", None, "no attempts made")
 
