@@ -712,44 +712,51 @@ class DirectorClient:
                 raise
 
     def _open_pool_edit(self, pool: GroupPool, grp: Group) -> None:
-        deadline = time.monotonic() + self.edit_wait
-        waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)
-        while True:
-            try:
-                pool_api.open_edit(self._t, pool=pool)
-                return
-            except DirectorConflictError as exc:
-                if time.monotonic() >= deadline:
-                    raise DirectorConflictError(
-                        f"the pool of group {grp.group_name} is still being edited after "
-                        f"{self.edit_wait:g} s; "
-                        "another client is changing it, or a crashed one left the edit open "
-                        "(DirectorClient.cancel_pool_edit clears it)",
-                        method=exc.method,
-                        path=exc.path,
-                        status=exc.status,
-                        director_message=exc.director_message,
-                    ) from exc
-                time.sleep(next(waits))
+        self._open_when_free(
+            lambda: pool_api.open_edit(self._t, pool=pool),
+            busy=f"the pool of group {grp.group_name} is still being edited",
+            clear="cancel_pool_edit",
+        )
 
     def _open_edit(self, m: Machine) -> None:
+        self._open_when_free(
+            lambda: fabric_api.open_edit(self._t, machine=m),
+            busy=f"a fabric edit is still open on machine {m.mach_name}",
+            clear="cancel_edit",
+            machine=m.mach_name,
+        )
+
+    def _open_when_free(
+        self, open_edit: Callable[[], object], *, busy: str, clear: str, machine: str | None = None
+    ) -> None:
+        """Call ``open_edit()`` until the Director no longer answers that another edit is open,
+        for at most ``edit_wait`` seconds (pauses from :data:`FIRST_EDIT_POLL_SECONDS` growing to
+        ``poll_interval``).
+
+        ``busy`` says what is still open (``"... after <edit_wait> s"`` follows it), ``clear``
+        names the DirectorClient method that clears a left-over edit, ``machine`` goes on the error.
+
+        Raises:
+            DirectorConflictError: still refused after ``edit_wait`` seconds (the last refusal's
+                method, path, status and Director message kept, and chained).
+        """
         deadline = time.monotonic() + self.edit_wait
         waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)
         while True:
             try:
-                fabric_api.open_edit(self._t, machine=m)
+                open_edit()
                 return
             except DirectorConflictError as exc:
                 if time.monotonic() >= deadline:
                     raise DirectorConflictError(
-                        f"a fabric edit is still open on machine {m.mach_name} after {self.edit_wait:g} s; "
+                        f"{busy} after {self.edit_wait:g} s; "
                         "another client is changing it, or a crashed one left the edit open "
-                        "(DirectorClient.cancel_edit clears it)",
+                        f"(DirectorClient.{clear} clears it)",
                         method=exc.method,
                         path=exc.path,
                         status=exc.status,
                         director_message=exc.director_message,
-                        machine=m.mach_name,
+                        machine=machine,
                     ) from exc
                 time.sleep(next(waits))
 
