@@ -3,8 +3,10 @@
 A ``status/gpu`` record (LIQID ``DeviceStatus``) names where a device sits on the fabric: its
 ids, fabric, switch and port. A compose sends the records of the GPUs it attaches back to the
 Director (``predevice/gpu`` and ``relate/gpu`` bodies), and reading them means reading every
-GPU's record (``GET status/gpu`` has no per-device form in LIQID's SDK: ``getGPUDevicesStatus``,
-liqidinc/liqidsdk-java ``LiqidClient.java``). A client that reads the whole list leaves it here;
+GPU's record: ``GET status/gpu`` has no per-device form, and LIQID's own SDKs read one GPU's
+status by reading the whole list and picking it (``getGPUDeviceStatus`` over
+``getGPUDevicesStatus`` in liqidinc/liqidsdk-java ``LiqidClient.java``; ``GetGPUDeviceStatus``
+in liqidinc/liqidsdk-go). A client that reads the whole list leaves it here;
 a compose of another client of the same process may use it while it is younger than the age
 that client allows, instead of reading the whole list again. Where each GPU is (its group and
 machine) is never taken from here: a compose reads ``predevice`` for that every time.
