@@ -517,8 +517,9 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "- How the composer gets there: pods, nodes and pool namespaces come from watch-fed caches "
         "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; "
         + _timing_clause(d.get("composer_timing"))
-        + "the Director is read once per compose (plus one `predevice?mach_id=` check after the reprogram; "
-        "only the status records of the GPUs being attached are validated), a clean compose is "
+        + "a compose reads where its GPUs are (`predevice`) while its intent is being written, takes their "
+        "status records from the composer's last whole read instead of reading 1,000 again, and checks "
+        "the machine with one `predevice?mach_id=` after the reprogram; a clean compose is "
         "applied to the composer's cached read instead of reading 1,000 GPUs again, and that read is "
         "refreshed in the background (`composer.fabric_cache`) so no round waits for it; a batch of pinned "
         "pods is planned on its own hosts only. With gating, a pod is "
