@@ -126,6 +126,8 @@ class Executor:
             each of the job's Node writes with; the :class:`composer.controller.Controller`
             connects it to its cluster source's ``assume`` (the watch cache lays the write over
             its watch), so the next round sees the write at once and its watch echo wakes nobody.
+        write_workers: threads that send Composing intents while their composes read the
+            Director (one write per running job: give it the controller's ``workers``).
     """
 
     kube: KubeWrites
@@ -138,6 +140,7 @@ class Executor:
     clock: Callable[[], float] = time.time
     async_events: bool = False
     on_node_written: Callable[[Mapping[str, Any]], None] | None = None
+    write_workers: int = 4
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _events: ThreadPoolExecutor | None = field(default=None, repr=False)
     _pools_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -202,7 +205,9 @@ class Executor:
         if changes:
             with self._pools_lock:
                 if self._writer is None:
-                    self._writer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="composer-write")
+                    self._writer = ThreadPoolExecutor(
+                        max_workers=self.write_workers, thread_name_prefix="composer-write"
+                    )
                 future = self._writer.submit(self.kube.patch_node_annotations, node, changes)
         return new, _PendingWrite(future, lambda obj: self._written(res, obj))
 

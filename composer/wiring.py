@@ -75,6 +75,7 @@ def build_controller(
         plugin_selector=settings.device_plugin_selector,
         release_to_system_pool=settings.release_to_system_pool,
         async_events=True,
+        write_workers=settings.compose_workers,
     )
     controller = Controller(
         kube,

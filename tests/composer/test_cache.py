@@ -28,7 +28,7 @@ from composer.fabric import FabricGpu, FabricView
 from composer.metrics import Metrics
 from composer.nodestate import NodeUsage, node_view
 from dynamic_providers.director.errors import DirectorServerError
-from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod, probe_at_first_change
 
 
 def frozen_cache(kube: FakeKube, wakes: list[int] | None = None) -> ClusterCache:
@@ -168,17 +168,12 @@ def test_the_composers_own_node_writes_come_back_on_the_watch_without_waking_the
     if not echo_check:
         cache.nodes._echo = None
     seen: list[set[str]] = []
-    real = w.fabric.compose
 
-    def compose(machine, names, before_change=None, **kw):
-        def first_change():
-            before_change()
-            (n,) = cache.read()[1]
-            seen.append(set(n.record.intents))
+    def intents_in_cache(machine: str) -> None:
+        (n,) = cache.read()[1]
+        seen.append(set(n.record.intents))
 
-        return real(machine, names, before_change=first_change, **kw)
-
-    w.fabric.compose = compose  # type: ignore[method-assign]
+    probe_at_first_change(w.fabric, intents_in_cache)
     ctrl = _controller(w, cache)  # the controller connects the executor's writes to its cache
     ctrl.round()
     assert ctrl.wait_idle(10)
@@ -271,16 +266,9 @@ def test_the_compose_intent_is_written_in_the_same_patch_as_the_reconciliation()
     """One PATCH before the Director changes anything (it was two): less time to the compose request."""
     w = _world()
     seen: list[int] = []
-    real = w.fabric.compose
-
-    def compose(machine, names, before_change=None, **kw):
-        def first_change():
-            before_change()
-            seen.append(len([x for x in w.kube.writes if x[0] == "annotations"]))
-
-        return real(machine, names, before_change=first_change, **kw)
-
-    w.fabric.compose = compose  # type: ignore[method-assign]
+    probe_at_first_change(
+        w.fabric, lambda machine: seen.append(len([x for x in w.kube.writes if x[0] == "annotations"]))
+    )
     ctrl = _controller(w, ListingSource(w.kube))
     ctrl.round()
     assert ctrl.wait_idle(10)
@@ -326,7 +314,8 @@ def test_a_node_without_intents_keeps_exactly_its_attached_managed_devices(devic
 
 
 def test_the_wired_executor_lays_its_node_writes_over_the_watch_cache(tmp_path, monkeypatch):
-    """``python -m composer`` wires the executor's write hook to the cache it plans on."""
+    """``python -m composer`` wires the executor's write hook to the cache it plans on, and
+    gives it one intent-writer thread per compose worker."""
     from composer.config import Settings
     from composer.wiring import build_controller
 
@@ -338,10 +327,14 @@ def test_the_wired_executor_lays_its_node_writes_over_the_watch_cache(tmp_path, 
     )
     monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "pw")
     wired = build_controller(
-        Settings(kubeconfig=str(kubeconfig), director_url="http://127.0.0.1:1", director_username="u")
+        Settings(
+            kubeconfig=str(kubeconfig), director_url="http://127.0.0.1:1", director_username="u",
+            compose_workers=7,
+        )
     )
     assert wired.cache is not None
     assert wired.controller.executor.on_node_written == wired.cache.assume
+    assert wired.controller.executor.write_workers == wired.controller.workers == 7
 
 
 def test_a_pod_view_carries_the_time_the_watch_first_delivered_the_pod():
