@@ -506,14 +506,13 @@ class DirectorClient:
         def give_up(exc: DirectorError) -> None:
             self._undo_compose(m, names, already or set(), moved, exc)
 
-        ready = before_change is None
+        first_change = before_change  # called once, before the first attempt's first change
 
         def run(todo: list[str], gpus: dict[str, Placed]) -> None:
-            nonlocal ready
-            if not ready:
-                assert before_change is not None
-                before_change()
-                ready = True
+            nonlocal first_change
+            if first_change is not None:
+                first_change()
+                first_change = None
             if owner_tag is not None:
                 self._claim(m, todo, gpus, owner_tag)
             from_system = [n for n in todo if gpus[n].group_id is None]
