@@ -385,6 +385,23 @@ class FakeWorld:
         self.kube.pods[key]["status"]["phase"] = "Succeeded"
 
 
+def probe_at_first_change(fabric: Any, probe: Callable[[str], object]) -> None:
+    """Wrap ``fabric.compose`` so that ``probe(machine)`` runs at the compose's first change on
+    the Director (right after its ``before_change``): what was durable by then."""
+    real = fabric.compose
+
+    def compose(machine: str, names: Any, *, before_change: Callable[[], object] | None = None,
+                **kw: Any) -> None:
+        def first_change() -> None:
+            if before_change is not None:
+                before_change()
+            probe(machine)
+
+        real(machine, names, before_change=first_change, **kw)
+
+    fabric.compose = compose
+
+
 class Clock:
     """A settable clock (seconds since the epoch) for the controller and its executor."""
 

@@ -14,7 +14,16 @@ from composer.decide import Policy
 from composer.metrics import Metrics
 from composer.models import EventSpec
 from dynamic_providers.director.errors import DirectorServerError, DirectorUnavailableError
-from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+from tests.composer.fakes import (
+    Clock,
+    FakeFabric,
+    FakeGpu,
+    FakeKube,
+    FakeWorld,
+    node,
+    pod,
+    probe_at_first_change,
+)
 
 T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
 
@@ -54,16 +63,7 @@ def test_article_scenario_in_memory(clock):
     w = article_world()
     ctrl = make(w, clock)
     seen_before_compose = []
-    real_compose = w.fabric.compose
-
-    def compose(machine, names, before_change=None, **kw):
-        def first_change():
-            before_change()
-            seen_before_compose.append(w.kube.intents_json(machine))
-
-        return real_compose(machine, names, before_change=first_change, **kw)
-
-    w.fabric.compose = compose
+    probe_at_first_change(w.fabric, lambda machine: seen_before_compose.append(w.kube.intents_json(machine)))
     w.kube.add_pod(pod("a", 2, product=T4, host="blade-slot-1"))
     run(ctrl)
     assert w.fabric.attached() == {"blade-slot-1": ["gpu0", "gpu1"]}
@@ -440,21 +440,21 @@ def test_the_intent_write_runs_while_the_director_is_read_and_ends_before_any_ch
     entered = threading.Event()
     patch_saw_compose: list[bool] = []
     at_first_change: list[str | None] = []
-    real_patch, real_compose = w.kube.patch_node_annotations, w.fabric.compose
+    real_patch = w.kube.patch_node_annotations
 
     def patch(node_name, changes):
         if ann.INTENTS in changes and not patch_saw_compose:  # the Composing write
             patch_saw_compose.append(entered.wait(5))
         return real_patch(node_name, changes)
 
-    def compose(machine, names, before_change=None, **kw):
-        entered.set()
+    probe_at_first_change(
+        w.fabric, lambda machine: at_first_change.append(w.kube.intents_json(machine)["uid-a"]["phase"])
+    )
+    real_compose = w.fabric.compose
 
-        def first_change():
-            before_change()
-            at_first_change.append(w.kube.intents_json(machine)["uid-a"]["phase"])
-
-        return real_compose(machine, names, before_change=first_change, **kw)
+    def compose(machine, names, **kw):
+        entered.set()  # the compose starts (its Director reads)
+        return real_compose(machine, names, **kw)
 
     w.kube.patch_node_annotations = patch
     w.fabric.compose = compose

@@ -21,7 +21,16 @@ from composer import reclaim_guard as guard
 from composer.act import RECLAIM_TAINT
 from composer.config import Settings
 from composer.controller import Controller
-from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
+from tests.composer.fakes import (
+    Clock,
+    FakeFabric,
+    FakeGpu,
+    FakeKube,
+    FakeWorld,
+    node,
+    pod,
+    probe_at_first_change,
+)
 from tests.composer.test_chart import CHART, helm, render
 from tests.composer.test_controller import make as controller_for
 from tests.composer.test_controller import run
@@ -110,16 +119,11 @@ def test_autoscaler_annotations_are_set_before_the_attach_and_removed_after_the_
     w = world(1)
     ctrl = make(w, clock)
     seen = []
-    real = w.fabric.compose
 
-    def compose(machine, names, before_change=None, **kw):
-        def first_change():
-            before_change()
-            seen.append({k: w.kube.nodes[machine]["metadata"]["annotations"].get(k) for k in HOLD_KEYS})
+    def hold_annotations(machine: str) -> None:
+        seen.append({k: w.kube.nodes[machine]["metadata"]["annotations"].get(k) for k in HOLD_KEYS})
 
-        return real(machine, names, before_change=first_change, **kw)
-
-    w.fabric.compose = compose
+    probe_at_first_change(w.fabric, hold_annotations)
     serve_and_finish(w, ctrl)
     assert seen == [dict.fromkeys(HOLD_KEYS, "true")]  # in the Composing write, before the Director call
     assert w.fabric.by("gpu0").owner_tag == "gpu-composer"  # the durable record of what the composer attached
