@@ -2,9 +2,9 @@
 
 A Kubernetes controller (``python -m composer``) for LIQID composable GPU fabrics:
 it watches unschedulable pods that request NVIDIA GPU resources, plans which free GPUs go to
-which host (:func:`plan`, pure), composes them through the Director, waits until the node
-advertises them (restarting its device plugin if needed), and gives idle GPUs back to the
-free pool. Shipped as the Helm chart ``charts/composer``.
+which host (:func:`composer.planner.plan`, pure), composes them through the Director, waits
+until the node advertises them (restarting its device plugin if needed), and gives idle GPUs
+back to the free pool. Shipped as the Helm chart ``charts/composer``.
 
 Modules, one concern each; imports point one way (checked by ``tests/composer/test_layering.py``):
 
@@ -19,16 +19,3 @@ Modules, one concern each; imports point one way (checked by ``tests/composer/te
 Annotations, labels and the taint it writes use the prefix ``composer.liqid.io/``
 (:mod:`composer.annotations`).
 """
-
-from composer.models import (
-    FreeGpu,
-    GpuRequest,
-    HostState,
-    Placement,
-    Plan,
-    Reason,
-    Refusal,
-)
-from composer.planner import plan
-
-__all__ = ["FreeGpu", "GpuRequest", "HostState", "Placement", "Plan", "Reason", "Refusal", "plan"]
