@@ -89,14 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: (stop.set(), wake.set()))
     elector = None
     if settings.leader_election:
-        elector = LeaseElector(
-            kube,
-            namespace=settings.namespace,
-            name=settings.lease_name,
-            identity=settings.identity,
-            lease_duration_seconds=settings.lease_duration_seconds,
-            retry_seconds=settings.lease_retry_seconds,
-        )
+        elector = LeaseElector(kube, settings)
         threading.Thread(
             target=elector.run,
             args=(stop,),

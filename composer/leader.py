@@ -16,9 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from composer.kube import KubeError
+
+if TYPE_CHECKING:
+    from composer.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +48,10 @@ class LeaseElector:
 
     Args:
         api: Lease reads and writes.
-        namespace / name: the Lease.
-        identity: this candidate's ``holderIdentity``.
-        lease_duration_seconds: how long a holder's claim lasts without renewal.
-        retry_seconds: pause between attempts / renewals.
+        settings: the composer's settings; the elector reads the Lease's ``namespace`` and
+            ``lease_name``, this candidate's ``identity`` (its ``holderIdentity``),
+            ``lease_duration_seconds`` (how long a holder's claim lasts without renewal) and
+            ``lease_retry_seconds`` (pause between attempts / renewals).
         renew_deadline_seconds: a leader that has not renewed for this long stops acting
             (default two thirds of the duration).
         clock / monotonic: injectable time sources (seconds).
@@ -57,23 +60,19 @@ class LeaseElector:
     def __init__(
         self,
         api: LeaseApi,
+        settings: Settings,
         *,
-        namespace: str,
-        name: str,
-        identity: str,
-        lease_duration_seconds: float = 15.0,
-        retry_seconds: float = 2.0,
         renew_deadline_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.duration = lease_duration_seconds
-        self.retry = retry_seconds
-        self.renew_deadline = renew_deadline_seconds or lease_duration_seconds * 2 / 3
+        self.namespace = settings.namespace
+        self.name = settings.lease_name
+        self.identity = settings.identity
+        self.duration = settings.lease_duration_seconds
+        self.retry = settings.lease_retry_seconds
+        self.renew_deadline = renew_deadline_seconds or self.duration * 2 / 3
         self.clock = clock
         self.monotonic = monotonic
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen

@@ -57,15 +57,16 @@ class Mono:
 
 
 def elector(api: FakeLeases, who: str, mono: Mono) -> LeaseElector:
-    return LeaseElector(
-        api,
+    settings = Settings(
+        director_url="http://d",
+        director_password="pw",
         namespace="ns",
-        name="lease",
+        lease_name="lease",
         identity=who,
         lease_duration_seconds=15,
-        retry_seconds=1,
-        monotonic=mono,
+        lease_retry_seconds=1,
     )
+    return LeaseElector(api, settings, monotonic=mono)
 
 
 def test_one_leader_then_takeover_after_the_lease_expires():
