@@ -68,7 +68,7 @@ from composer.models import (
     Plan,
     Reason,
 )
-from composer.nodestate import NodeUsage, NodeView, host_state, max_gpus_of, usage_by_node
+from composer.nodestate import NodeView, host_state, max_gpus_of
 from composer.planner import pinned_hosts
 from composer.planner import plan as make_plan
 from composer.podspec import InvalidRequest, PodView, gpu_request
@@ -84,6 +84,7 @@ from composer.round_types import (
     ReclaimKind,
     ReclaimStep,
     Reconciled,
+    RoundContext,
     Snapshot,
     lease_event,
     node_event,
@@ -108,9 +109,8 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     tagged = fabric.tagged_other_than(policy.owner_tag)
     if tagged - policy.excluded:  # GPUs the Pulumi program owns (its owner tag): static, never touched
         policy = replace(policy, excluded=policy.excluded | tagged)
-    pods_by_uid = {p.uid: p for p in snapshot.pods}
-    usage = usage_by_node(snapshot.pods)
-    empty_usage = NodeUsage()
+    ctx = RoundContext.of(snapshot, policy)
+    pods_by_uid = ctx.pods_by_uid
     events: list[EventSpec] = []
     composable = [n for n in snapshot.nodes if n.name in fabric.machines]
     memory.forget_missing(set(pods_by_uid), {n.name for n in composable}, now)
@@ -127,14 +127,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
             records[node.name] = node.record
             flags[node.name] = (False, False)
             continue
-        rc = reconcile_record(
-            node,
-            attached=attached,
-            usage=usage.get(node.name, empty_usage),
-            pods_by_uid=pods_by_uid,
-            now=now,
-            policy=policy,
-        )
+        rc = reconcile_record(node, ctx, attached=attached)
         records[node.name] = rc.record
         flags[node.name] = (rc.restart_plugin, rc.cancel_edit)
         events.extend(rc.events)
@@ -242,7 +235,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                 host_state(
                     node,
                     record=rec,
-                    usage=usage.get(node.name, empty_usage),
+                    usage=ctx.usage_of(node.name),
                     attached_models=attached,
                     pending=pods_by_uid,
                     pool=pool,
@@ -323,8 +316,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
         if _untouched(node, node.name in by_node, memory):
             continue
         rec = ann.with_hold(records[node.name])
-        u = usage.get(node.name, empty_usage)
-        busy = u.gpu_pods > 0 or bool(rec.intents) or node.name in by_node
+        busy = ctx.usage_of(node.name).gpu_pods > 0 or bool(rec.intents) or node.name in by_node
         step = reclaim_step(
             node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
         )
@@ -376,22 +368,14 @@ def busy_releases(
         busy: node -> UIDs of the pods its running job composes for.
         policy: settings.
     """
-    pods_by_uid = {p.uid: p for p in snapshot.pods}
-    usage = usage_by_node(snapshot.pods)
+    ctx = RoundContext.of(snapshot, policy)
     out: list[PodAction] = []
     for node in snapshot.nodes:
         if node.name not in busy or node.name not in snapshot.fabric.machines:
             continue
-        rc = reconcile_record(
-            node,
-            attached=snapshot.fabric.attached(node.name),
-            usage=usage.get(node.name, NodeUsage()),
-            pods_by_uid=pods_by_uid,
-            now=snapshot.now,
-            policy=policy,
-            in_flight=busy[node.name],
-        )
-        out.extend(_release(pods_by_uid[uid], node.name, it) for uid, it in rc.release)
+        attached = snapshot.fabric.attached(node.name)
+        rc = reconcile_record(node, ctx, attached=attached, in_flight=busy[node.name])
+        out.extend(_release(ctx.pods_by_uid[uid], node.name, it) for uid, it in rc.release)
     return tuple(out)
 
 
@@ -500,6 +484,7 @@ __all__ = [
     "ReclaimKind",
     "ReclaimStep",
     "Reconciled",
+    "RoundContext",
     "Snapshot",
     "decide",
     "intents_for",

@@ -22,7 +22,7 @@ from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.models import GPU_RESOURCE, EventSpec
 from composer.nodestate import NodeUsage, NodeView
 from composer.podspec import PodView
-from composer.round_types import Policy, Reconciled, node_event, pod_event
+from composer.round_types import Policy, Reconciled, RoundContext, node_event, pod_event
 
 
 def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
@@ -201,23 +201,18 @@ def settled(rec: NodeRecord, attached: Mapping[str, str]) -> bool:
 
 def reconcile_record(
     node: NodeView,
+    ctx: RoundContext,
     *,
     attached: Mapping[str, str],
-    usage: NodeUsage,
-    pods_by_uid: Mapping[str, PodView],
-    now: float,
-    policy: Policy,
     in_flight: frozenset[str] = frozenset(),
 ) -> Reconciled:
     """Bring one node's composer record in line with the Director and the pods.
 
     Args:
         node: the node (its ``record`` is the record as read).
+        ctx: the round: every observed pod, the requests of pods bound to each node, the
+            current time and the policy (timeouts).
         attached: device -> model of GPUs the Director shows attached to the node.
-        usage: requests of pods bound to the node.
-        pods_by_uid: every observed pod.
-        now: current time (seconds since the epoch).
-        policy: timeouts.
         in_flight: pod UIDs whose compose this process started and has not finished (their
             ``Composing`` intents are not crash leftovers).
 
@@ -229,11 +224,12 @@ def reconcile_record(
         return Reconciled(rec)
     reclaiming = set(rec.reclaim.devices) if rec.reclaim else set()
     lost = tuple(sorted(rec.devices - attached.keys() - reclaiming))
-    st = _Node(node, attached, usage, now, policy, in_flight, set(rec.devices & attached.keys()))
+    managed = set(rec.devices & attached.keys())
+    st = _Node(node, attached, ctx.usage_of(node.name), ctx.now, ctx.policy, in_flight, managed)
     if lost:
-        st.events.extend(_lost_events(node, lost, pods_by_uid))
+        st.events.extend(_lost_events(node, lost, ctx.pods_by_uid))
     for uid, it in sorted(rec.intents.items(), key=lambda kv: (kv[1].since, kv[0])):
-        pod = pods_by_uid.get(uid)
+        pod = ctx.pods_by_uid.get(uid)
         if not _ended(st, uid, it, pod):
             assert pod is not None  # _ended is True for a missing pod
             PHASES[it.phase](st, uid, it, pod)

@@ -6,6 +6,7 @@
 - :class:`Decision`: the round's output, made of :class:`NodeJob` (per-node work:
   record updates, :class:`ComposeItem` compositions, a :class:`ReclaimStep`, orphans) and
   Events (:func:`pod_event`, :func:`node_event`, :func:`lease_event`);
+- :class:`RoundContext`: the round-wide inputs every node's reconciliation reads;
 - :class:`Reconciled`: one node's record after intent reconciliation.
 """
 
@@ -21,7 +22,7 @@ from composer.annotations import Intent, NodeRecord
 from composer.fabric import FabricView
 from composer.gating import PodAction
 from composer.models import EventSpec, GpuRequest, Placement, Plan
-from composer.nodestate import NodeView
+from composer.nodestate import NodeUsage, NodeView, usage_by_node
 from composer.podspec import PodView
 from composer.pools import PoolMap
 
@@ -89,6 +90,38 @@ class Snapshot:
     fabric: FabricView
     hidden: tuple[NodeView, ...] = ()
     hidden_reclaiming: frozenset[str] = frozenset()
+
+
+#: The requests on a node no pod is bound to or nominated onto.
+NO_USAGE = NodeUsage()
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """What reconciling any node of one round reads from the round as a whole (built once per
+    round, shared by every node).
+
+    Attributes:
+        pods_by_uid: pod UID -> every observed pod.
+        usage: node name -> requests of the pods bound to (or nominated onto) it; a node with
+            no such pod is missing.
+        now: observation time (seconds since the epoch).
+        policy: settings.
+    """
+
+    pods_by_uid: Mapping[str, PodView]
+    usage: Mapping[str, NodeUsage]
+    now: float
+    policy: Policy
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, policy: Policy) -> RoundContext:
+        """The context of ``snapshot``'s round under ``policy``: its pods by UID and per node."""
+        return cls({p.uid: p for p in snapshot.pods}, usage_by_node(snapshot.pods), snapshot.now, policy)
+
+    def usage_of(self, node: str) -> NodeUsage:
+        """Requests of the pods bound to (or nominated onto) ``node`` (:data:`NO_USAGE` if none)."""
+        return self.usage.get(node, NO_USAGE)
 
 
 @dataclass

@@ -26,7 +26,8 @@ from composer.controller import Controller, ListingSource
 from composer.decide import Policy, reconcile_record
 from composer.fabric import FabricGpu, FabricView
 from composer.metrics import Metrics
-from composer.nodestate import NodeUsage, node_view
+from composer.nodestate import node_view
+from composer.round_types import RoundContext
 from dynamic_providers.director.errors import DirectorServerError
 from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod, probe_at_first_change
 
@@ -297,14 +298,8 @@ def test_a_node_without_intents_keeps_exactly_its_attached_managed_devices(devic
     managed devices still attached, no intents, the reclaim untouched, nothing to do."""
     reclaim = Reclaim(tuple(sorted(devices)), "Tainted", 5.0) if reclaiming else None
     view = replace(node_view(node("h1")), record=NodeRecord(devices, {}, reclaim))
-    rc = reconcile_record(
-        view,
-        attached={d: "Tesla-T4" for d in attached},
-        usage=NodeUsage(),
-        pods_by_uid={},
-        now=10.0,
-        policy=Policy(),
-    )
+    ctx = RoundContext(pods_by_uid={}, usage={}, now=10.0, policy=Policy())
+    rc = reconcile_record(view, ctx, attached={d: "Tesla-T4" for d in attached})
     assert rc.record == NodeRecord(frozenset(devices & attached), {}, reclaim)
     assert (rc.restart_plugin, rc.cancel_edit, rc.given_up) == (False, False, ())
     # a managed device gone without a reclaim of it is reported (on the node: no pod uses it here)

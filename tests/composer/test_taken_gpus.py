@@ -6,6 +6,7 @@ from composer.annotations import Intent, IntentPhase, NodeRecord
 from composer.decide import Policy, reconcile_record
 from composer.nodestate import NodeUsage, NodeView
 from composer.podspec import PodView
+from composer.round_types import RoundContext
 
 NOW = 1_000.0
 
@@ -21,9 +22,8 @@ def _reconcile(allocatable: int, used: int, phase: IntentPhase) -> tuple[NodeRec
     node = NodeView(name="blade-slot-1", gpu_allocatable={"nvidia.com/gpu": allocatable},
                     record=NodeRecord(frozenset({"gpu0", "gpu1"}), {"a": intent}, None))
     pods = {"a": _pod("a"), "b": _pod("b", node="blade-slot-1")}
-    out = reconcile_record(node, attached={"gpu0": "Tesla-T4", "gpu1": "Tesla-T4"},
-                           usage=NodeUsage(gpu={"nvidia.com/gpu": used}), pods_by_uid=pods, now=NOW,
-                           policy=Policy())
+    ctx = RoundContext(pods, {"blade-slot-1": NodeUsage(gpu={"nvidia.com/gpu": used})}, NOW, Policy())
+    out = reconcile_record(node, ctx, attached={"gpu0": "Tesla-T4", "gpu1": "Tesla-T4"})
     return out.record, [e.reason for e in out.events]
 
 
@@ -41,10 +41,9 @@ def test_not_yet_advertised_gpus_keep_the_intent_waiting() -> None:
                     devices=("gpu2", "gpu3"), phase=IntentPhase.ATTACHED, since=NOW - 5)
     node = NodeView(name="blade-slot-1", gpu_allocatable={"nvidia.com/gpu": 2},
                     record=NodeRecord(frozenset({"gpu0", "gpu1", "gpu2", "gpu3"}), {"a": intent}, None))
-    out = reconcile_record(node, attached={f"gpu{i}": "Tesla-T4" for i in range(4)},
-                           usage=NodeUsage(gpu={"nvidia.com/gpu": 2}),
-                           pods_by_uid={"a": _pod("a"), "b": _pod("b", node="blade-slot-1")}, now=NOW,
-                           policy=Policy())
+    pods = {"a": _pod("a"), "b": _pod("b", node="blade-slot-1")}
+    ctx = RoundContext(pods, {"blade-slot-1": NodeUsage(gpu={"nvidia.com/gpu": 2})}, NOW, Policy())
+    out = reconcile_record(node, ctx, attached={f"gpu{i}": "Tesla-T4" for i in range(4)})
     assert out.record.intents["a"].phase == IntentPhase.ATTACHED
     assert not out.events
 
