@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urljoin
 
 import requests
@@ -113,65 +113,92 @@ def _pseudo_status(http_status: int, envelope: Envelope | None) -> int | None:
     return code if 400 <= code <= 599 else None
 
 
+class TransportOptions(TypedDict, total=False):
+    """How a :class:`Transport` talks to its Director; every key may be left out.
+
+    Declared once here: :class:`Transport` and
+    :class:`~dynamic_providers.director.client.DirectorClient` take these as keyword arguments.
+
+    Keys (default in brackets):
+        timeout: per-request read/connect timeout, seconds (10).
+        retries: how many times urllib3 retries GETs on 500/502/503/504 and any method on
+            connection errors raised before the request was sent, never a POST/PUT/DELETE
+            that may have reached the Director (3).
+        backoff_factor: urllib3 exponential backoff factor, seconds (0.5).
+        use_digest: authenticate with a message digest (``X-API-Key``) instead of HTTP Basic
+            (False).
+        digest_label: the fixed digest label, deleted before it is created and at close
+            (:data:`~.liqid.DEFAULT_DIGEST_LABEL`). Clients sharing a label replace each other's
+            digest: give concurrent tools their own.
+        verify_tls: verify the Director's certificate on https (True).
+        job_poll_interval: pause before each poll of an HTTP 202 job link, seconds
+            (:data:`~.liqid.JOB_POLL_INTERVAL_SECONDS`, LIQID's SDK: 1).
+        job_timeout: longest wait for one job, seconds (:data:`~.liqid.JOB_TIMEOUT_SECONDS`,
+            LIQID's SDK: 300).
+    """
+
+    timeout: float
+    retries: int
+    backoff_factor: float
+    use_digest: bool
+    digest_label: str
+    verify_tls: bool
+    job_poll_interval: float
+    job_timeout: float
+
+
 class Transport:
     """A reusable, authenticated HTTP session to one Director.
 
     Args:
         base_url: ``http(s)://host:port`` (``/liqid/api/v2`` appended when absent).
         username / password: Director credentials (HTTP Basic; also used to create digests).
-        timeout: per-request read/connect timeout in seconds.
-        retries: how many times urllib3 retries GETs on 500/502/503/504 and any method on
-            connection errors raised before the request was sent (never a POST/PUT/DELETE
-            that may have reached the Director).
-        backoff_factor: urllib3 exponential backoff factor, seconds.
-        use_digest: authenticate with a message digest (``X-API-Key``) instead of Basic.
-        digest_label: the fixed digest label (deleted before it is created, and at close).
-            Clients sharing a label replace each other's digest: give concurrent tools their own.
-        verify_tls: verify the Director's certificate on https.
-        job_poll_interval: pause before each poll of an HTTP 202 job link, seconds.
-        job_timeout: longest wait for a job, seconds.
+        options: :class:`TransportOptions` (timeouts, retries, digest, TLS, job waits).
+
+    Attributes:
+        root: the API base URL (``http(s)://host:port/liqid/api/v2/``).
+        timeout / retries / backoff_factor / job_poll_interval / job_timeout: the options in
+            effect (:class:`TransportOptions`).
+
+    Raises:
+        ValueError: a URL that is not http(s), or a digest label with blanks or ``slurm``.
+        TypeError: an option :class:`TransportOptions` does not name.
 
     Use as a context manager, or call :meth:`close` (deletes the digest, closes sockets).
     One instance per thread: ``requests.Session`` is not thread-safe.
     """
 
     def __init__(
-        self,
-        base_url: str,
-        *,
-        username: str,
-        password: str,
-        timeout: float = 10.0,
-        retries: int = 3,
-        backoff_factor: float = 0.5,
-        use_digest: bool = False,
-        digest_label: str = DEFAULT_DIGEST_LABEL,
-        verify_tls: bool = True,
-        job_poll_interval: float = JOB_POLL_INTERVAL_SECONDS,
-        job_timeout: float = JOB_TIMEOUT_SECONDS,
+        self, base_url: str, *, username: str, password: str, **options: Unpack[TransportOptions]
     ) -> None:
+        unknown = options.keys() - TransportOptions.__optional_keys__
+        if unknown:
+            raise TypeError(f"unknown Director transport option(s): {', '.join(sorted(unknown))}")
+        digest_label = options.get("digest_label", DEFAULT_DIGEST_LABEL)
         if not digest_label or " " in digest_label or digest_label.lower() == "slurm":
             raise ValueError(f"digest label {digest_label!r}: no blanks, and 'slurm' is reserved")
         self.root = api_root(base_url)
-        self.timeout = timeout
-        self.job_poll_interval = job_poll_interval
-        self.job_timeout = job_timeout
+        self.timeout = options.get("timeout", 10.0)
+        self.retries = options.get("retries", 3)
+        self.backoff_factor = options.get("backoff_factor", 0.5)
+        self.job_poll_interval = options.get("job_poll_interval", JOB_POLL_INTERVAL_SECONDS)
+        self.job_timeout = options.get("job_timeout", JOB_TIMEOUT_SECONDS)
         self._basic = requests.auth.HTTPBasicAuth(username, password)
-        self._use_digest = use_digest
+        self._use_digest = options.get("use_digest", False)
         self._digest: DigestInfo | None = None
         self._digest_label = digest_label
         self._session = requests.Session()
-        self._session.verify = verify_tls
+        self._session.verify = options.get("verify_tls", True)
         self._session.headers.update({"Accept": "application/json", "User-Agent": "composable-gpu/0.1"})
         retry = Retry(
-            total=retries,
-            connect=retries,
-            read=retries,
-            status=retries,
+            total=self.retries,
+            connect=self.retries,
+            read=self.retries,
+            status=self.retries,
             other=0,
             allowed_methods=frozenset({"GET"}),
             status_forcelist=(500, 502, 503, 504),
-            backoff_factor=backoff_factor,
+            backoff_factor=self.backoff_factor,
             raise_on_status=False,
             respect_retry_after_header=True,
         )

@@ -42,10 +42,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
 from domain.reclaim import reads_as_no_description
 
-from ._transport import Transport
+from ._transport import Transport, TransportOptions
 from .api import device as device_api
 from .api import fabric as fabric_api
 from .api import group as group_api
@@ -64,7 +65,6 @@ from .errors import (
     name_list,
 )
 from .known import shared_statuses
-from .liqid import DEFAULT_DIGEST_LABEL, JOB_POLL_INTERVAL_SECONDS, JOB_TIMEOUT_SECONDS
 from .models import (
     DeviceStatus,
     Gpu,
@@ -140,25 +140,22 @@ class DirectorClient:
     Args:
         base_url: ``http(s)://host:port`` of the Director; ``/liqid/api/v2`` is appended.
         username / password: Director credentials.
-        timeout: per-request timeout, seconds (default 10).
-        retries: retries of GETs (urllib3) and of whole transactions after transient failures.
-        use_digest: authenticate with a message digest (``X-API-Key``) instead of HTTP Basic.
-        verify_tls: verify the certificate on https.
-        backoff_factor: exponential backoff base between retries, seconds.
         reprogram_timeout: longest wait for a hot-plug (``fabric/reprogram``), seconds; default
             600, the Kubernetes device-attach KEP 5007 default.
         edit_wait: how long to wait for another client's open fabric edit on the same machine
             (or pool edit on the same group) to close before giving up with
             :class:`DirectorConflictError`, seconds.
         poll_interval: pause between state polls, seconds.
-        job_poll_interval: pause between polls of an HTTP 202 job, seconds (LIQID's SDK: 1).
-        job_timeout: longest wait for one job, seconds (LIQID's SDK: 300).
-        digest_label: fixed label of the message digest (``use_digest``).
         reuse_statuses_seconds: a compose may take the ``status/gpu`` records of its GPUs from
             the whole list another client of this process read at most this many seconds ago
             (:mod:`.known`), instead of reading every GPU's record again; ``0`` (default): it
             reads them. Where each GPU is always comes from a fresh ``predevice`` read, and a
             failed transaction drops the shared list, so its retry reads the Director.
+        transport: :class:`~._transport.TransportOptions`: ``timeout``, ``retries``,
+            ``backoff_factor``, ``use_digest``, ``digest_label``, ``verify_tls``,
+            ``job_poll_interval``, ``job_timeout``. ``retries`` and ``backoff_factor`` also
+            bound how often, and how far apart, a whole transaction is tried again after a
+            transient failure.
 
     Not thread-safe: use one client per thread. A context manager; :meth:`close` deletes the
     digest and closes connections.
@@ -172,38 +169,19 @@ class DirectorClient:
         *,
         username: str,
         password: str,
-        timeout: float = 10.0,
-        retries: int = 3,
-        use_digest: bool = False,
-        verify_tls: bool = True,
-        backoff_factor: float = 0.5,
         reprogram_timeout: float = 600.0,
         edit_wait: float = 30.0,
         poll_interval: float = 0.5,
-        job_poll_interval: float = JOB_POLL_INTERVAL_SECONDS,
-        job_timeout: float = JOB_TIMEOUT_SECONDS,
-        digest_label: str = DEFAULT_DIGEST_LABEL,
         reuse_statuses_seconds: float = 0.0,
+        **transport: Unpack[TransportOptions],
     ) -> None:
         self._director = base_url.rstrip("/")
         self._statuses = shared_statuses(self._director)
         self.reuse_statuses_seconds = reuse_statuses_seconds
-        self._t = Transport(
-            base_url,
-            username=username,
-            password=password,
-            timeout=timeout,
-            retries=retries,
-            backoff_factor=backoff_factor,
-            use_digest=use_digest,
-            digest_label=digest_label,
-            verify_tls=verify_tls,
-            job_poll_interval=job_poll_interval,
-            job_timeout=job_timeout,
-        )
-        self.retries = retries
+        self._t = Transport(base_url, username=username, password=password, **transport)
+        self.retries = self._t.retries
         self._pool_place: tuple[object, int] | None = None  # (coordinates, fabric id), read once
-        self.backoff_factor = backoff_factor
+        self.backoff_factor = self._t.backoff_factor
         self.reprogram_timeout = reprogram_timeout
         self.edit_wait = edit_wait
         self.poll_interval = poll_interval

@@ -12,6 +12,8 @@ import responses
 from dynamic_providers.director import errors
 from dynamic_providers.director._transport import Transport, api_root
 from dynamic_providers.director.api import parse_records
+from dynamic_providers.director.client import DirectorClient
+from dynamic_providers.director.liqid import JOB_POLL_INTERVAL_SECONDS, JOB_TIMEOUT_SECONDS
 from dynamic_providers.director.models import (
     DeviceStatus,
     DigestInfo,
@@ -223,6 +225,22 @@ def test_get_is_retried_on_503_but_post_is_not() -> None:
         with pytest.raises(errors.DirectorServerError):
             t.request("POST", "fabric/reprogram", json={})
         assert len(rsps.calls) == 1
+
+
+def test_an_option_the_transport_does_not_know_is_refused() -> None:
+    # The options are forwarded as keywords (TransportOptions): a misspelt one must not be dropped.
+    with pytest.raises(TypeError, match="timout"):
+        Transport(BASE, username="u", password="p", timout=1.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="timout"):
+        DirectorClient(BASE, username="u", password="p", timout=1.0)  # type: ignore[call-arg]
+
+
+def test_transport_options_reach_the_client_and_defaults_hold() -> None:
+    t = Transport(BASE, username="u", password="p")
+    assert (t.timeout, t.retries, t.backoff_factor) == (10.0, 3, 0.5)
+    assert (t.job_poll_interval, t.job_timeout) == (JOB_POLL_INTERVAL_SECONDS, JOB_TIMEOUT_SECONDS)
+    with DirectorClient(BASE, username="u", password="p", retries=5, backoff_factor=0.25, timeout=2.0) as c:
+        assert (c.retries, c.backoff_factor, c._t.timeout) == (5, 0.25, 2.0)
 
 
 def test_error_message_is_clipped() -> None:
