@@ -9,7 +9,7 @@ and the types their values resolve to (during preview a value may be unknown; ru
 them (the ``prep`` section: SSH preparation of hosts and DPUs).
 
 Used by: :func:`components._base.contract_props` (each component checks its props' keys and its
-known values' types against :data:`CONTRACT`), ``policies/rules/model.py`` (the token constants),
+known values' types against :data:`CONTRACT`), the rules in ``policies/rules/`` (the token constants),
 ``ops/preview_markdown.py`` (:data:`TOKEN_PREFIX`), and ``tests/components/test_estate.py`` (the
 table in docs/architecture.md "Component contract" and the props of every registered component are
 checked against it).

@@ -1,7 +1,8 @@
 """Tenant-isolation rules: pure functions over plain resource records.
 
-Each rule is ``check(resources, config) -> list[Violation]`` (see :mod:`.model` for the record
-shape and the handling of preview unknowns). :data:`RULES` lists them in the order the pack
+Each rule is ``check(resources, config) -> list[Violation]``, declared with
+:func:`.model.rule` at the function that checks it (see :mod:`.model` for the record shape and the
+handling of preview unknowns). :data:`RULES` lists them in the order the pack
 registers them; :func:`evaluate` runs them all, which is what the tests and property tests use.
 """
 
@@ -12,33 +13,24 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from .gpus import (
-    RULE_GPU_SINGLE_HOST,
-    RULE_SHARING_ISOLATION,
-    RULE_STATIC_IN_TENANT_POOL,
-    RULE_STATIC_OUTSIDE_POOL,
-    RULE_TENANT_QUOTA,
-)
-from .hosts import RULE_DPU_ZERO_TRUST, RULE_IOMMU, RULE_SINGLE_CLUSTER
+from . import gpus, hosts, networks, security
 from .model import UNKNOWN, ResourceRecord, Rule, Violation
-from .networks import RULE_CLUSTER_NETWORKS, RULE_HOSTED_CONTROL_PLANE, RULE_NETWORK_UNIQUENESS
-from .security import RULE_BMC_TLS, RULE_COMPOSER_RBAC, RULE_CREDENTIALS
 
 RULES: tuple[Rule, ...] = (
-    RULE_NETWORK_UNIQUENESS,
-    RULE_CLUSTER_NETWORKS,
-    RULE_HOSTED_CONTROL_PLANE,
-    RULE_DPU_ZERO_TRUST,
-    RULE_IOMMU,
-    RULE_SINGLE_CLUSTER,
-    RULE_GPU_SINGLE_HOST,
-    RULE_STATIC_OUTSIDE_POOL,
-    RULE_STATIC_IN_TENANT_POOL,
-    RULE_SHARING_ISOLATION,
-    RULE_TENANT_QUOTA,
-    RULE_CREDENTIALS,
-    RULE_BMC_TLS,
-    RULE_COMPOSER_RBAC,
+    networks.tenant_network_uniqueness,
+    networks.tenant_cluster_own_networks,
+    networks.tenant_cluster_hosted_control_plane,
+    hosts.tenant_host_dpu_zero_trust,
+    hosts.gpu_host_iommu,
+    hosts.host_single_cluster,
+    gpus.gpu_single_host,
+    gpus.static_gpus_outside_composer_pool,
+    gpus.static_gpus_in_tenant_pool,
+    gpus.gpu_sharing_tenant_isolation,
+    gpus.tenant_gpu_quota,
+    security.credentials_are_secrets,
+    security.bmc_tls_verification,
+    security.composer_not_cluster_admin,
 )
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 

@@ -15,25 +15,20 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from domain.contract import COMPOSER, GPU_COMPOSITION, GPU_SHARING, HYPERVISOR_CLUSTER, TENANT, TENANT_CLUSTER
+
 from .model import (
-    COMPOSER,
-    GPU_COMPOSITION,
-    GPU_SHARING,
-    HYPERVISOR_CLUSTER,
     INVALID,
-    TENANT,
-    TENANT_CLUSTER,
     UNKNOWN,
     Findings,
     ResourceRecord,
-    Rule,
-    Violation,
     domain_name,
     index_by_name,
     of_type,
     read,
     read_int,
     read_str_list,
+    rule,
 )
 
 TIME_SHARED = {"time-slicing", "mps"}
@@ -41,11 +36,11 @@ STRATEGIES = TIME_SHARED | {"mig"}
 VM_GPU_MODES = {"passthrough", "vgpu"}
 
 
-def check_gpu_single_host(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule("gpu-single-host", "A GPU is composed to at most one host.")
+def gpu_single_host(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``gpu-single-host``: no GPU (device name) appears in more than one GpuComposition, so no
     GPU is composed to two hosts (or twice to one). Compositions with no ``device_names`` ("any
     free GPU") cannot collide by name: the Director hands each free GPU out once."""
-    found = Findings(RULE_GPU_SINGLE_HOST.name)
     claims: dict[str, list[tuple[ResourceRecord, str]]] = defaultdict(list)
     for rec in of_type(resources, GPU_COMPOSITION):
         host = read(rec, "host", found, kind=str, what="a host name")
@@ -63,15 +58,19 @@ def check_gpu_single_host(resources: Sequence[ResourceRecord], config: Any = Non
                    else f"GPU '{device}' is composed twice to host '{hosts[0]}'")
         for rec, _ in holders[1:]:
             found.add(rec, f"{problem}: {who}", f"compose '{device}' in one GpuComposition only")
-    return found.violations
 
 
-def check_static_outside_pool(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "static-gpus-outside-composer-pool",
+    "GPUs composed statically stay outside the composer's dynamic pool (Composer excluded_devices).",
+)
+def static_gpus_outside_composer_pool(
+    resources: Sequence[ResourceRecord], config: None, found: Findings
+) -> None:
     """``static-gpus-outside-composer-pool``: every GPU a GpuComposition composes from a pool that
     a Composer also manages is listed in that Composer's ``excluded_devices``. A composition of
     "any free GPU" (empty ``device_names``) from such a pool cannot be proven outside the
     composer's reach and fails."""
-    found = Findings(RULE_STATIC_OUTSIDE_POOL.name)
     composers: list[tuple[ResourceRecord, str, set[str]]] = []
     for rec in of_type(resources, COMPOSER):
         pool = read(rec, "pool", found, kind=str, what="a pool name")
@@ -79,7 +78,7 @@ def check_static_outside_pool(resources: Sequence[ResourceRecord], config: Any =
         if pool is not INVALID and excluded is not INVALID:
             composers.append((rec, pool, set(excluded)))
     if not composers:
-        return found.violations
+        return
     for rec in of_type(resources, GPU_COMPOSITION):
         pool = read(rec, "pool", found, kind=str, what="a pool name")
         devices = read_str_list(rec, "device_names", found, required=False, what="a list of GPU names")
@@ -101,16 +100,18 @@ def check_static_outside_pool(resources: Sequence[ResourceRecord], config: Any =
                           f"{composer.label} does not exclude them, so the composer may detach or "
                           "reassign them",
                           f"add {', '.join(leaked)} to {composer.label}'s excluded_devices")
-    return found.violations
 
 
-def check_static_in_tenant_pool(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "static-gpus-in-tenant-pool",
+    "A tenant's static GPUs are on a host of that tenant's composer pool (never of a pool of other tenants).",
+)
+def static_gpus_in_tenant_pool(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``static-gpus-in-tenant-pool``: a GpuComposition dedicated to a tenant does not compose onto a
     host that serves a Composer pool of other tenants. The composer lets the pods of a host's pool
     use the host's spare GPUs (``docs/composer-pools.md``), so there the tenant's static GPUs would
     serve another tenant's pods. Reads the Composer's ``host_pools`` (host -> pool) and
     ``pool_tenants`` (pool -> tenants); a Composer without them has no pools (one pool for all)."""
-    found = Findings(RULE_STATIC_IN_TENANT_POOL.name)
     composers: list[tuple[ResourceRecord, dict[str, Any], dict[str, Any]]] = []
     for rec in of_type(resources, COMPOSER):
         host_pools = read(rec, "host_pools", found, kind=dict, required=False, default={}, what="a dict")
@@ -136,10 +137,13 @@ def check_static_in_tenant_pool(resources: Sequence[ResourceRecord], config: Any
                           "to that pool's pods",
                           f"move host '{host}' into the composer pool of '{tenant}', or compose onto a "
                           f"host of that pool")
-    return found.violations
 
 
-def check_sharing_isolation(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "gpu-sharing-tenant-isolation",
+    "GPU time-slicing, MPS or time-sliced vGPU never shares one physical GPU between tenants (MIG may).",
+)
+def gpu_sharing_tenant_isolation(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``gpu-sharing-tenant-isolation``: GPU time-slicing or MPS never shares one physical GPU
     between tenants; MIG may.
 
@@ -149,7 +153,6 @@ def check_sharing_isolation(resources: Sequence[ResourceRecord], config: Any = N
     - Per hypervisor host, tenant clusters of more than one tenant using ``gpu_mode: vgpu``
       share GPUs through time-sliced vGPU unless a ``mig`` GpuSharing covers the host.
     """
-    found = Findings(RULE_SHARING_ISOLATION.name)
     shared_by: dict[str, list[ResourceRecord]] = defaultdict(list)
     tenants_on: dict[str, dict[str, str]] = defaultdict(dict)  # host -> tenant -> where
     mig_hosts: set[str] = set()
@@ -216,15 +219,14 @@ def check_sharing_isolation(resources: Sequence[ResourceRecord], config: Any = N
                       f"{listing}",
                       f"back vGPU with MIG on host '{host}' (a mig GpuSharing), or keep one tenant's vGPU "
                       "clusters per hypervisor cluster")
-    return found.violations
 
 
-def check_tenant_quota(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule("tenant-gpu-quota", "A tenant's GPUs stay within its gpu_quota and allowed_models.")
+def tenant_gpu_quota(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``tenant-gpu-quota``: per tenant, GPUs composed for it (sum of GpuComposition ``count``,
     else the number of ``device_names``) stay within ``gpu_quota`` and every composition names a
     model in ``allowed_models``; so do its TenantClusters' ``gpu_count``/``gpu_model`` when
     ``gpu_mode`` is passthrough or vgpu."""
-    found = Findings(RULE_TENANT_QUOTA.name)
     tenants: dict[str, tuple[ResourceRecord, Any, Any]] = {}
     for rec in of_type(resources, TENANT):
         name = domain_name(rec, found)
@@ -275,7 +277,6 @@ def check_tenant_quota(resources: Sequence[ResourceRecord], config: Any = None) 
                 noun = "composed GPUs" if what == "composed" else "tenant-cluster GPUs"
                 found.add(entries[-1][0], f"tenant '{tenant}' has {total} {noun} ({listing}), over its "
                           f"gpu_quota of {quota}", f"reduce the GPU counts or raise {trec.label}'s gpu_quota")
-    return found.violations
 
 
 def _gpu_count(rec: ResourceRecord, key: str, found: Findings) -> Any:
@@ -283,33 +284,3 @@ def _gpu_count(rec: ResourceRecord, key: str, found: Findings) -> Any:
         devices = read_str_list(rec, "device_names", found)
         return INVALID if devices is INVALID else len(devices)
     return read_int(rec, key, found, lo=0)
-
-
-RULE_GPU_SINGLE_HOST = Rule(
-    name="gpu-single-host",
-    description="A GPU is composed to at most one host.",
-    check=check_gpu_single_host,
-)
-RULE_STATIC_OUTSIDE_POOL = Rule(
-    name="static-gpus-outside-composer-pool",
-    description="GPUs composed statically stay outside the composer's dynamic pool "
-    "(Composer excluded_devices).",
-    check=check_static_outside_pool,
-)
-RULE_STATIC_IN_TENANT_POOL = Rule(
-    name="static-gpus-in-tenant-pool",
-    description="A tenant's static GPUs are on a host of that tenant's composer pool (never of a pool "
-    "of other tenants).",
-    check=check_static_in_tenant_pool,
-)
-RULE_SHARING_ISOLATION = Rule(
-    name="gpu-sharing-tenant-isolation",
-    description="GPU time-slicing, MPS or time-sliced vGPU never shares one physical GPU between tenants "
-    "(MIG may).",
-    check=check_sharing_isolation,
-)
-RULE_TENANT_QUOTA = Rule(
-    name="tenant-gpu-quota",
-    description="A tenant's GPUs stay within its gpu_quota and allowed_models.",
-    check=check_tenant_quota,
-)

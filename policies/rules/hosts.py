@@ -13,26 +13,28 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .model import (
+from domain.contract import (
     DPU,
     DPU_CLUSTER,
     GPU_COMPOSITION,
     GPU_SHARING,
     HOST,
     HYPERVISOR_CLUSTER,
-    INVALID,
     TENANT_CLUSTER,
+)
+
+from .model import (
+    INVALID,
     UNKNOWN,
     Findings,
     ResourceRecord,
-    Rule,
-    Violation,
     domain_name,
     index_by_name,
     normalise,
     of_type,
     read,
     read_str_list,
+    rule,
 )
 
 GPU_HOST_MODES = {"passthrough", "vgpu"}
@@ -100,11 +102,15 @@ def tenant_serving_hosts(resources: Sequence[ResourceRecord], found: Findings) -
     return serving
 
 
-def check_dpu_zero_trust(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "tenant-host-dpu-zero-trust",
+    "Hosts serving tenant workloads have a DPU in DPU mode, HostPrivilegeLevel Restricted, "
+    "host rshim disabled.",
+)
+def tenant_host_dpu_zero_trust(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``tenant-host-dpu-zero-trust``: every host serving tenant workloads (see
     :func:`tenant_serving_hosts`) has a declared DPU with ``mode`` DpuMode, ``host_privilege``
     Restricted and ``host_rshim`` Disabled, and that DPU's ``host`` is this host."""
-    found = Findings(RULE_DPU_ZERO_TRUST.name)
     serving = tenant_serving_hosts(resources, found)
     hosts = index_by_name(of_type(resources, HOST), found)
     dpus = index_by_name(of_type(resources, DPU), found)
@@ -144,7 +150,6 @@ def check_dpu_zero_trust(resources: Sequence[ResourceRecord], config: Any = None
         elif isinstance(owner, str) and owner != host_name:
             found.add(dpu, f"is declared for host '{owner}' but Host '{host_name}' names it as its DPU",
                       "make Dpu.host and Host.dpu name each other")
-    return found.violations
 
 
 def _kernel_tokens(value: list[Any]) -> tuple[list[str], bool]:
@@ -159,14 +164,18 @@ def _kernel_tokens(value: list[Any]) -> tuple[list[str], bool]:
     return tokens, unknown
 
 
-def check_iommu(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "gpu-host-iommu",
+    "GPU passthrough/vGPU hosts boot with IOMMU on (intel_iommu=on or amd_iommu=on, iommu=pt) "
+    "and nouveau blacklisted.",
+)
+def gpu_host_iommu(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``gpu-host-iommu``: hosts with ``gpu_mode`` passthrough or vgpu, and hosts of a
     HypervisorCluster whose ``gpu_workload_mode`` is vm-passthrough or vm-vgpu, boot with
     ``intel_iommu=on`` or ``amd_iommu=on`` plus ``iommu=pt``, and blacklist ``nouveau``
     (``blacklisted_modules``, or ``modprobe.blacklist=``/``rd.driver.blacklist=`` in the kernel
     arguments). Unknown list elements only fail the rule when a requirement is not met by the
     known ones."""
-    found = Findings(RULE_IOMMU.name)
     why: dict[str, list[str]] = defaultdict(list)
     hosts = index_by_name(of_type(resources, HOST), found)
     for name, rec in hosts.items():
@@ -217,10 +226,10 @@ def check_iommu(resources: Sequence[ResourceRecord], config: Any = None) -> list
             else:
                 found.add(host_rec, f"runs GPU passthrough/vGPU ({because}) without blacklisting nouveau",
                           "add nouveau to blacklisted_modules")
-    return found.violations
 
 
-def check_single_cluster(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule("host-single-cluster", "A host belongs to at most one cluster.")
+def host_single_cluster(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``host-single-cluster``: a host is in at most one host cluster, and its DPU in at most one
     DPU cluster.
 
@@ -230,7 +239,6 @@ def check_single_cluster(resources: Sequence[ResourceRecord], config: Any = None
     whose DPU joins the DPU cluster is one membership per machine). ``Host.cluster`` naming a
     DpuCluster counts on the DPU side.
     """
-    found = Findings(RULE_SINGLE_CLUSTER.name)
     dpu_clusters = index_by_name(of_type(resources, DPU_CLUSTER), found)
     host_side: dict[str, dict[str, ResourceRecord]] = defaultdict(dict)
     dpu_side: dict[str, dict[str, ResourceRecord]] = defaultdict(dict)
@@ -257,23 +265,3 @@ def check_single_cluster(resources: Sequence[ResourceRecord], config: Any = None
                 subject = hosts.get(host_name) or next(iter(clusters.values()))
                 found.add(subject, f"host '{host_name}' belongs to several {what}: {names}",
                           f"keep host '{host_name}' in one of {names} and remove it from the others")
-    return found.violations
-
-
-RULE_DPU_ZERO_TRUST = Rule(
-    name="tenant-host-dpu-zero-trust",
-    description="Hosts serving tenant workloads have a DPU in DPU mode, HostPrivilegeLevel Restricted, "
-    "host rshim disabled.",
-    check=check_dpu_zero_trust,
-)
-RULE_IOMMU = Rule(
-    name="gpu-host-iommu",
-    description="GPU passthrough/vGPU hosts boot with IOMMU on (intel_iommu=on or amd_iommu=on, iommu=pt) "
-    "and nouveau blacklisted.",
-    check=check_iommu,
-)
-RULE_SINGLE_CLUSTER = Rule(
-    name="host-single-cluster",
-    description="A host belongs to at most one cluster.",
-    check=check_single_cluster,
-)

@@ -2,7 +2,8 @@
 
 Nothing here imports ``pulumi`` or ``pulumi_policy``: the adapter (``policies/adapter.py``)
 turns what the engine sends into :class:`ResourceRecord` objects, and the rules are pure
-functions ``check(resources, config) -> list[Violation]`` over those records.
+functions ``check(resources, config) -> list[Violation]`` over those records, each declared
+where it is written with the :func:`rule` decorator.
 
 Shapes:
 
@@ -27,24 +28,11 @@ required ones are all present and known).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
-
-# Type tokens of the component contract, declared in domain.contract (docs/architecture.md,
-# "Component contract"); re-exported for the rules.
-from domain.contract import COMPOSER as COMPOSER
-from domain.contract import DPU as DPU
-from domain.contract import DPU_CLUSTER as DPU_CLUSTER
-from domain.contract import ESTATE as ESTATE
-from domain.contract import GPU_COMPOSITION as GPU_COMPOSITION
-from domain.contract import GPU_SHARING as GPU_SHARING
-from domain.contract import HOST as HOST
-from domain.contract import HYPERVISOR_CLUSTER as HYPERVISOR_CLUSTER
-from domain.contract import TENANT as TENANT
-from domain.contract import TENANT_CLUSTER as TENANT_CLUSTER
-from domain.contract import TENANT_NETWORK as TENANT_NETWORK
 
 Path = tuple[str | int, ...]
 
@@ -332,4 +320,41 @@ class Rule:
     check: Callable[[Sequence[ResourceRecord], Any], list[Violation]]
     config_model: type | None = None
     enforcement: str = "mandatory"
-    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+#: What :func:`rule` decorates: ``body(resources, config, found)`` records the rule's violations in
+#: ``found`` (a :class:`Findings` named after the rule) and returns nothing.
+RuleBody = Callable[[Sequence[ResourceRecord], Any, Findings], None]
+
+
+def rule(
+    name: str, description: str, *, config_model: type | None = None, enforcement: str = "mandatory"
+) -> Callable[[RuleBody], Rule]:
+    """Declare a policy at the function that checks it.
+
+    ``@rule("gpu-single-host", "A GPU is composed to at most one host.")`` above
+    ``def gpu_single_host(resources, config, found) -> None`` binds ``gpu_single_host`` to the
+    :class:`Rule` of that name and description, whose ``check(resources, config)`` runs the function
+    with a fresh ``Findings(name)`` and returns its violations.
+
+    Args:
+        name: the policy name (see :class:`Rule`).
+        description: the policy's one-line description.
+        config_model: pydantic model of the policy's config, or ``None``.
+        enforcement: default level, ``"mandatory"`` or ``"advisory"``.
+
+    Returns:
+        A decorator turning a :data:`RuleBody` into its :class:`Rule`.
+    """
+
+    def declare(body: RuleBody) -> Rule:
+        @functools.wraps(body)
+        def check(resources: Sequence[ResourceRecord], config: Any) -> list[Violation]:
+            found = Findings(name)
+            body(resources, config, found)
+            return found.violations
+
+        return Rule(name=name, description=description, check=check, config_model=config_model,
+                    enforcement=enforcement)
+
+    return declare

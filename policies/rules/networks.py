@@ -14,26 +14,29 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from domain.contract import TENANT_CLUSTER, TENANT_NETWORK
+
 from .model import (
     INVALID,
-    TENANT_CLUSTER,
-    TENANT_NETWORK,
     Findings,
     ResourceRecord,
-    Rule,
-    Violation,
     of_type,
     read,
     read_cidr,
     read_int,
     read_str_list,
+    rule,
 )
 
 VXLAN_MAX = 16_777_215
 VLAN_MAX = 4094
 
 
-def check_network_uniqueness(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "tenant-network-uniqueness",
+    "Tenant networks have unique VXLAN IDs and VLAN IDs and non-overlapping CIDRs.",
+)
+def tenant_network_uniqueness(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``tenant-network-uniqueness``: no two tenant networks share a VXLAN ID or a VLAN ID, and
     no two tenant networks' CIDRs overlap.
 
@@ -41,7 +44,6 @@ def check_network_uniqueness(resources: Sequence[ResourceRecord], config: Any = 
     are one L2 segment); messages say when the pair crosses tenants. ``vlan_id`` may be absent
     (untagged network); ``vxlan_id`` and ``cidr`` are required.
     """
-    found = Findings(RULE_NETWORK_UNIQUENESS.name)
     nets: list[tuple[ResourceRecord, Any, Any, Any, Any]] = []
     for rec in of_type(resources, TENANT_NETWORK):
         tenant = read(rec, "tenant", found, kind=str)
@@ -61,7 +63,6 @@ def check_network_uniqueness(resources: Sequence[ResourceRecord], config: Any = 
         if ca is not INVALID and cb is not INVALID and ca.version == cb.version and ca.overlaps(cb):
             found.add(b, f"CIDR {cb} overlaps CIDR {ca} of {a.label} {between}",
                       f"give {b.label} an address range disjoint from every other tenant network")
-    return found.violations
 
 
 def _between(a: ResourceRecord, ta: Any, b: ResourceRecord, tb: Any) -> str:
@@ -72,7 +73,11 @@ def _between(a: ResourceRecord, ta: Any, b: ResourceRecord, tb: Any) -> str:
     return "(tenant unknown)"
 
 
-def check_cluster_networks(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "tenant-cluster-own-networks",
+    "A tenant cluster attaches only to its own tenant's networks and their NADs.",
+)
+def tenant_cluster_own_networks(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``tenant-cluster-own-networks``: a TenantCluster attaches only to its own tenant's networks,
     and its VMs' interfaces reference NetworkAttachmentDefinitions that exist and are its tenant's.
 
@@ -82,7 +87,6 @@ def check_cluster_networks(resources: Sequence[ResourceRecord], config: Any = No
       worker VMs use) is the ``nad`` of a TenantNetwork of the cluster's own tenant (a NAD of
       another tenant, or one the stack does not create, fails).
     """
-    found = Findings(RULE_CLUSTER_NETWORKS.name)
     declared: dict[tuple[str, str], ResourceRecord] = {}
     nads: dict[str, str] = {}  # NAD reference -> owning tenant
     for rec in of_type(resources, TENANT_NETWORK):
@@ -127,7 +131,6 @@ def check_cluster_networks(resources: Sequence[ResourceRecord], config: Any = No
                 found.add(rec, f"VM interface of tenant '{tenant}' references NetworkAttachmentDefinition "
                           f"'{ref}' of tenant '{owner}'",
                           f"attach {rec.label} only to the NADs of tenant '{tenant}''s TenantNetworks")
-    return found.violations
 
 
 class HostedControlPlaneConfig(BaseModel):
@@ -143,15 +146,19 @@ class HostedControlPlaneConfig(BaseModel):
     )
 
 
-def check_hosted_control_plane(
-    resources: Sequence[ResourceRecord], config: HostedControlPlaneConfig | None = None
-) -> list[Violation]:
+@rule(
+    "tenant-cluster-hosted-control-plane",
+    "Tenant clusters use a hosted-control-plane template (no control plane on tenant workers).",
+    config_model=HostedControlPlaneConfig,
+)
+def tenant_cluster_hosted_control_plane(
+    resources: Sequence[ResourceRecord], config: HostedControlPlaneConfig | None, found: Findings
+) -> None:
     """``tenant-cluster-hosted-control-plane``: TenantClusters set ``hosted_control_plane: true`` and
     their ClusterTemplate declares a hosted control-plane kind (``control_plane``), so no control plane
     runs on tenant workers. The template's name is not evidence: a template called ``*-hosted-cp``
     whose chart renders ``K0sControlPlane`` fails."""
     cfg = config or HostedControlPlaneConfig()
-    found = Findings(RULE_HOSTED_CONTROL_PLANE.name)
     for rec in of_type(resources, TENANT_CLUSTER):
         hosted = read(rec, "hosted_control_plane", found, kind=bool, what="true or false")
         kind = read(rec, "control_plane", found, kind=str, what="a Cluster API control-plane kind")
@@ -165,22 +172,3 @@ def check_hosted_control_plane(
                       f"control plane ({', '.join(cfg.hosted_control_plane_kinds)})",
                       "use a ClusterTemplate whose chart renders a hosted control plane such as "
                       "K0smotronControlPlane")
-    return found.violations
-
-
-RULE_NETWORK_UNIQUENESS = Rule(
-    name="tenant-network-uniqueness",
-    description="Tenant networks have unique VXLAN IDs and VLAN IDs and non-overlapping CIDRs.",
-    check=check_network_uniqueness,
-)
-RULE_CLUSTER_NETWORKS = Rule(
-    name="tenant-cluster-own-networks",
-    description="A tenant cluster attaches only to its own tenant's networks and their NADs.",
-    check=check_cluster_networks,
-)
-RULE_HOSTED_CONTROL_PLANE = Rule(
-    name="tenant-cluster-hosted-control-plane",
-    description="Tenant clusters use a hosted-control-plane template (no control plane on tenant workers).",
-    check=check_hosted_control_plane,
-    config_model=HostedControlPlaneConfig,
-)

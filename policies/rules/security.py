@@ -16,20 +16,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from domain.contract import COMPOSER, DPU, ESTATE, HOST
+
 from .model import (
-    COMPOSER,
-    DPU,
-    ESTATE,
-    HOST,
     INVALID,
     UNKNOWN,
     Findings,
     Path,
     ResourceRecord,
-    Rule,
-    Violation,
     of_type,
     read,
+    rule,
 )
 
 # Keys (snake_cased) that hold a credential when their value is a string. Deliberately not a
@@ -97,11 +94,14 @@ def credential_paths(rec: ResourceRecord) -> list[tuple[Path, str]]:
     return out
 
 
-def check_credentials_secret(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule(
+    "credentials-are-secrets",
+    "Credentials (BMC/Director passwords, tokens, keys, Kubernetes Secret data) are Pulumi secrets.",
+)
+def credentials_are_secrets(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``credentials-are-secrets``: every credential in any resource's inputs (see
     :func:`credential_paths`) is a Pulumi secret. When the engine's secret markings were not
     observable for a resource that holds credentials, the rule fails (cannot be proven)."""
-    found = Findings(RULE_CREDENTIALS.name)
     for rec in resources:
         plain = []
         for path, why in credential_paths(rec):
@@ -118,7 +118,6 @@ def check_credentials_secret(resources: Sequence[ResourceRecord], config: Any = 
             found.add(rec, f"credentials are plaintext, not Pulumi secrets: {', '.join(plain)}",
                       "pass them as secrets (pulumi.Output.secret, config.require_secret, or "
                       "`pulumi config set --secret`)")
-    return found.violations
 
 
 class TlsConfig(BaseModel):
@@ -137,12 +136,19 @@ class TlsConfig(BaseModel):
     )
 
 
-def check_bmc_tls(resources: Sequence[ResourceRecord], config: TlsConfig | None = None) -> list[Violation]:
+@rule(
+    "bmc-tls-verification",
+    "BMC TLS verification is on, except in a stack whose Estate environment is a lab.",
+    config_model=TlsConfig,
+    enforcement="advisory",
+)
+def bmc_tls_verification(
+    resources: Sequence[ResourceRecord], config: TlsConfig | None, found: Findings
+) -> None:
     """``bmc-tls-verification``: Host and Dpu ``bmc_verify_tls`` is true unless the stack's
     Estate ``environment`` is one of ``lab_environments``; with ``stack_environment`` set, the
     Estate must declare that environment."""
     cfg = config or TlsConfig()
-    found = Findings(RULE_BMC_TLS.name)
     envs: list[Any] = []
     for rec in of_type(resources, ESTATE):
         env = read(rec, "environment", found, kind=str, what="lab, staging or production")
@@ -156,7 +162,7 @@ def check_bmc_tls(resources: Sequence[ResourceRecord], config: TlsConfig | None 
                   "declares its environment", "add the Estate component with its environment")
     is_lab = bool(envs) and all(isinstance(e, str) and e in cfg.lab_environments for e in envs)
     if is_lab:
-        return found.violations
+        return
     if not envs:
         env_text = "not declared (no Estate)"
     elif any(e is INVALID for e in envs):
@@ -171,15 +177,14 @@ def check_bmc_tls(resources: Sequence[ResourceRecord], config: TlsConfig | None 
                       f"environment is {env_text}, not a lab",
                       "set bmc_verify_tls: true and trust the BMC's CA certificate, or mark the stack as "
                       "a lab through its Estate environment if it really is one")
-    return found.violations
 
 
-def check_composer_rbac(resources: Sequence[ResourceRecord], config: Any = None) -> list[Violation]:
+@rule("composer-not-cluster-admin", "The composer's RBAC is not cluster-admin.")
+def composer_not_cluster_admin(resources: Sequence[ResourceRecord], config: None, found: Findings) -> None:
     """``composer-not-cluster-admin``: the Composer's ``cluster_admin`` is false, its
     ``rbac_rules`` hold no cluster-admin-equivalent rule (wildcard verbs on wildcard resources or
     non-resource URLs) and no escalate/bind/impersonate verb, and no RBAC object under the
     Composer binds ``cluster-admin`` or grants wildcards."""
-    found = Findings(RULE_COMPOSER_RBAC.name)
     for rec in of_type(resources, COMPOSER):
         admin = read(rec, "cluster_admin", found, kind=bool, what="true or false")
         if admin is True:
@@ -207,18 +212,17 @@ def check_composer_rbac(resources: Sequence[ResourceRecord], config: Any = None)
             elif isinstance(rules, list):
                 for problem in _rule_problems(rules, "rules"):
                     found.add(rec, problem, "narrow the composer's role to the verbs and resources it needs")
-    return found.violations
 
 
 def _rule_problems(rules: list[Any], where: str) -> Iterator[str]:
-    for i, rule in enumerate(rules):
-        if rule is UNKNOWN or not isinstance(rule, dict):
-            state = "not known during preview" if rule is UNKNOWN else repr(rule)
+    for i, policy_rule in enumerate(rules):
+        if policy_rule is UNKNOWN or not isinstance(policy_rule, dict):
+            state = "not known during preview" if policy_rule is UNKNOWN else repr(policy_rule)
             yield f"{where}[{i}] is {state}, so it cannot be proven narrower than cluster-admin"
             continue
         fields: dict[str, Any] = {}
         for key in ("verbs", "resources", "apiGroups", "nonResourceURLs"):
-            value = rule.get(key, rule.get(snake(key)))
+            value = policy_rule.get(key, policy_rule.get(snake(key)))
             if value is None:
                 value = []
             elif not isinstance(value, list) and value is not UNKNOWN:
@@ -237,23 +241,3 @@ def _rule_problems(rules: list[Any], where: str) -> Iterator[str]:
         if escalating:
             yield f"{where}[{i}] grants {', '.join(escalating)}, which lets the composer raise its own " \
                   "privileges"
-
-
-RULE_CREDENTIALS = Rule(
-    name="credentials-are-secrets",
-    description="Credentials (BMC/Director passwords, tokens, keys, Kubernetes Secret data) are Pulumi "
-    "secrets.",
-    check=check_credentials_secret,
-)
-RULE_BMC_TLS = Rule(
-    name="bmc-tls-verification",
-    description="BMC TLS verification is on, except in a stack whose Estate environment is a lab.",
-    check=check_bmc_tls,
-    config_model=TlsConfig,
-    enforcement="advisory",
-)
-RULE_COMPOSER_RBAC = Rule(
-    name="composer-not-cluster-admin",
-    description="The composer's RBAC is not cluster-admin.",
-    check=check_composer_rbac,
-)
