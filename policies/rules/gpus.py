@@ -17,19 +17,8 @@ from typing import Any
 
 from domain.contract import COMPOSER, GPU_COMPOSITION, GPU_SHARING, HYPERVISOR_CLUSTER, TENANT, TENANT_CLUSTER
 
-from .model import (
-    INVALID,
-    UNKNOWN,
-    Findings,
-    ResourceRecord,
-    domain_name,
-    index_by_name,
-    of_type,
-    read,
-    read_int,
-    read_str_list,
-    rule,
-)
+from .model import UNKNOWN, Findings, ResourceRecord, rule
+from .reading import INVALID, domain_name, index_by_name, of_type, read, read_int, read_str_list
 
 TIME_SHARED = {"time-slicing", "mps"}
 STRATEGIES = TIME_SHARED | {"mig"}

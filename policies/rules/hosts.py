@@ -23,19 +23,8 @@ from domain.contract import (
     TENANT_CLUSTER,
 )
 
-from .model import (
-    INVALID,
-    UNKNOWN,
-    Findings,
-    ResourceRecord,
-    domain_name,
-    index_by_name,
-    normalise,
-    of_type,
-    read,
-    read_str_list,
-    rule,
-)
+from .model import UNKNOWN, Findings, ResourceRecord, rule
+from .reading import INVALID, domain_name, index_by_name, normalise, of_type, read, read_str_list
 
 GPU_HOST_MODES = {"passthrough", "vgpu"}
 GPU_CLUSTER_MODES = {"vm-passthrough", "vm-vgpu"}

@@ -16,17 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from domain.contract import TENANT_CLUSTER, TENANT_NETWORK
 
-from .model import (
-    INVALID,
-    Findings,
-    ResourceRecord,
-    of_type,
-    read,
-    read_cidr,
-    read_int,
-    read_str_list,
-    rule,
-)
+from .model import Findings, ResourceRecord, rule
+from .reading import INVALID, of_type, read, read_cidr, read_int, read_str_list
 
 VXLAN_MAX = 16_777_215
 VLAN_MAX = 4094

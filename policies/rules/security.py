@@ -18,16 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from domain.contract import COMPOSER, DPU, ESTATE, HOST
 
-from .model import (
-    INVALID,
-    UNKNOWN,
-    Findings,
-    Path,
-    ResourceRecord,
-    of_type,
-    read,
-    rule,
-)
+from .model import UNKNOWN, Findings, Path, ResourceRecord, rule
+from .reading import INVALID, of_type, read
 
 # Keys (snake_cased) that hold a credential when their value is a string. Deliberately not a
 # bare "*_secret" suffix: Kubernetes uses `imagePullSecret`, `pullSecret`... for Secret *names*.
