@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 from urllib.parse import urljoin
 
@@ -111,6 +112,25 @@ def _pseudo_status(http_status: int, envelope: Envelope | None) -> int | None:
             return err.code
     code = envelope.response.code
     return code if 400 <= code <= 599 else None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request as :class:`Transport` sends it.
+
+    Attributes:
+        method: HTTP method.
+        path: path relative to ``/liqid/api/v2/`` (``fabric/edit``), or a whole URL (a job link)
+            when ``absolute``.
+        params / json: query parameters and JSON body, or None.
+        absolute: ``path`` is a whole URL, sent as it is.
+    """
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: Any = None
+    absolute: bool = False
 
 
 class TransportOptions(TypedDict, total=False):
@@ -217,9 +237,8 @@ class Transport:
         """Delete the digest (best effort) and close the connection pool."""
         if self._digest is not None:
             try:
-                self._send(
-                    "DELETE", f"digest/{self._digest.digest_label}", auth_header=True, timeout=self.timeout
-                )
+                self._send(Call("DELETE", f"digest/{self._digest.digest_label}"), auth_header=True,
+                           timeout=self.timeout)
             except (requests.RequestException, DirectorError) as exc:
                 log.debug("could not delete digest %s: %s", self._digest.digest_label, exc)
             self._digest = None
@@ -256,8 +275,9 @@ class Transport:
         """
         timeout = self.timeout if timeout is None else timeout
         ctx = {"method": method, "path": path, "machine": machine, "device": device}
+        call = Call(method, path, params, json)
         for attempt in (1, 2):
-            resp = self._send(method, path, params=params, json=json, timeout=timeout, ctx=ctx)
+            resp = self._send(call, timeout=timeout, ctx=ctx)
             if resp.status_code == 401 and self._use_digest and attempt == 1:
                 log.info("Director answered 401 to %s %s; creating a new digest once", method, path)
                 self._digest = None
@@ -291,7 +311,7 @@ class Transport:
         deadline = time.monotonic() + self.job_timeout
         while True:
             time.sleep(self.job_poll_interval)
-            resp = self._send("GET", url, timeout=self.timeout, ctx=ctx, absolute=True)
+            resp = self._send(Call("GET", url, absolute=True), timeout=self.timeout, ctx=ctx)
             if resp.status_code == 404:
                 return
             if resp.status_code != 200:
@@ -318,31 +338,33 @@ class Transport:
                 )
 
     def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, Any] | None = None,
-        json: Any = None,
-        timeout: float,
-        ctx: dict[str, Any] | None = None,
-        auth_header: bool = False,
-        absolute: bool = False,
+        self, call: Call, *, timeout: float, ctx: dict[str, Any] | None = None, auth_header: bool = False
     ) -> requests.Response:
-        ctx = ctx or {"method": method, "path": path}
+        """Send ``call`` once (urllib3's retries aside) and return the raw response.
+
+        Args:
+            call: the request.
+            timeout: read timeout, seconds (the connect timeout is at most 10 s).
+            ctx: the fields of any error raised (default: ``call``'s method and path).
+            auth_header: send the digest (``X-API-Key``) even when the transport uses Basic.
+
+        Raises:
+            DirectorUnavailableError / DirectorTimeoutError / DirectorServerError: no usable answer.
+        """
+        ctx = ctx or {"method": call.method, "path": call.path}
         headers: dict[str, str] = {}
         auth: requests.auth.AuthBase | None = self._basic
-        if auth_header or (self._use_digest and (absolute or not path.startswith("digest/"))):
+        if auth_header or (self._use_digest and (call.absolute or not call.path.startswith("digest/"))):
             if self._digest is None:
                 self._digest = self._create_digest(timeout)
             headers["X-API-Key"] = self._digest.digest_key.get_secret_value()
             auth = None
         try:
             return self._session.request(
-                method,
-                path if absolute else self.root + path,
-                params=params,
-                json=json,
+                call.method,
+                call.path if call.absolute else self.root + call.path,
+                params=call.params,
+                json=call.json,
                 headers=headers,
                 auth=auth,
                 timeout=(min(timeout, 10.0), timeout),
@@ -367,10 +389,10 @@ class Transport:
         path = f"digest/{self._digest_label}"
         ctx = {"method": "POST", "path": path}
         try:  # a digest left by a crashed run of this tool (client.go:259-260)
-            self._send("DELETE", path, timeout=timeout, ctx={"method": "DELETE", "path": path})
+            self._send(Call("DELETE", path), timeout=timeout)
         except DirectorError as exc:
             log.debug("could not delete the digest %s before creating it: %s", path, exc)
-        resp = self._send("POST", path, timeout=timeout, ctx=ctx)
+        resp = self._send(Call("POST", path), timeout=timeout, ctx=ctx)
         data = self._parse(resp, ctx)
         if len(data) != 1:
             raise DirectorProtocolError(f"expected one digest record, got {len(data)}", **ctx)
