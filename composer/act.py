@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -37,6 +37,7 @@ from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim, ReclaimPhase
 from composer.decide import intents_for
 from composer.fabric import FabricClient, FabricFactory
+from composer.lazy_pool import LazyPool
 from composer.metrics import Metrics
 from composer.models import Taint
 from composer.round_types import EventSpec, NodeJob, Policy, ReclaimKind, lease_event, node_event, pod_event
@@ -142,9 +143,11 @@ class Executor:
     on_node_written: Callable[[Mapping[str, Any]], None] | None = None
     write_workers: int = 4
     _local: threading.local = field(default_factory=threading.local, repr=False)
-    _events: ThreadPoolExecutor | None = field(default=None, repr=False)
-    _pools_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _events: LazyPool = field(default_factory=lambda: LazyPool(1, "composer-events"), init=False, repr=False)
+    _writer: LazyPool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._writer = LazyPool(self.write_workers, "composer-write")
 
     def fabric(self) -> FabricClient:
         """This thread's Director client."""
@@ -169,10 +172,7 @@ class Executor:
         if not self.async_events:
             self._create_event(ev)
             return
-        with self._pools_lock:
-            if self._events is None:
-                self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="composer-events")
-            self._events.submit(self._create_event, ev)
+        self._events.submit(self._create_event, ev)
 
     def _create_event(self, ev: EventSpec) -> None:
         try:
@@ -182,12 +182,8 @@ class Executor:
 
     def close(self) -> None:
         """Wait until every queued Event was sent (``async_events``) and every Node write ended."""
-        with self._pools_lock:
-            events, self._events = self._events, None
-            writer, self._writer = self._writer, None
-        for pool in (events, writer):
-            if pool is not None:
-                pool.shutdown(wait=True)
+        self._events.close()
+        self._writer.close()
 
     def _write(self, res: JobResult, node: str, old: NodeRecord, new: NodeRecord) -> NodeRecord:
         new, changes = self._changes(old, new)
@@ -203,12 +199,7 @@ class Executor:
         new, changes = self._changes(old, new)
         future = None
         if changes:
-            with self._pools_lock:
-                if self._writer is None:
-                    self._writer = ThreadPoolExecutor(
-                        max_workers=self.write_workers, thread_name_prefix="composer-write"
-                    )
-                future = self._writer.submit(self.kube.patch_node_annotations, node, changes)
+            future = self._writer.submit(self.kube.patch_node_annotations, node, changes)
         return new, _PendingWrite(future, lambda obj: self._written(res, obj))
 
     @staticmethod

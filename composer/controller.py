@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -44,6 +44,7 @@ from composer.fabric import FabricFactory
 from composer.fabric_cache import FabricCache
 from composer.gates import GateExecutor
 from composer.kube import KubeApi, KubeError
+from composer.lazy_pool import LazyPool
 from composer.metrics import Metrics
 from composer.nodestate import NodeView, node_view
 from composer.podspec import PodView, pod_view
@@ -136,7 +137,7 @@ class Controller:
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
     _fabric: FabricCache | None = None
-    _pool: ThreadPoolExecutor | None = None
+    _pool: LazyPool = field(init=False, repr=False)
     _running: dict[str, _Running] = field(default_factory=dict)
     _job_failures: dict[str, int] = field(default_factory=dict)
     _cooldown: dict[str, float] = field(default_factory=dict)
@@ -144,6 +145,7 @@ class Controller:
     next_round_in: float | None = None
 
     def __post_init__(self) -> None:
+        self._pool = LazyPool(self.workers, "composer-node")
         if self.source is not None and self.executor.on_node_written is None:
             self.executor.on_node_written = self.source.assume
 
@@ -266,9 +268,8 @@ class Controller:
             gates.apply(action, nominated=nominated.get(action.uid, ""))
         self.next_round_in = decision.wake_after
         created = {p.uid: p.created for p in snap.pods}
-        pool = self._ensure_pool()
         for job in decision.jobs:
-            fut = pool.submit(self.executor.run, job, created)
+            fut = self._pool.submit(self.executor.run, job, created)
             if self.on_job_done is not None:  # its results feed the next round: start it
                 fut.add_done_callback(lambda _f, wake=self.on_job_done: wake())
             self._running[job.node] = _Running(fut, job)
@@ -334,11 +335,6 @@ class Controller:
             return resync_seconds
         return max(0.01, min(resync_seconds, self.next_round_in))
 
-    def _ensure_pool(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="composer-node")
-        return self._pool
-
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Wait until no node job is running (for tests and shutdown); True if idle."""
         deadline = time.monotonic() + timeout
@@ -351,9 +347,7 @@ class Controller:
 
     def close(self) -> None:
         """Wait for running jobs and release clients."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._pool.close()
         self._collect()
         if self._fabric is not None:
             self._fabric.close()

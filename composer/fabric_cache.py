@@ -28,9 +28,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
+from composer.lazy_pool import LazyPool
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class FabricCache:
         self._generation = 0  # bumped by forget(): a read started before it is dropped
         self._client: FabricClient | None = None  # the caller's thread
         self._bg_client: FabricClient | None = None  # the background thread
-        self._bg: ThreadPoolExecutor | None = None
+        self._bg = LazyPool(1, "fabric-read")
         self._refresh: Future[None] | None = None
         self._applied_since: list[tuple[str, tuple[str, ...]]] = []  # composes during a refresh
 
@@ -139,9 +140,7 @@ class FabricCache:
 
     def close(self) -> None:
         """Stop background reads (waiting for the one in flight) and close the clients."""
-        if self._bg is not None:
-            self._bg.shutdown(wait=True)
-            self._bg = None
+        self._bg.close()
         self.reset()
         client, self._bg_client = self._bg_client, None
         _close(client)
@@ -150,8 +149,6 @@ class FabricCache:
     def _start_refresh(self) -> None:
         if self.refreshing:
             return
-        if self._bg is None:
-            self._bg = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fabric-read")
         with self._lock:
             generation = self._generation
             self._applied_since = []

@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from composer.gating import PodAction
 from composer.kube import KubeError
+from composer.lazy_pool import LazyPool
 from composer.metrics import Metrics
 from composer.models import EventSpec
 
@@ -51,7 +51,9 @@ class GateExecutor:
     emit: Callable[[EventSpec], None]
     clock: Callable[[], float] = time.time
     nominate: bool = False
-    _nominator: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _nominator: LazyPool = field(
+        default_factory=lambda: LazyPool(1, "composer-nominate"), init=False, repr=False
+    )
 
     def apply(self, action: PodAction, *, nominated: str = "") -> bool:
         """Patch the pod; on success emit the action's Event. Returns True when applied.
@@ -82,8 +84,6 @@ class GateExecutor:
 
     def _submit(self, key: str, node: str | None) -> None:
         # One thread: a pod's nominations and clears reach the API server in the order decided.
-        if self._nominator is None:
-            self._nominator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="composer-nominate")
         self._nominator.submit(self._send_nomination, key, node)
 
     def _send_nomination(self, key: str, node: str | None) -> None:
@@ -96,6 +96,4 @@ class GateExecutor:
 
     def close(self) -> None:
         """Wait for nominations in flight."""
-        if self._nominator is not None:
-            self._nominator.shutdown(wait=True)
-            self._nominator = None
+        self._nominator.close()
