@@ -3,7 +3,8 @@
 One module per component; every component has the type token ``composable:infra:<Kind>``,
 typed args (a frozen dataclass ``<Kind>Args``), ``parent=self`` on its children, child names
 derived from its own name, its contract properties (docs/architecture.md) as component
-properties, and registered outputs. Pure manifest builders live in
+properties (:func:`components._base.contract_props`), and the outputs its class annotates, set and
+registered by :func:`components._base.publish_outputs`. Pure manifest builders live in
 :mod:`components.manifests`; :func:`stack_config.summary.render_summary` turns the stack output
 ``estate`` into a readable report.
 """

@@ -1,11 +1,13 @@
-"""Helpers shared by the components: type tokens, child options, secrets."""
+"""Helpers shared by the components: type tokens, contract properties, published outputs, child
+options, secrets, report rows."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol, get_type_hints
+from typing import Any, Protocol, get_origin, get_type_hints
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,17 +21,25 @@ def token(kind: str) -> str:
     return contract.TOKEN_PREFIX + kind
 
 
-def contract_props(kind: str, props: dict[str, Any]) -> dict[str, Any]:
+def contract_props(kind: str, props: dict[str, Any], config: object | None = None) -> dict[str, Any]:
     """``props`` of a ``kind`` component, checked against :data:`domain.contract.CONTRACT`: the
     keys, and the type of every value already known (not an ``Output``, nor holding one), in
     pydantic's strict mode (``True`` is no ``int``, ``"1"`` no ``int``).
 
+    With ``config`` (the component's config model), every required key of the contract that
+    ``props`` does not give is read from the attribute of the same name of ``config`` (a list or dict
+    copied), so a property that is a config field as it stands is named once, in the contract;
+    ``props`` gives the rest and the keys whose value is not the config field of that name. Returns
+    ``props`` itself without ``config``, else a new dict.
+
     Raises:
-        ValueError: a required property is missing, one is not in the contract, or a known value
-            has another type than the contract's (a programming error: the policy pack and the
-            preview report read exactly the contract's keys and types).
+        ValueError: a required property is missing (also from ``config``), one is not in the
+            contract, or a known value has another type than the contract's (a programming error:
+            the policy pack and the preview report read exactly the contract's keys and types).
     """
     tok = token(kind)
+    if config is not None:
+        props = {**_config_fields(config, contract.required_keys(tok) - set(props)), **props}
     missing, unexpected = contract.missing_and_unexpected(tok, set(props))
     if missing or unexpected:
         raise ValueError(f"{tok} props: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
@@ -43,6 +53,16 @@ def contract_props(kind: str, props: dict[str, Any]) -> dict[str, Any]:
             where = ".".join(str(p) for p in (key, *first["loc"]))
             raise ValueError(f"{tok} props: {where}: {first['msg']} (got {type(value).__name__})") from exc
     return props
+
+
+def _config_fields(config: object, keys: Iterable[str]) -> dict[str, Any]:
+    """``{key: config.<key>}`` for each key ``config`` has (lists and dicts copied)."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        if hasattr(config, key):
+            value = getattr(config, key)
+            out[key] = type(value)(value) if isinstance(value, list | dict) else value
+    return out
 
 
 @cache
@@ -60,6 +80,35 @@ def _holds_output(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_holds_output(v) for v in value.values())
     return False
+
+
+def publish_outputs(component: pulumi.ComponentResource, values: Mapping[str, Any]) -> None:
+    """Set and register the outputs ``component``'s class declares: each attribute the class itself
+    annotates as ``pulumi.Output[...]`` becomes ``pulumi.Output.from_input(values[<name>])``, and
+    all of them are registered (``register_outputs``) under the same names.
+
+    The annotations are the one list of a component's outputs; ``values`` may hold more keys than
+    they name (typically the component's contract ``props`` and the outputs beyond them), so an
+    output that mirrors a contract property is the property's value.
+
+    Raises:
+        ValueError: ``values`` lacks a declared output (a programming error).
+    """
+    names = _declared_outputs(type(component))
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ValueError(f"{type(component).__name__} outputs: missing {missing}")
+    outputs = {n: pulumi.Output.from_input(values[n]) for n in names}
+    for name, output in outputs.items():
+        setattr(component, name, output)
+    component.register_outputs(outputs)
+
+
+def _declared_outputs(cls: type) -> tuple[str, ...]:
+    """Names of the attributes ``cls`` itself annotates as ``pulumi.Output`` (bare or subscripted),
+    in declaration order."""
+    hints = inspect.get_annotations(cls, eval_str=True)
+    return tuple(n for n, h in hints.items() if pulumi.Output in (h, get_origin(h)))
 
 
 @dataclass(frozen=True)

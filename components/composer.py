@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, secret_login, token
+from components._base import child_opts, contract_props, publish_outputs, secret_login, token
 from components.manifests import common_labels
 from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
@@ -223,17 +223,15 @@ class Composer(pulumi.ComponentResource):
     def __init__(self, name: str, args: ComposerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
         excluded = pulumi.Output.from_input(args.excluded_devices).apply(lambda d: sorted(d or []))
-        props = {
-            "pool": c.pool,
-            "idle_timeout_seconds": c.idle_timeout_seconds,
-            "target_cluster": c.target_cluster,
+        own = {
             "cluster_admin": False,
             "excluded_devices": excluded,
             "rbac_rules": composer_rbac_rules(restart_device_plugin=c.restart_device_plugin),
             "host_pools": {h: p.name for p in args.tenant_pools for h in p.hosts},
             "pool_tenants": {p.name: list(p.tenants) for p in args.tenant_pools},
         }
-        super().__init__(token("Composer"), name, contract_props("Composer", props), opts)
+        props = contract_props("Composer", own, config=c)
+        super().__init__(token("Composer"), name, props, opts)
         labels = common_labels(component="composer")
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
@@ -273,17 +271,4 @@ class Composer(pulumi.ComponentResource):
             values=values,
             opts=child_opts(self, provider=args.provider, depends_on=[namespace, creds, *args.depends_on]),
         )
-        self.namespace = pulumi.Output.from_input(c.namespace)
-        self.pool = pulumi.Output.from_input(c.pool)
-        self.target_cluster = pulumi.Output.from_input(c.target_cluster)
-        self.idle_timeout_seconds = pulumi.Output.from_input(c.idle_timeout_seconds)
-        self.excluded_devices = excluded
-        self.register_outputs(
-            {
-                "namespace": self.namespace,
-                "pool": self.pool,
-                "target_cluster": self.target_cluster,
-                "idle_timeout_seconds": self.idle_timeout_seconds,
-                "excluded_devices": self.excluded_devices,
-            }
-        )
+        publish_outputs(self, {**props, "namespace": c.namespace})

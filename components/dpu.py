@@ -7,7 +7,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, secret, secret_login, token
+from components._base import (
+    Mothership,
+    child_opts,
+    contract_props,
+    publish_outputs,
+    secret,
+    secret_login,
+    token,
+)
 from components.manifests import common_labels, dpu_flavor_spec
 from dynamic_providers.redfish.provider import DpuPosture
 from dynamic_providers.ssh.provider import DpuMlxconfig, SshConnectionArgs
@@ -87,19 +95,15 @@ class Dpu(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: DpuArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
-        props = {
+        own = {
             "name": name,
             "host": args.host,
             "bmc_address": c.bmc.endpoint,
             "bmc_verify_tls": c.bmc.verify_tls,
-            "mode": c.mode,
-            "host_privilege": c.host_privilege,
-            "host_rshim": c.host_rshim,
-            "mlxconfig": dict(c.mlxconfig),
         }
         if c.prep is not None:
-            props["allow_firmware_reset"] = c.prep.allow_firmware_reset
-        super().__init__(token("Dpu"), name, contract_props("Dpu", props), opts)
+            own["allow_firmware_reset"] = c.prep.allow_firmware_reset
+        super().__init__(token("Dpu"), name, contract_props("Dpu", own, config=c), opts)
 
         posture = DpuPosture(
             f"{name}-posture",
@@ -147,25 +151,17 @@ class Dpu(pulumi.ComponentResource):
                 opts=child_opts(self, depends_on=[posture]),
             )
 
-        self.name = pulumi.Output.from_input(name)
-        self.host = pulumi.Output.from_input(args.host)
-        self.mode = posture.mode
-        self.host_privilege_level = posture.host_privilege_level
-        self.host_rshim = posture.host_rshim
-        self.reset_pending = posture.reset_pending
-        self.firmware_reset_pending = pulumi.Output.from_input(None)
-        if self.mlxconfig_prep is not None:
-            self.firmware_reset_pending = self.mlxconfig_prep.reset_pending
-        self.flavor = pulumi.Output.from_input(flavor_name)
-        self.register_outputs(
+        prep = self.mlxconfig_prep
+        publish_outputs(
+            self,
             {
-                "name": self.name,
-                "host": self.host,
-                "mode": self.mode,
-                "host_privilege_level": self.host_privilege_level,
-                "host_rshim": self.host_rshim,
-                "reset_pending": self.reset_pending,
-                "firmware_reset_pending": self.firmware_reset_pending,
-                "flavor": self.flavor,
-            }
+                "name": name,
+                "host": args.host,
+                "mode": posture.mode,
+                "host_privilege_level": posture.host_privilege_level,
+                "host_rshim": posture.host_rshim,
+                "reset_pending": posture.reset_pending,
+                "firmware_reset_pending": None if prep is None else prep.reset_pending,
+                "flavor": flavor_name,
+            },
         )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, token
+from components._base import Mothership, child_opts, contract_props, publish_outputs, token
 from components.manifests import (
     DPF_PROVISIONING_API,
     DPF_SERVICE_API,
@@ -73,8 +73,8 @@ class DpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: DpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
         hosts = [m.host for m in args.members]
-        props = {"name": name, "hosts": hosts, "template": c.template}
-        super().__init__(token("DpuCluster"), name, contract_props("DpuCluster", props), opts)
+        props = contract_props("DpuCluster", {"name": name, "hosts": hosts}, config=c)
+        super().__init__(token("DpuCluster"), name, props, opts)
         ms = args.mothership
 
         def k8s_opts(*deps: pulumi.Resource | None, **kw: object) -> pulumi.ResourceOptions:
@@ -138,17 +138,12 @@ class DpuCluster(pulumi.ComponentResource):
                 spec=dpu_service_spec(s),
                 opts=k8s_opts(dpu_cluster),
             )
-        self.name = pulumi.Output.from_input(name)
-        self.hosts = pulumi.Output.from_input(hosts)
-        self.dpus = pulumi.Output.from_input([m.dpu for m in args.members])
-        self.services = pulumi.Output.from_input([s.name for s in c.services])
-        self.kubeconfig_secret = pulumi.Output.from_input(kubeconfig)
-        self.register_outputs(
+        publish_outputs(
+            self,
             {
-                "name": self.name,
-                "hosts": self.hosts,
-                "dpus": self.dpus,
-                "services": self.services,
-                "kubeconfig_secret": self.kubeconfig_secret,
-            }
+                **props,
+                "dpus": [m.dpu for m in args.members],
+                "services": [s.name for s in c.services],
+                "kubeconfig_secret": kubeconfig,
+            },
         )

@@ -10,7 +10,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, output_row, output_rows, token
+from components._base import (
+    Mothership,
+    child_opts,
+    contract_props,
+    output_row,
+    output_rows,
+    publish_outputs,
+    token,
+)
 from components.composer import Composer, ComposerArgs, composer_pools
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
@@ -161,8 +169,8 @@ class Estate(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EstateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         cfg = args.config
-        props = {"stack": args.stack, "environment": cfg.environment}
-        super().__init__(token("Estate"), name, contract_props("Estate", props), opts)
+        props = contract_props("Estate", {"stack": args.stack}, config=cfg)
+        super().__init__(token("Estate"), name, props, opts)
         root = args.project_root
         ms_cfg = cfg.mothership
         provider = k8s.Provider(
@@ -321,8 +329,7 @@ class Estate(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
-        self.report = self._report(args.stack, cfg)
-        self.register_outputs({"report": self.report})
+        publish_outputs(self, {"report": self._report(args.stack, cfg)})
 
     def _report(self, stack: str, cfg: EstateConfig) -> pulumi.Output[dict[str, Any]]:
         hosts = [_host_report(h) for h in self.hosts.values()]

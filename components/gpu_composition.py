@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components._base import contract_props, secret_login, token
+from components._base import contract_props, publish_outputs, secret_login, token
 from dynamic_providers.director.provider import GpuComposition as DirectorGpuComposition
 from stack_config.models import DirectorConfig, GpuCompositionConfig, GpuPoolConfig
 
@@ -49,15 +49,8 @@ class GpuComposition(pulumi.ComponentResource):
         self, name: str, args: GpuCompositionArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         c = args.config
-        props = {
-            "host": c.host,
-            "tenant": c.tenant,
-            "count": c.planned_count,
-            "model": c.model,
-            "device_names": list(c.device_names),
-            "pool": c.pool,
-        }
-        super().__init__(token("GpuComposition"), name, contract_props("GpuComposition", props), opts)
+        props = contract_props("GpuComposition", {"count": c.planned_count}, config=c)
+        super().__init__(token("GpuComposition"), name, props, opts)
         attach = DirectorGpuComposition(
             f"{name}-attach",
             endpoint=args.director.endpoint,
@@ -69,21 +62,14 @@ class GpuComposition(pulumi.ComponentResource):
             group=args.pool.director_group,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.host = pulumi.Output.from_input(c.host)
-        self.pool = pulumi.Output.from_input(c.pool)
-        self.tenant = pulumi.Output.from_input(c.tenant)
-        self.device_names = attach.device_names
-        self.models = attach.models
-        self.fabric_ids = attach.fabric_ids
-        self.machine_id = attach.machine_id
-        self.register_outputs(
+        # device_names: those the Director attached (the planned ones are the property's).
+        publish_outputs(
+            self,
             {
-                "host": self.host,
-                "pool": self.pool,
-                "tenant": self.tenant,
-                "device_names": self.device_names,
-                "models": self.models,
-                "fabric_ids": self.fabric_ids,
-                "machine_id": self.machine_id,
-            }
+                **props,
+                "device_names": attach.device_names,
+                "models": attach.models,
+                "fabric_ids": attach.fabric_ids,
+                "machine_id": attach.machine_id,
+            },
         )

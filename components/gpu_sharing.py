@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, token
+from components._base import child_opts, contract_props, publish_outputs, token
 from components.manifests import common_labels, device_plugin_config, host_node_labels, to_yaml
 from stack_config.models import GpuSharingConfig
 
@@ -55,15 +55,10 @@ class GpuSharing(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuSharingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
-        props = {
-            "name": name,
-            "hosts": list(c.hosts),
-            "strategy": c.strategy,
-            "replicas": c.replicas,
-            "mig_profile": c.mig_config,
-            "tenants": list(args.tenants),
-        }
-        super().__init__(token("GpuSharing"), name, contract_props("GpuSharing", props), opts)
+        props = contract_props(
+            "GpuSharing", {"name": name, "mig_profile": c.mig_config, "tenants": list(args.tenants)}, config=c
+        )
+        super().__init__(token("GpuSharing"), name, props, opts)
         k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata={
@@ -76,23 +71,5 @@ class GpuSharing(pulumi.ComponentResource):
             data={name: to_yaml(device_plugin_config(c))},
             opts=child_opts(self, provider=args.provider, depends_on=args.depends_on),
         )
-        self.name = pulumi.Output.from_input(name)
-        self.strategy = pulumi.Output.from_input(c.strategy)
-        self.hosts = pulumi.Output.from_input(list(c.hosts))
-        self.replicas = pulumi.Output.from_input(c.replicas)
-        self.mig_profile = pulumi.Output.from_input(c.mig_config)
-        self.config_map = pulumi.Output.from_input(name)
-        self.node_labels = pulumi.Output.from_input(
-            host_node_labels(gpu_workload_mode=None, sharing=[(name, c)])
-        )
-        self.register_outputs(
-            {
-                "name": self.name,
-                "strategy": self.strategy,
-                "hosts": self.hosts,
-                "replicas": self.replicas,
-                "mig_profile": self.mig_profile,
-                "config_map": self.config_map,
-                "node_labels": self.node_labels,
-            }
-        )
+        node_labels = host_node_labels(gpu_workload_mode=None, sharing=[(name, c)])
+        publish_outputs(self, {**props, "config_map": name, "node_labels": node_labels})

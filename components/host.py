@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, secret, token
+from components._base import Mothership, child_opts, contract_props, publish_outputs, secret, token
 from components.dpu import Dpu, DpuArgs, ssh_connection
 from components.manifests import bare_metal_host_spec, bmc_address, common_labels, host_user_data
 from dynamic_providers.ssh.provider import HostKernelPrep
@@ -82,21 +82,19 @@ class Host(pulumi.ComponentResource):
     def __init__(self, name: str, args: HostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
         address = bmc_address(c.bmc.endpoint, driver=c.bmc.driver, system_id=c.bmc.system_id)
-        props = {
+        own = {
             "name": name,
-            "role": c.role,
             "bmc_address": address,
             "bmc_verify_tls": c.bmc.verify_tls,
-            "kernel_args": list(c.kernel_args),
-            "blacklisted_modules": list(c.blacklisted_modules),
             "cluster": args.cluster,
             "tenant_workloads": c.runs_tenant_workloads,
             "dpu": c.dpu_name,
             "gpu_mode": args.gpu_mode,
         }
         if c.prep is not None:
-            props["allow_reboot"] = c.prep.allow_reboot
-        super().__init__(token("Host"), name, contract_props("Host", props), opts)
+            own["allow_reboot"] = c.prep.allow_reboot
+        props = contract_props("Host", own, config=c)
+        super().__init__(token("Host"), name, props, opts)
 
         ms = args.mothership
         k8s_opts = {"provider": ms.provider}
@@ -160,29 +158,14 @@ class Host(pulumi.ComponentResource):
                 opts=child_opts(self, depends_on=[self.dpu.mlxconfig_prep if self.dpu else None]),
             )
 
-        self.name = pulumi.Output.from_input(name)
-        self.role = pulumi.Output.from_input(c.role)
-        self.bmc_address = pulumi.Output.from_input(address)
-        self.cluster = pulumi.Output.from_input(args.cluster)
-        self.gpu_mode = pulumi.Output.from_input(args.gpu_mode)
-        self.bare_metal_host = pulumi.Output.from_input(name)
-        self.credentials_secret = pulumi.Output.from_input(creds_name)
-        self.user_data_secret = pulumi.Output.from_input(user_data_name)
-        self.dpu_name = pulumi.Output.from_input(c.dpu_name)
-        self.reboot_pending = pulumi.Output.from_input(None)
-        if self.kernel_prep is not None:
-            self.reboot_pending = self.kernel_prep.reboot_pending
-        self.register_outputs(
+        publish_outputs(
+            self,
             {
-                "name": self.name,
-                "role": self.role,
-                "bmc_address": self.bmc_address,
-                "cluster": self.cluster,
-                "gpu_mode": self.gpu_mode,
-                "bare_metal_host": self.bare_metal_host,
-                "credentials_secret": self.credentials_secret,
-                "user_data_secret": self.user_data_secret,
-                "dpu_name": self.dpu_name,
-                "reboot_pending": self.reboot_pending,
-            }
+                **props,
+                "bare_metal_host": name,
+                "credentials_secret": creds_name,
+                "user_data_secret": user_data_name,
+                "dpu_name": c.dpu_name,
+                "reboot_pending": None if self.kernel_prep is None else self.kernel_prep.reboot_pending,
+            },
         )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import Mothership, child_opts, contract_props, token
+from components._base import Mothership, child_opts, contract_props, publish_outputs, token
 from components.manifests import K0RDENT_API, common_labels, hypervisor_cluster_spec
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, HypervisorClusterConfig
@@ -68,13 +68,8 @@ class HypervisorCluster(pulumi.ComponentResource):
         self, name: str, args: HypervisorClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         c = args.config
-        props = {
-            "name": name,
-            "hosts": list(c.hosts),
-            "gpu_workload_mode": c.gpu_workload_mode,
-            "kubevirt": c.kubevirt,
-        }
-        super().__init__(token("HypervisorCluster"), name, contract_props("HypervisorCluster", props), opts)
+        props = contract_props("HypervisorCluster", {"name": name}, config=c)
+        super().__init__(token("HypervisorCluster"), name, props, opts)
         ms = args.mothership
         spec = hypervisor_cluster_spec(
             c,
@@ -98,19 +93,5 @@ class HypervisorCluster(pulumi.ComponentResource):
             spec=spec,
             opts=child_opts(self, provider=ms.provider, depends_on=[ms.namespace_resource, *args.depends_on]),
         )
-        self.name = pulumi.Output.from_input(name)
-        self.namespace = pulumi.Output.from_input(ms.namespace)
-        self.hosts = pulumi.Output.from_input(list(c.hosts))
-        self.gpu_workload_mode = pulumi.Output.from_input(c.gpu_workload_mode)
-        self.kubevirt = pulumi.Output.from_input(c.kubevirt)
-        self.services = pulumi.Output.from_input([s["name"] for s in spec["serviceSpec"]["services"]])
-        self.register_outputs(
-            {
-                "name": self.name,
-                "namespace": self.namespace,
-                "hosts": self.hosts,
-                "gpu_workload_mode": self.gpu_workload_mode,
-                "kubevirt": self.kubevirt,
-                "services": self.services,
-            }
-        )
+        services = [s["name"] for s in spec["serviceSpec"]["services"]]
+        publish_outputs(self, {**props, "namespace": ms.namespace, "services": services})

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, token
+from components._base import child_opts, contract_props, publish_outputs, token
 from components.manifests import (
     NAD_API,
     common_labels,
@@ -74,15 +74,8 @@ class TenantNetwork(pulumi.ComponentResource):
     ) -> None:
         c = args.config
         nad_ref = network_attachment_ref(args.namespace, c.name)
-        props = {
-            "tenant": args.tenant,
-            "name": c.name,
-            "cidr": c.cidr,
-            "vxlan_id": c.vxlan_id,
-            "vlan_id": c.vlan_id,
-            "nad": nad_ref,
-        }
-        super().__init__(token("TenantNetwork"), name, contract_props("TenantNetwork", props), opts)
+        props = contract_props("TenantNetwork", {"tenant": args.tenant, "nad": nad_ref}, config=c)
+        super().__init__(token("TenantNetwork"), name, props, opts)
         labels = common_labels(tenant=args.tenant, network=c.name)
         k8s.apiextensions.CustomResource(
             f"{name}-nad",
@@ -103,21 +96,4 @@ class TenantNetwork(pulumi.ComponentResource):
             data=vxlan_segment_data(args.tenant, c),
             opts=child_opts(self, provider=args.provider, depends_on=[args.namespace_resource]),
         )
-        self.tenant = pulumi.Output.from_input(args.tenant)
-        self.name = pulumi.Output.from_input(c.name)
-        self.cidr = pulumi.Output.from_input(c.cidr)
-        self.vxlan_id = pulumi.Output.from_input(c.vxlan_id)
-        self.vlan_id = pulumi.Output.from_input(c.vlan_id)
-        self.nad = pulumi.Output.from_input(nad_ref)
-        self.segment = pulumi.Output.from_input(segment_name)
-        self.register_outputs(
-            {
-                "tenant": self.tenant,
-                "name": self.name,
-                "cidr": self.cidr,
-                "vxlan_id": self.vxlan_id,
-                "vlan_id": self.vlan_id,
-                "nad": self.nad,
-                "segment": self.segment,
-            }
-        )
+        publish_outputs(self, {**props, "segment": segment_name})

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, output_row, output_rows, token
+from components._base import child_opts, contract_props, output_row, output_rows, publish_outputs, token
 from components.gpu_sharing import GpuSharing, GpuSharingArgs
 from components.manifests import common_labels
 from components.network import TenantNetwork, TenantNetworkArgs
@@ -91,8 +91,8 @@ class Tenant(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
-        props = {"name": name, "gpu_quota": c.gpu_quota, "allowed_models": list(c.allowed_models)}
-        super().__init__(token("Tenant"), name, contract_props("Tenant", props), opts)
+        props = contract_props("Tenant", {"name": name}, config=c)
+        super().__init__(token("Tenant"), name, props, opts)
         ns_name = c.namespace_name
         ns_labels = common_labels(tenant=name)
         if args.composer_pool is not None:
@@ -175,25 +175,13 @@ class Tenant(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
-        self.name = pulumi.Output.from_input(name)
-        self.namespace = pulumi.Output.from_input(ns_name)
-        self.gpu_quota = pulumi.Output.from_input(c.gpu_quota)
-        self.allowed_models = pulumi.Output.from_input(list(c.allowed_models))
-        self.networks = output_rows(networks, _NETWORK_ROW)
-        self.clusters = output_rows(clusters, _CLUSTER_ROW)
-        self.gpu_sharing = (
-            output_row(sharing, _GPU_SHARING_ROW)
-            if sharing is not None
-            else pulumi.Output.from_input(None)
-        )
-        self.register_outputs(
+        publish_outputs(
+            self,
             {
-                "name": self.name,
-                "namespace": self.namespace,
-                "gpu_quota": self.gpu_quota,
-                "allowed_models": self.allowed_models,
-                "networks": self.networks,
-                "clusters": self.clusters,
-                "gpu_sharing": self.gpu_sharing,
-            }
+                **props,
+                "namespace": ns_name,
+                "networks": output_rows(networks, _NETWORK_ROW),
+                "clusters": output_rows(clusters, _CLUSTER_ROW),
+                "gpu_sharing": None if sharing is None else output_row(sharing, _GPU_SHARING_ROW),
+            },
         )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts, contract_props, token
+from components._base import child_opts, contract_props, publish_outputs, token
 from components.manifests import K0RDENT_API, common_labels, tenant_cluster_spec
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
 from stack_config.models import CatalogConfig, TenantClusterConfig, TenantNetworkConfig
@@ -84,21 +84,16 @@ class TenantCluster(pulumi.ComponentResource):
         )
         vm_networks = spec["config"]["worker"]["networks"]
         attachments = [n["multus"]["networkName"] for n in vm_networks if "multus" in n]
-        props = {
+        own = {
             "tenant": args.tenant,
-            "name": c.name,
-            "template": c.template,
             "hosted_control_plane": template.hosted_control_plane if template else False,
             "control_plane": template.control_plane if template else None,
             "networks": networks,
             "network_attachments": attachments,
-            "hypervisor_cluster": c.hypervisor_cluster,
-            "gpu_mode": c.gpu_mode,
-            "gpu_model": c.gpu_model,
             "gpu_count": c.gpu_total,
-            "cni": c.cni,
         }
-        super().__init__(token("TenantCluster"), name, contract_props("TenantCluster", props), opts)
+        props = contract_props("TenantCluster", own, config=c)
+        super().__init__(token("TenantCluster"), name, props, opts)
         k8s.apiextensions.CustomResource(
             name,
             api_version=K0RDENT_API,
@@ -111,29 +106,4 @@ class TenantCluster(pulumi.ComponentResource):
             spec=spec,
             opts=child_opts(self, provider=args.provider, depends_on=args.depends_on),
         )
-        self.tenant = pulumi.Output.from_input(args.tenant)
-        self.name = pulumi.Output.from_input(c.name)
-        self.namespace = pulumi.Output.from_input(args.namespace)
-        self.hypervisor_cluster = pulumi.Output.from_input(c.hypervisor_cluster)
-        self.workers = pulumi.Output.from_input(c.workers)
-        self.networks = pulumi.Output.from_input(networks)
-        self.network_attachments = pulumi.Output.from_input(attachments)
-        self.gpu_mode = pulumi.Output.from_input(c.gpu_mode)
-        self.gpu_model = pulumi.Output.from_input(c.gpu_model)
-        self.gpu_count = pulumi.Output.from_input(c.gpu_total)
-        self.cni = pulumi.Output.from_input(c.cni)
-        self.register_outputs(
-            {
-                "tenant": self.tenant,
-                "name": self.name,
-                "namespace": self.namespace,
-                "hypervisor_cluster": self.hypervisor_cluster,
-                "workers": self.workers,
-                "networks": self.networks,
-                "network_attachments": self.network_attachments,
-                "gpu_mode": self.gpu_mode,
-                "gpu_model": self.gpu_model,
-                "gpu_count": self.gpu_count,
-                "cni": self.cni,
-            }
-        )
+        publish_outputs(self, {**props, "namespace": args.namespace, "workers": c.workers})

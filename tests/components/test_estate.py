@@ -117,6 +117,46 @@ def test_a_known_prop_value_of_another_type_than_the_contract_is_refused() -> No
         contract_props("Host", {**host, "role": "worker"})
 
 
+def test_contract_props_read_from_the_config_what_props_do_not_give() -> None:
+    from components._base import contract_props
+    from stack_config.models import TenantConfig
+
+    config = TenantConfig(name="alpha", gpu_quota=2, allowed_models=["Tesla-T4"])
+    props = contract_props("Tenant", {"name": "beta"}, config=config)
+    assert props == {"name": "beta", "gpu_quota": 2, "allowed_models": ["Tesla-T4"]}
+    props["allowed_models"].append("A100")  # a copy: the config keeps its list
+    assert config.allowed_models == ["Tesla-T4"]
+    # a required key neither given nor a field of the config is still missing
+    with pytest.raises(ValueError, match="missing \\['stack'\\]"):
+        contract_props("Estate", {}, config=load_estate(valid_estate()))
+
+
+class _Published(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    count: pulumi.Output
+    note: str  # not an Output: not published
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        super().__init__("test:index:Published", "published")
+        from components._base import publish_outputs
+
+        publish_outputs(self, values)
+
+
+def test_publish_outputs_sets_and_registers_exactly_the_declared_outputs(
+    mocks: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered: list[dict[str, Any]] = []
+    monkeypatch.setattr(pulumi.ComponentResource, "register_outputs", lambda self, o: registered.append(o))
+    published = run(lambda: _Published({"name": "n", "count": 3, "extra": "ignored"}))
+    assert [sorted(o) for o in registered] == [["count", "name"]]
+    assert value(published.name) == "n" and value(published.count) == 3
+    assert registered[0]["name"] is published.name
+    assert not hasattr(published, "note") and not hasattr(published, "extra")
+    with pytest.raises(ValueError, match=r"_Published outputs: missing \['count'\]"):
+        run(lambda: _Published({"name": "n"}))
+
+
 def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
     run(lambda: _estate(tmp_path))
     direct = sorted(
