@@ -25,11 +25,18 @@ from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
 from components.gpu_composition import GpuComposition, GpuCompositionArgs
 from components.host import Host, HostArgs
 from components.hypervisor_cluster import HypervisorCluster, HypervisorClusterArgs
-from components.manifests import HOST_GPU_MODE, common_labels, device_plugin_config, host_node_labels, to_yaml
+from components.manifests import (
+    HOST_GPU_MODE,
+    HypervisorGpus,
+    common_labels,
+    device_plugin_config,
+    host_node_labels,
+    to_yaml,
+)
 from components.service_template import TemplateConfig, k0rdent_templates
 from components.tenant import Tenant, TenantArgs, sharing_name
 from stack_config.loader import resolve_path
-from stack_config.models import MOTHERSHIP, EstateConfig, GpuSharingConfig
+from stack_config.models import MOTHERSHIP, EstateConfig, GpuSharingConfig, HypervisorClusterConfig
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,23 @@ def cluster_gpu_models(config: EstateConfig, cluster: str) -> list[str]:
     for t in config.tenants:
         models.update(c.gpu_model for c in t.clusters if c.hypervisor_cluster == cluster and c.gpu_model)
     return sorted(models)
+
+
+def hypervisor_gpus(config: EstateConfig, cluster: HypervisorClusterConfig) -> HypervisorGpus:
+    """What hypervisor cluster ``cluster``'s GPU Operator and KubeVirt values are built from: the GPU
+    products that may sit in its hosts (:func:`cluster_gpu_models`), the device-plugin configs of
+    the sharing settings on its hosts (name -> YAML) and the one they all use
+    (:func:`device_plugin_default`), the MIG strategy of the first MIG setting on them, the GPU
+    catalogue, and the vGPU types of its tenant clusters. Pure."""
+    sharing = [s for h in cluster.hosts for s in host_sharing(config, h)]
+    return HypervisorGpus(
+        models=cluster_gpu_models(config, cluster.name),
+        device_plugin_configs={n: to_yaml(device_plugin_config(s)) for n, s in sharing},
+        device_plugin_default=device_plugin_default(config, cluster.name),
+        mig_strategy=next((s.mig_strategy for _, s in sharing if s.strategy == "mig"), None),
+        catalogue=config.gpu_catalogue(),
+        vgpu_types=config.vgpu_types_on(cluster.name),
+    )
 
 
 def excluded_devices(config: EstateConfig, compositions: list[GpuComposition]) -> pulumi.Input[list[str]]:
@@ -247,20 +271,13 @@ class Estate(pulumi.ComponentResource):
         # Hypervisor clusters.
         self.hypervisor_clusters = {}
         for c in cfg.hypervisor_clusters:
-            sharing = [s for h in c.hosts for s in host_sharing(cfg, h)]
-            mig = next((s.mig_strategy for _, s in sharing if s.strategy == "mig"), None)
             self.hypervisor_clusters[c.name] = HypervisorCluster(
                 c.name,
                 HypervisorClusterArgs(
                     config=c,
                     mothership=mothership,
                     catalog=cfg.catalog,
-                    gpu_models=cluster_gpu_models(cfg, c.name),
-                    device_plugin_configs={n: to_yaml(device_plugin_config(s)) for n, s in sharing},
-                    device_plugin_default=device_plugin_default(cfg, c.name),
-                    mig_strategy=mig,
-                    gpu_catalogue=gpu_catalogue,
-                    vgpu_types=cfg.vgpu_types_on(c.name),
+                    gpus=hypervisor_gpus(cfg, c),
                     depends_on=[*templates, *(self.hosts[h] for h in c.hosts)],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

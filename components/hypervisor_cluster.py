@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import Mothership, child_opts, contract_props, publish_outputs, token
-from components.manifests import K0RDENT_API, common_labels, hypervisor_cluster_spec
-from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct
+from components.manifests import K0RDENT_API, HypervisorGpus, common_labels, hypervisor_cluster_spec
 from stack_config.models import CatalogConfig, HypervisorClusterConfig
 
 
@@ -22,28 +21,16 @@ class HypervisorClusterArgs:
         config: the cluster's config.
         mothership: where the ClusterDeployment goes.
         catalog: ServiceTemplate names/versions.
-        gpu_models: GPU products on its hosts (KubeVirt permitted host devices for passthrough).
-        device_plugin_configs: named GPU Operator device-plugin configs (name -> YAML) for the
-            sharing settings on its hosts.
-        device_plugin_default: the device-plugin config every host uses (``devicePlugin.config.default``),
-            or None.
-        mig_strategy: GPU Operator MIG strategy when any of its hosts uses MIG, else None.
+        gpus: the GPUs and GPU settings its GPU Operator and KubeVirt values are built from
+            (products, device-plugin configs, MIG strategy, vGPU types).
         depends_on: resources to wait for (its Hosts, the ServiceTemplates).
-        gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
-        vgpu_types: vGPU types its tenant clusters use (``vm-vgpu``: KubeVirt permitted mediated
-            devices, vGPU Device Manager default config).
     """
 
     config: HypervisorClusterConfig
     mothership: Mothership
     catalog: CatalogConfig
-    gpu_models: Sequence[str] = ()
-    device_plugin_configs: Mapping[str, str] = field(default_factory=dict)
-    device_plugin_default: str | None = None
-    mig_strategy: str | None = None
+    gpus: HypervisorGpus = field(default_factory=HypervisorGpus)
     depends_on: Sequence[pulumi.Resource] = ()
-    gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
-    vgpu_types: Sequence[str] = ()
 
 
 class HypervisorCluster(pulumi.ComponentResource):
@@ -71,16 +58,7 @@ class HypervisorCluster(pulumi.ComponentResource):
         props = contract_props("HypervisorCluster", {"name": name}, config=c)
         super().__init__(token("HypervisorCluster"), name, props, opts)
         ms = args.mothership
-        spec = hypervisor_cluster_spec(
-            c,
-            catalog=args.catalog,
-            gpu_models=args.gpu_models,
-            device_plugin_configs=args.device_plugin_configs,
-            device_plugin_default=args.device_plugin_default,
-            mig_strategy=args.mig_strategy,
-            catalogue=args.gpu_catalogue,
-            vgpu_types=args.vgpu_types,
-        )
+        spec = hypervisor_cluster_spec(c, catalog=args.catalog, gpus=args.gpus)
         k8s.apiextensions.CustomResource(
             name,
             api_version=K0RDENT_API,

@@ -26,6 +26,7 @@ input/expected cases and validated offline against the upstream CRD schemas in
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -439,35 +440,56 @@ def _service(template: ServiceTemplateConfig, name: str, values: Mapping[str, An
     }
 
 
+@dataclass(frozen=True)
+class HypervisorGpus:
+    """What a hypervisor cluster's GPU Operator and KubeVirt values are built from besides its own
+    config: the GPUs and GPU settings of its hosts and of the tenant clusters on it, gathered from
+    the whole estate (``components.estate.hypervisor_gpus``). The defaults: no GPU products known,
+    no sharing, no vGPU.
+
+    Attributes:
+        models: GPU products (GFD names) that may sit in its hosts (KubeVirt permitted host devices
+            for passthrough).
+        device_plugin_configs: named GPU Operator device-plugin configs (name -> YAML) for the
+            sharing settings on its hosts.
+        device_plugin_default: the device-plugin config every host uses
+            (``devicePlugin.config.default``), or None.
+        mig_strategy: GPU Operator MIG strategy when any of its hosts uses MIG, else None.
+        catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
+        vgpu_types: vGPU types its tenant clusters use (``vm-vgpu``: KubeVirt permitted mediated
+            devices, vGPU Device Manager default config).
+    """
+
+    models: Sequence[str] = ()
+    device_plugin_configs: Mapping[str, str] = field(default_factory=dict)
+    device_plugin_default: str | None = None
+    mig_strategy: str | None = None
+    catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
+    vgpu_types: Sequence[str] = ()
+
+
 def hypervisor_cluster_spec(
-    cluster: HypervisorClusterConfig,
-    *,
-    catalog: CatalogConfig,
-    gpu_models: Iterable[str] = (),
-    device_plugin_configs: Mapping[str, str] | None = None,
-    device_plugin_default: str | None = None,
-    mig_strategy: str | None = None,
-    catalogue: Mapping[str, GpuProduct] = BUILTIN_GPU_PRODUCTS,
-    vgpu_types: Sequence[str] = (),
+    cluster: HypervisorClusterConfig, *, catalog: CatalogConfig, gpus: HypervisorGpus | None = None
 ) -> dict[str, Any]:
     """ClusterDeployment ``spec`` of a hypervisor cluster on Metal3 hosts.
 
     Workers are the BareMetalHosts labelled ``composable-gpu.io/cluster=<name>`` (CAPM3
     ``hostSelector``); every worker gets ``nvidia.com/gpu.workload.config=<mode>`` through the k0s
-    worker ``--labels`` flag; services: the GPU Operator (and KubeVirt when enabled).
+    worker ``--labels`` flag; services: the GPU Operator (and KubeVirt when enabled), their values
+    from ``gpus`` (default: :class:`HypervisorGpus` ``()``).
     """
-    models = list(gpu_models)
+    gpus = gpus or HypervisorGpus()
     services = [
         _service(
             catalog.gpu_operator,
             "gpu-operator",
             gpu_operator_values(
                 workload_mode=cluster.gpu_workload_mode,
-                device_plugin_configs=device_plugin_configs,
-                device_plugin_default=device_plugin_default,
-                mig_strategy=mig_strategy,
+                device_plugin_configs=gpus.device_plugin_configs,
+                device_plugin_default=gpus.device_plugin_default,
+                mig_strategy=gpus.mig_strategy,
                 vgpu_manager=cluster.vgpu_manager,
-                vgpu_types=vgpu_types,
+                vgpu_types=gpus.vgpu_types,
             ),
         )
     ]
@@ -478,9 +500,9 @@ def hypervisor_cluster_spec(
                 "kubevirt",
                 kubevirt_values(
                     workload_mode=cluster.gpu_workload_mode,
-                    gpu_models=models,
-                    catalogue=catalogue,
-                    vgpu_types=vgpu_types,
+                    gpu_models=list(gpus.models),
+                    catalogue=gpus.catalogue,
+                    vgpu_types=gpus.vgpu_types,
                 ),
             )
         )

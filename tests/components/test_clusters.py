@@ -7,6 +7,7 @@ import yaml
 
 from components import DpuCluster, DpuClusterArgs, DpuMember, HypervisorCluster, HypervisorClusterArgs
 from components._base import Mothership
+from components.manifests import HypervisorGpus
 from stack_config import load_estate
 from tests.components.conftest import Recorder, run, uses_provider, value
 from tests.config.factories import valid_estate
@@ -29,8 +30,9 @@ def test_hypervisor_cluster_deployment(mocks: Recorder) -> None:
                 config=cfg,
                 mothership=_ms(),
                 catalog=estate.catalog,
-                gpu_models=["NVIDIA-A100-PCIE-40GB"],
-                device_plugin_configs={"x-gpu-sharing": "version: v1\n"},
+                gpus=HypervisorGpus(
+                    models=["NVIDIA-A100-PCIE-40GB"], device_plugin_configs={"x-gpu-sharing": "version: v1\n"}
+                ),
             ),
         )
     )

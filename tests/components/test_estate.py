@@ -373,6 +373,24 @@ def test_product_declared_in_config_reaches_kubevirt_and_tenant_vms(mocks: Recor
     }
 
 
+def test_hypervisor_gpus_gathers_the_cluster_gpu_settings_from_the_estate() -> None:
+    from components.estate import hypervisor_gpus
+    from components.manifests import device_plugin_config, to_yaml
+
+    cfg = load_estate(valid_estate())  # workers: bm-1 time-slicing (blue), bm-2 MIG (green)
+    hv, workers = (hypervisor_gpus(cfg, c) for c in cfg.hypervisor_clusters)
+    assert hv.models == ["NVIDIA-A100-PCIE-40GB"]
+    assert not hv.device_plugin_configs and hv.mig_strategy is None
+    assert workers.models == ["Tesla-T4"] and workers.mig_strategy == "single"
+    blue, green = (t.gpu_sharing for t in cfg.tenants[1:3])
+    assert blue is not None and green is not None
+    assert dict(workers.device_plugin_configs) == {
+        "blue-gpu-sharing": to_yaml(device_plugin_config(blue)),
+        "green-gpu-sharing": to_yaml(device_plugin_config(green)),
+    }
+    assert workers.device_plugin_default is None and workers.catalogue == cfg.gpu_catalogue()
+
+
 def test_device_plugin_default_only_when_every_host_of_the_cluster_shares_one_config(
     mocks: Recorder, tmp_path: Path
 ) -> None:
