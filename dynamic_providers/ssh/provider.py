@@ -150,19 +150,23 @@ Observed = tuple[dict[str, Any], dict[str, Any]]
 class _PrepProvider(kit.ConvergeProvider, Generic[SpecT]):
     """What both SSH providers do the same way around their spec: check, diff, converge, refresh.
 
-    A subclass names its spec model and fields, the output that says a reset (or reboot) is
-    pending and the spec field that allows one, its id prefix, and gives ``_apply`` (query and
-    change the machine) and ``_read_live`` (query only); it may add rules in ``_spec_failures``.
+    A subclass names its spec model (its fields are the spec inputs), the output that says a
+    reset (or reboot) is pending and the spec field that allows one, its id prefix, and gives
+    ``_apply`` (query and change the machine) and ``_read_live`` (query only); it may add rules
+    in ``_spec_failures``.
     """
 
     spec_model: type[SpecT]
-    #: Inputs that make up the spec (echoed as outputs, normalised).
-    spec_fields: tuple[str, ...]
     #: Output that is True while a reboot/firmware reset is still owed, and the spec field
     #: that allows the provider to perform it.
     pending_output: str
     allow_field: str
     id_prefix: str
+
+    @property
+    def spec_fields(self) -> tuple[str, ...]:
+        """Inputs that make up the spec (echoed as outputs, normalised): the spec model's fields."""
+        return tuple(self.spec_model.model_fields)
 
     def _spec(self, props: Mapping[str, Any]) -> SpecT:
         return self.spec_model.model_validate(_spec_fields(props, self.spec_fields))
@@ -257,8 +261,6 @@ class HostKernelPrepProvider(_PrepProvider[HostKernelPrepSpec]):
     """Dynamic provider of :class:`HostKernelPrep` (stateless; safe on several threads)."""
 
     spec_model = HostKernelPrepSpec
-    spec_fields = ("kernel_args", "blacklisted_modules", "allow_reboot", "reboot_timeout_seconds", "sysroot",
-                   "use_sudo")
     pending_output = "reboot_pending"
     allow_field = "allow_reboot"
     id_prefix = "host"
@@ -340,7 +342,6 @@ class DpuMlxconfigProvider(_PrepProvider[DpuMlxconfigSpec]):
     """Dynamic provider of :class:`DpuMlxconfig` (stateless; safe on several threads)."""
 
     spec_model = DpuMlxconfigSpec
-    spec_fields = ("device", "parameters", "allow_firmware_reset", "reset_level", "use_sudo")
     pending_output = "reset_pending"
     allow_field = "allow_firmware_reset"
     id_prefix = "dpu"
