@@ -4,8 +4,11 @@
   the committed file is stale).
 - ``validate [--allow-missing-secrets] FILE...``: validate the estate in ``Pulumi.<stack>.yaml``
   files (encrypted values are only checked for presence; with the flag, absent secrets are
-  accepted); prints one line per problem, exit 1 on any. Missing secrets are reported with the
+  accepted; secrets in plain text and ``composable-gpu:*`` keys the program does not read are
+  refused); prints one line per problem, exit 1 on any. Missing secrets are reported with the
   ``pulumi config set --secret`` command of each, then one line naming ``--allow-missing-secrets``.
+  A file that cannot be read or parsed is one line (the file and the reason; for YAML, the line
+  and column), and the other files are still checked.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from stack_config.errors import EstateConfigError
+from stack_config.errors import EstateConfigError, StackFileError
 from stack_config.loader import load_stack_file
 from stack_config.schema import SCHEMA_PATH, render_schema, write_schema
 
@@ -52,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.files:
         try:
             estate = load_stack_file(path, require_secrets=not args.allow_missing_secrets)
+        except StackFileError as exc:
+            failed = True
+            print(exc, file=sys.stderr)
+            continue
         except EstateConfigError as exc:
             failed = True
             print(f"{path}: {exc}", file=sys.stderr)

@@ -16,6 +16,9 @@ from collections.abc import Iterable
 CONFIG_NAMESPACE = "composable-gpu"
 CONFIG_KEY = "estate"
 FULL_CONFIG_KEY = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+#: Every key of :data:`CONFIG_NAMESPACE` the program reads (``__main__.py`` reads only the estate);
+#: a stack holding any other ``composable-gpu:<key>`` is refused.
+PROGRAM_CONFIG_KEYS: tuple[str, ...] = (CONFIG_KEY,)
 
 
 def set_secret_command(path: str, *, from_file: bool = False) -> str:

@@ -1,14 +1,16 @@
 """Turn the raw ``composable-gpu:estate`` object into a validated :class:`EstateConfig`.
 
-Pure: no Pulumi, no I/O except :func:`load_stack_file` (reads one YAML file). The program
-(``__main__.py``) calls :func:`load_estate` before it registers any resource, so an invalid
-config stops ``pulumi preview``/``up`` with one line per problem.
+Pure: no Pulumi, no I/O except :func:`read_stack_config` (reads one YAML file, for
+:func:`load_stack_file` and :func:`plaintext_secrets_in_stack_file`). The program
+(``__main__.py``) calls :func:`unknown_config_keys`, :func:`plaintext_secrets_in_stack_file`
+and :func:`load_estate` before it registers any resource, so an invalid config stops
+``pulumi preview``/``up`` with one line per problem.
 """
 
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -16,16 +18,17 @@ import yaml
 from pydantic import BaseModel, SecretStr, ValidationError, WithJsonSchema
 from pydantic.fields import FieldInfo
 
-from stack_config.errors import ConfigProblem, EstateConfigError
+from stack_config.errors import ConfigProblem, EstateConfigError, StackFileError
 from stack_config.hints import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
     FULL_CONFIG_KEY,
+    PROGRAM_CONFIG_KEYS,
     close_spelling,
     set_secret_command,
 )
 from stack_config.models import EstateConfig
-from stack_config.rules import check_rules, plaintext_private_keys
+from stack_config.rules import check_rules
 from stack_config.types import ENCRYPTED_SECRET_JSON_SCHEMA
 
 #: Field names whose offending input is never echoed in messages.
@@ -210,31 +213,159 @@ def fill_missing_secrets(model: type[BaseModel], data: Any) -> Any:
     return out
 
 
+def read_stack_config(path: Path) -> Mapping[str, Any]:
+    """The ``config`` mapping of a ``Pulumi.<stack>.yaml`` file (empty when the file has none).
+
+    Raises:
+        StackFileError: the file cannot be read (missing, a directory, not UTF-8), is not YAML
+            (the reason names the line and column of the YAML error, counted from 1), or is not
+            a mapping whose ``config`` is a mapping.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StackFileError(path, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise StackFileError(path, "cannot read: not UTF-8 text") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise StackFileError(path, f"not valid YAML: {_yaml_error_summary(exc)}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise StackFileError(
+            path, f"not a stack file: expected a mapping with a config key, got {type(doc).__name__}"
+        )
+    config = doc.get("config")
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        kind = type(config).__name__
+        raise StackFileError(path, f"not a stack file: config is a {kind}, expected a mapping")
+    return config
+
+
+def _yaml_error_summary(exc: yaml.YAMLError) -> str:
+    """One line for a PyYAML error: ``line L, column C: <problem>`` (PyYAML counts from 0; this
+    counts from 1, as editors do), or the error's own text on one line when it has no position."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return " ".join(str(exc).split())
+
+
+def unknown_config_keys(keys: Iterable[Any]) -> list[ConfigProblem]:
+    """Problems for config keys of :data:`CONFIG_NAMESPACE` that the program does not read.
+
+    Args:
+        keys: full config keys (``<namespace>:<name>``), in the order to report them, e.g. the keys
+            of a stack file's ``config`` or of the configuration Pulumi hands the program.
+
+    Returns:
+        One problem per ``composable-gpu:<name>`` whose name is not in :data:`PROGRAM_CONFIG_KEYS`,
+        its path the whole key, its message naming a close spelling, e.g.
+        ``composable-gpu:estates: unknown config key (did you mean 'composable-gpu:estate'?)``, or
+        else the keys that are read. Keys of other namespaces (``aws:region``, ``pulumi:tags``)
+        belong to other programs and providers and yield nothing.
+    """
+    problems: list[ConfigProblem] = []
+    allowed = [f"{CONFIG_NAMESPACE}:{name}" for name in PROGRAM_CONFIG_KEYS]
+    for key in (str(k) for k in keys):
+        namespace, _, name = key.partition(":")
+        if namespace != CONFIG_NAMESPACE or name in PROGRAM_CONFIG_KEYS:
+            continue
+        close = close_spelling(name, PROGRAM_CONFIG_KEYS)
+        hint = (
+            f"did you mean '{CONFIG_NAMESPACE}:{close}'?"
+            if close
+            else f"{CONFIG_NAMESPACE} reads only {', '.join(repr(k) for k in allowed)}"
+        )
+        problems.append(ConfigProblem(key, f"unknown config key ({hint})"))
+    return problems
+
+
+def _is_plain_text(value: Any) -> bool:
+    """True for a secret leaf written as a value (string, number) rather than Pulumi's encrypted
+    ``{secure: ...}``. Absent (None) and other shapes (mappings, lists) are left to the models."""
+    return value is not None and not isinstance(value, (Mapping, list))
+
+
+def _plaintext_secrets(
+    model: type[BaseModel], data: Any, where: str, file_name: str
+) -> Iterator[ConfigProblem]:
+    if not isinstance(data, Mapping):
+        return
+    for key, field in _fields_by_key(model).items():
+        if key not in data:
+            continue
+        value, path = data[key], f"{where}.{key}" if where else key
+        if _is_secret(field.annotation):
+            if _is_plain_text(value):
+                command = set_secret_command(path, from_file=_is_key_file(field))
+                yield ConfigProblem(path, f"is in plain text in {file_name}; store it encrypted: {command}")
+            continue
+        sub = _model_of(field.annotation)
+        if sub is None:
+            continue
+        cls, many = sub
+        if not many:
+            yield from _plaintext_secrets(cls, value, path, file_name)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from _plaintext_secrets(cls, item, f"{path}[{i}]", file_name)
+
+
+def plaintext_secrets(raw: Any, *, file_name: str) -> list[ConfigProblem]:
+    """Secrets of the estate written in plain text in a stack file (each must be ``{secure: ...}``).
+
+    Runs on the *raw* estate as read from ``Pulumi.<stack>.yaml``, before encrypted leaves are
+    replaced: once Pulumi has decrypted the config for the program, an encrypted value and a plain
+    one look alike. Every secret field of :class:`EstateConfig` is checked (the ``SecretStr`` ones:
+    Director and BMC passwords, SSH private keys), wherever the models nest it. Pure; malformed
+    input (not a mapping, hosts not a list) yields no problem here (the models report it).
+
+    Args:
+        raw: the value of ``composable-gpu:estate`` in the stack file.
+        file_name: the stack file's name, for the message (``Pulumi.dev.yaml``).
+
+    Returns:
+        One problem per plain-text secret, in the models' field order, naming its key path and the
+        ``pulumi config set --secret`` command that stores it encrypted, e.g.
+        ``fabric.director.password: is in plain text in Pulumi.dev.yaml; store it encrypted:
+        pulumi config set --secret --path 'estate.fabric.director.password'``. The message never
+        quotes the value.
+    """
+    return list(_plaintext_secrets(EstateConfig, raw, "", file_name))
+
+
 def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig:
     """Validate the estate in a ``Pulumi.<stack>.yaml`` file without Pulumi (CI, editors).
 
     Encrypted leaves (``{secure: v1:...}``) are replaced by a placeholder string, so only their
     presence is checked; with ``require_secrets=False`` absent secrets are filled in too (stacks
-    whose secrets are set at deployment time, like the production example).
+    whose secrets are set at deployment time, like the production example). A secret in plain text
+    (:func:`plaintext_secrets`) and a ``composable-gpu:*`` key the program does not read
+    (:func:`unknown_config_keys`) are problems too, reported before those of the estate.
 
     Raises:
-        EstateConfigError: the key is missing or the estate is invalid.
-        OSError, yaml.YAMLError: the file cannot be read or parsed.
+        StackFileError: the file cannot be read or is not a stack file (:func:`read_stack_config`).
+        EstateConfigError: the estate key is missing, or any problem above or in the estate.
     """
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    config = doc.get("config") or {}
+    config = read_stack_config(path)
     if FULL_CONFIG_KEY not in config:
         raise EstateConfigError([_no_estate_key(path.name, config)])
-    plaintext = plaintext_secrets_in_stack_file(path)
+    found = [*unknown_config_keys(config), *plaintext_secrets(config[FULL_CONFIG_KEY], file_name=path.name)]
     raw = _strip_secure(config[FULL_CONFIG_KEY])
     if not require_secrets:
         raw = fill_missing_secrets(EstateConfig, raw)
     try:
         estate = load_estate(raw)
     except EstateConfigError as exc:
-        raise EstateConfigError([*plaintext, *exc.problems]) from None
-    if plaintext:
-        raise EstateConfigError(plaintext)
+        raise EstateConfigError([*found, *exc.problems]) from None
+    if found:
+        raise EstateConfigError(found)
     return estate
 
 
@@ -267,17 +398,18 @@ def _no_estate_key(file_name: str, keys: Iterable[Any]) -> ConfigProblem:
 
 
 def plaintext_secrets_in_stack_file(path: Path) -> list[ConfigProblem]:
-    """Problems for SSH private keys written in plain text in a ``Pulumi.<stack>.yaml``.
+    """:func:`plaintext_secrets` of the estate in a ``Pulumi.<stack>.yaml`` (for the program).
 
-    Run on the raw file, before decryption (afterwards an encrypted key and a plain one look
-    alike). A missing file or estate key yields no problem. Raises ``yaml.YAMLError`` on a
-    malformed file.
+    Run on the raw file, before decryption (afterwards an encrypted secret and a plain one look
+    alike). A missing file or estate key yields no problem.
+
+    Raises:
+        StackFileError: the file exists but cannot be read or is not a stack file.
     """
     if not path.exists():
         return []
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    raw = (doc.get("config") or {}).get(FULL_CONFIG_KEY)
-    return plaintext_private_keys(raw) if raw is not None else []
+    raw = read_stack_config(path).get(FULL_CONFIG_KEY)
+    return plaintext_secrets(raw, file_name=path.name) if raw is not None else []
 
 
 def resolve_path(path: str, root: Path) -> Path:

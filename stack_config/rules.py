@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -21,7 +21,6 @@ from domain import mlxconfig as mlxconfig_rules
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
-from stack_config.hints import set_secret_command
 from stack_config.models import MOTHERSHIP, EstateConfig, TenantNetworkConfig
 
 Rule = Callable[[EstateConfig], Iterator[ConfigProblem]]
@@ -349,47 +348,6 @@ def unique_ssh_prep_targets(estate: EstateConfig) -> Iterator[ConfigProblem]:
         if h.dpu is not None and h.dpu.prep is not None
     ]
     yield from _duplicates(dpus, "DPU prep target")
-
-
-def _is_encrypted(value: Any) -> bool:
-    return isinstance(value, Mapping) and set(value) == {"secure"}
-
-
-def plaintext_private_keys(raw: Any) -> list[ConfigProblem]:
-    """SSH private keys written in plain text in a stack file (each must be Pulumi's ``{secure: ...}``).
-
-    Unlike :data:`RULES`, this runs on the *raw* estate as read from ``Pulumi.<stack>.yaml``, before
-    encrypted leaves are replaced (:func:`stack_config.loader.load_stack_file`): once Pulumi has
-    decrypted the config for the program, an encrypted key and a plain one look alike. Pure; malformed
-    input (not a mapping, hosts not a list) yields no problem here (the models report it).
-
-    Args:
-        raw: the value of ``composable-gpu:estate`` in the stack file.
-    Returns:
-        One problem per plain-text ``hosts[i].prep.private_key`` / ``hosts[i].dpu.prep.private_key``;
-        the message never quotes the value.
-    """
-    problems: list[ConfigProblem] = []
-    hosts = raw.get("hosts") if isinstance(raw, Mapping) else None
-    for i, host in enumerate(hosts if isinstance(hosts, list) else []):
-        if not isinstance(host, Mapping):
-            continue
-        dpu = host.get("dpu")
-        for where, section in (
-            (f"hosts[{i}].prep", host.get("prep")),
-            (f"hosts[{i}].dpu.prep", dpu.get("prep") if isinstance(dpu, Mapping) else None),
-        ):
-            if not isinstance(section, Mapping) or "private_key" not in section:
-                continue
-            if not _is_encrypted(section["private_key"]):
-                path = f"{where}.private_key"
-                problems.append(
-                    ConfigProblem(
-                        path,
-                        f"is in plain text; store it encrypted: {set_secret_command(path, from_file=True)}",
-                    )
-                )
-    return problems
 
 
 # --------------------------------------------------------------------------- GPUs

@@ -198,7 +198,7 @@ ENCRYPTED_SECRET_JSON_SCHEMA: dict[str, Any] = {
 
 EncryptedSecret = Annotated[SecretStr, WithJsonSchema(ENCRYPTED_SECRET_JSON_SCHEMA)]
 """A secret that may appear in a stack file only encrypted (``{secure: ...}``); see
-:func:`stack_config.rules.plaintext_private_keys`. Wrapped in ``pulumi.Output.secret`` by components."""
+:func:`stack_config.loader.plaintext_secrets`. Wrapped in ``pulumi.Output.secret`` by components."""
 
 
 # --------------------------------------------------------------------------- composer reclaim guards

@@ -291,8 +291,11 @@ def test_dev_stack_labels_the_lab_nodes(mocks: Recorder, tmp_path: Path) -> None
     assert mocks.of_type("composable:infra:GpuComposition") == []
 
 
-def _run_program(config: dict[str, Any]) -> None:
-    pulumi.runtime.set_all_config({"composable-gpu:estate": json.dumps(config)}, ["composable-gpu:estate"])
+def _run_program(config: dict[str, Any], **other_keys: str) -> None:
+    """Run ``__main__.py`` with ``config`` as the estate and ``other_keys`` as further config keys."""
+    pulumi.runtime.set_all_config(
+        {"composable-gpu:estate": json.dumps(config), **other_keys}, ["composable-gpu:estate"]
+    )
     try:
         run(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"))
     finally:
@@ -306,6 +309,17 @@ def test_program_registers_nothing_for_an_invalid_config(mocks: Recorder) -> Non
     with pytest.raises(pulumi.RunError) as err:
         _run_program(raw)
     assert "tenants[1].networks[0].vxlan_id: 16777216 is outside 1..16777215" in str(err.value)
+    assert mocks.registrations == []
+
+
+def test_program_refuses_a_key_of_its_namespace_it_does_not_read(mocks: Recorder) -> None:
+    other_keys = {"composable-gpu:idle_timeout": "30", "aws:region": "eu-west-1", "pulumi:tags": "{}"}
+    with pytest.raises(pulumi.RunError) as err:
+        _run_program(valid_estate(), **other_keys)
+    assert str(err.value).splitlines()[1:] == [
+        "  - composable-gpu:idle_timeout: unknown config key "
+        "(composable-gpu reads only 'composable-gpu:estate')"
+    ]
     assert mocks.registrations == []
 
 

@@ -147,3 +147,20 @@ def host_prep(**over: Any) -> dict[str, Any]:
 def dpu_prep(**over: Any) -> dict[str, Any]:
     """A valid ``hosts[].dpu.prep`` section (raw, private key decrypted)."""
     return {**host_prep(host="10.0.3.1"), **over}
+
+
+#: The encrypted form of a secret leaf, as ``pulumi config set --secret`` writes it in a stack file.
+ENCRYPTED = {"secure": "v1:c2FsdA==:Y2lwaGVydGV4dA=="}
+_SECRET_KEYS = ("password", "private_key")
+
+
+def encrypted(raw: Any) -> Any:
+    """A copy of ``raw`` as a stack file holds it: every ``password`` and ``private_key`` string
+    replaced by :data:`ENCRYPTED` (what ``pulumi config set --secret --path`` writes)."""
+    if isinstance(raw, dict):
+        return {
+            k: ENCRYPTED if k in _SECRET_KEYS and isinstance(v, str) else encrypted(v) for k, v in raw.items()
+        }
+    if isinstance(raw, list):
+        return [encrypted(v) for v in raw]
+    return raw

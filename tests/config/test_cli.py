@@ -9,14 +9,15 @@ import pytest
 import yaml
 
 from stack_config.__main__ import main
-from tests.config.factories import valid_estate
+from tests.config.factories import encrypted, valid_estate
 
 FLAG_HINT = "or validate the rest with: python -m stack_config validate --allow-missing-secrets"
 
 
 def _write_stack(tmp_path: Path, estate: dict[str, Any]) -> Path:
+    """Write ``estate`` as a stack file holds it (its secrets encrypted: :func:`encrypted`)."""
     path = tmp_path / "Pulumi.test.yaml"
-    path.write_text(yaml.safe_dump({"config": {"composable-gpu:estate": estate}}))
+    path.write_text(yaml.safe_dump({"config": {"composable-gpu:estate": encrypted(estate)}}))
     return path
 
 

@@ -18,7 +18,7 @@ from stack_config.loader import (
     resolve_path,
 )
 from stack_config.models import EstateConfig
-from tests.config.factories import valid_estate
+from tests.config.factories import encrypted, valid_estate
 
 
 @pytest.mark.parametrize(
@@ -35,8 +35,9 @@ def test_format_path(loc: tuple, path: str) -> None:
 
 
 def _write_stack(tmp_path: Path, estate: object) -> Path:
+    """Write ``estate`` as a stack file holds it (its secrets encrypted: :func:`encrypted`)."""
     path = tmp_path / "Pulumi.test.yaml"
-    path.write_text(yaml.safe_dump({"config": {"composable-gpu:estate": estate}}))
+    path.write_text(yaml.safe_dump({"config": {"composable-gpu:estate": encrypted(estate)}}))
     return path
 
 

@@ -14,14 +14,15 @@ import pytest
 import yaml
 
 from stack_config import EstateConfigError, load_estate, load_stack_file
+from stack_config.loader import plaintext_secrets
 from stack_config.models import DEFAULT_MLX_DEVICE
-from stack_config.rules import plaintext_private_keys
 from stack_config.schema import SCHEMA_PATH
 from tests.config.factories import (
     SSH_HOST_KEY,
     SSH_KEY_MARKER,
     SSH_PRIVATE_KEY,
     dpu_prep,
+    encrypted,
     host_prep,
     valid_estate,
 )
@@ -188,22 +189,24 @@ def test_a_host_and_its_dpu_may_use_the_same_server() -> None:
 
 
 def test_plaintext_private_keys_in_a_stack_file_are_reported_without_the_key() -> None:
-    raw = _estate(host=host_prep(), dpu=dpu_prep(private_key={"secure": "v1:salt:cipher"}))
+    raw = encrypted(_estate(host=host_prep(), dpu=dpu_prep()))
+    raw["hosts"][0]["prep"]["private_key"] = SSH_PRIVATE_KEY
     raw["hosts"][1]["dpu"]["prep"] = dpu_prep(host="10.0.3.2")
-    problems = [str(p) for p in plaintext_private_keys(raw)]
+    problems = [str(p) for p in plaintext_secrets(raw, file_name="Pulumi.x.yaml")]
     assert problems == [
-        "hosts[0].prep.private_key: is in plain text; store it encrypted: pulumi config set --secret "
-        "--path 'estate.hosts[0].prep.private_key' < <key file>",
-        "hosts[1].dpu.prep.private_key: is in plain text; store it encrypted: pulumi config set --secret "
-        "--path 'estate.hosts[1].dpu.prep.private_key' < <key file>",
+        "hosts[0].prep.private_key: is in plain text in Pulumi.x.yaml; store it encrypted: "
+        "pulumi config set --secret --path 'estate.hosts[0].prep.private_key' < <key file>",
+        "hosts[1].dpu.prep.private_key: is in plain text in Pulumi.x.yaml; store it encrypted: "
+        "pulumi config set --secret --path 'estate.hosts[1].dpu.prep.private_key' < <key file>",
     ]
     assert SSH_KEY_MARKER not in "".join(problems)
-    assert plaintext_private_keys(valid_estate()) == []
-    assert plaintext_private_keys({"hosts": "nope"}) == [] and plaintext_private_keys(None) == []
+    assert plaintext_secrets(encrypted(valid_estate()), file_name="Pulumi.x.yaml") == []
+    assert plaintext_secrets({"hosts": "nope"}, file_name="Pulumi.x.yaml") == []
+    assert plaintext_secrets(None, file_name="Pulumi.x.yaml") == []
 
 
 def test_stack_file_with_an_encrypted_key_loads_and_the_schema_refuses_plain_text(tmp_path: Path) -> None:
-    raw = _estate(host=host_prep(private_key={"secure": "v1:salt:cipher"}))
+    raw = encrypted(_estate(host=host_prep()))
     path = tmp_path / "Pulumi.x.yaml"
     path.write_text(yaml.safe_dump({"config": {"composable-gpu:estate": raw}}))
     assert load_stack_file(path).hosts[0].prep is not None
