@@ -13,13 +13,17 @@ else
 POLICY_ENV ?= $(STACK)
 endif
 # Every preview and update runs the tenant-isolation policy pack with the stack's enforcement.
+# `make up` refreshes first (--refresh), so a change made out of band (a DPU's rshim re-enabled on
+# its BMC, a GPU decomposed by hand) is put back; `make drift` shows it without changing anything.
+# `make preview` does not refresh: its diff is the config change under review, not the Kubernetes
+# objects' status and managedFields that a refresh reads back on every run.
 POLICY := --policy-pack policies --policy-pack-config policies/config/$(POLICY_ENV).json
 # The stack config is validated offline first: a config error is reported one line per problem
 # and the CLI never runs, so it cannot print its policy-pack summary above a program that
 # stopped before the policies judged anything.
 CHECK := python -m stack_config validate Pulumi.$(STACK).yaml &&
 
-.PHONY: setup image demo lab-up lab-down lab-status preview review up destroy test lint bench ci
+.PHONY: setup image demo lab-up lab-down lab-status preview drift review up destroy test lint bench ci
 
 setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when warm)
 	bash lab/setup.sh
@@ -46,11 +50,14 @@ STATE := if [[ "$$PULUMI_BACKEND_URL" == file://* && ! -d "$${PULUMI_BACKEND_URL
 preview:
 	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi preview --stack $(STACK) --diff $(POLICY)
 
+drift:  ## Compare the stack with the live estate (refresh, nothing changed): fails when it drifted
+	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi preview --stack $(STACK) --refresh --expect-no-changes --diff $(POLICY)
+
 review:  ## Markdown preview summary (with the policy pack) for a pull-request comment
 	$(ENV) $(STATE) $(CHECK) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
 
 up:
-	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi up --stack $(STACK) --yes $(POLICY)
+	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi up --stack $(STACK) --yes --refresh $(POLICY)
 
 destroy:
 	$(ENV) $(PASS) pulumi destroy --stack $(STACK) --yes

@@ -54,9 +54,14 @@ def ensure_stack(stack: str) -> None:
 
 
 def pulumi_up(stack: str) -> dict[str, Any]:
-    """``pulumi up`` with the policy pack; returns the stack outputs (secrets stay hidden)."""
+    """``pulumi up`` with the policy pack; returns the stack outputs (secrets stay hidden).
+
+    It runs with its preview: the pack's stack-level rules judge the whole estate there, so a
+    mandatory violation stops the update before any resource is touched (``--skip-preview`` would
+    report it only after the resources were changed).
+    """
     policy_cfg = ROOT / "policies" / "config" / "lab.json"
-    up = _pulumi(stack, "up", "--yes", "--skip-preview", "--policy-pack", str(ROOT / "policies"),
+    up = _pulumi(stack, "up", "--yes", "--policy-pack", str(ROOT / "policies"),
                  "--policy-pack-config", str(policy_cfg), capture=False)
     if up.returncode != 0:
         raise DemoError(f"pulumi up --stack {stack} failed (output above)")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -227,6 +228,20 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     assert "lab-bmc-password" not in exported and "lab-director-password" not in exported
     again = stack.preview()
     assert set(again.change_summary) == {"same"}
+
+    # drift, as `make drift` and `make up` see it: in sync, a refreshing preview proposes nothing
+    # (the Kubernetes objects' status read back is no change); a DPU's rshim re-enabled behind the
+    # stack's back fails it, and an update that refreshes first puts the declared posture back
+    stack.preview(refresh=True, expect_no_changes=True)
+    ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
+    dev = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["composable-gpu:estate"]
+    dpu_bmc = dev["hosts"][0]["dpu"]["bmc"]["endpoint"] + "/_sim/state"
+    requests.post(dpu_bmc, json={"host_rshim": "Enabled"}, verify=ca, timeout=10).raise_for_status()
+    with pytest.raises(auto.CommandError, match="no changes were expected"):
+        stack.preview(refresh=True, expect_no_changes=True, diff=True)
+    stack.up(refresh=True)
+    assert requests.get(dpu_bmc, verify=ca, timeout=10).json()["host_rshim"] == "Disabled"
+    stack.preview(refresh=True, expect_no_changes=True)
 
     down = stack.destroy()
     assert down.summary.result == "succeeded"
