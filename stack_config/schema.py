@@ -1,8 +1,9 @@
 """JSON schema of the stack file, for editors (``stack_config/stack-config.schema.json``).
 
 The schema describes a whole ``Pulumi.<stack>.yaml``: ``config`` holds the estate under
-``composable-gpu:estate`` (secret leaves may be plain strings or Pulumi's ``{secure: ...}``),
-other config keys are left open. Point an editor at it, for example with the YAML language
+``composable-gpu:estate`` (secret leaves only as Pulumi's encrypted ``{secure: ...}``, and they may
+be absent: set per deployment); no other ``composable-gpu:*`` key is allowed, keys of other
+namespaces (``aws:region``) are left open. Point an editor at it, for example with the YAML language
 server modeline ``# yaml-language-server: $schema=stack_config/stack-config.schema.json``.
 Regenerate with ``python -m stack_config schema`` (a test fails when the file is stale).
 """
@@ -13,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stack_config.hints import FULL_CONFIG_KEY
+from stack_config.hints import CONFIG_NAMESPACE, FULL_CONFIG_KEY, PROGRAM_CONFIG_KEYS
 from stack_config.models import EstateConfig
-from stack_config.types import SECRET_JSON_SCHEMA
+from stack_config.types import PULUMI_SECURE_JSON_SCHEMA
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "stack-config.schema.json"
 
@@ -25,13 +26,19 @@ def estate_json_schema() -> dict[str, Any]:
     return EstateConfig.model_json_schema(mode="validation")
 
 
+def _is_secret_property(prop: dict[str, Any]) -> bool:
+    """True for a property rendered from a secret type: Pulumi's ``{secure: ...}`` plus the field's
+    own title and description."""
+    return {k: v for k, v in prop.items() if k not in ("title", "description")} == PULUMI_SECURE_JSON_SCHEMA
+
+
 def _secrets_optional(schema: dict[str, Any]) -> None:
     """Drop secret properties from ``required`` (they are often set per deployment with
     ``pulumi config set --secret`` rather than written in the file; the program still requires them)."""
     props = schema.get("properties", {})
     required = schema.get("required")
     if required:
-        kept = [k for k in required if props.get(k, {}).get("anyOf") != SECRET_JSON_SCHEMA["anyOf"]]
+        kept = [k for k in required if not _is_secret_property(props.get(k, {}))]
         if kept:
             schema["required"] = kept
         else:
@@ -58,6 +65,13 @@ def stack_file_json_schema() -> dict[str, Any]:
                 "properties": {FULL_CONFIG_KEY: {"$ref": "#/$defs/EstateConfig"}},
                 "required": [FULL_CONFIG_KEY],
                 "additionalProperties": True,
+                # a key of another namespace, or one of ours that the program reads
+                "propertyNames": {
+                    "anyOf": [
+                        {"not": {"pattern": f"^{CONFIG_NAMESPACE}:"}},
+                        {"enum": [f"{CONFIG_NAMESPACE}:{name}" for name in PROGRAM_CONFIG_KEYS]},
+                    ]
+                },
             },
         },
         "required": ["config"],

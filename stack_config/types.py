@@ -170,9 +170,9 @@ PositiveInt = Annotated[int, AfterValidator(_at_least(1)), Field(json_schema_ext
 NonNegativeInt = Annotated[int, AfterValidator(_at_least(0)), Field(json_schema_extra={"minimum": 0})]
 """An integer >= 0."""
 
-#: JSON schema of a secret leaf: plain text while editing, or Pulumi's encrypted form
-#: ``{secure: v1:...}`` as written by ``pulumi config set --secret --path``.
-#: JSON schema of Pulumi's encrypted config value, ``{secure: v1:...}``.
+#: JSON schema of Pulumi's encrypted config value, ``{secure: v1:...}``, as written by ``pulumi config
+#: set --secret --path``: the only form a secret takes in a stack file (a plain value is refused,
+#: :func:`stack_config.loader.plaintext_secrets`).
 PULUMI_SECURE_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"secure": {"type": "string"}},
@@ -180,16 +180,20 @@ PULUMI_SECURE_JSON_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: JSON schema of a one-line secret (a password): only Pulumi's encrypted form.
 SECRET_JSON_SCHEMA: dict[str, Any] = {
-    "anyOf": [{"type": "string", "writeOnly": True}, PULUMI_SECURE_JSON_SCHEMA],
-    "description": "Secret: set with `pulumi config set --secret --path ...` so that the stack file holds "
-    "only the encrypted form.",
+    **PULUMI_SECURE_JSON_SCHEMA,
+    "description": "Secret: set with `pulumi config set --secret --path ...` (it prompts for the value) so "
+    "that the stack file holds only the encrypted form; a plain-text value is rejected.",
 }
 
 Secret = Annotated[SecretStr, WithJsonSchema(SECRET_JSON_SCHEMA)]
-"""A secret string; never printed (``SecretStr``), wrapped in ``pulumi.Output.secret`` by components."""
+"""A secret string (a password) that may appear in a stack file only encrypted (``{secure: ...}``,
+:func:`stack_config.loader.plaintext_secrets`); never printed (``SecretStr``), wrapped in
+``pulumi.Output.secret`` by components."""
 
-#: JSON schema of a secret that must be stored encrypted: only Pulumi's ``{secure: v1:...}`` form.
+#: JSON schema of a multi-line secret set from a file (an SSH private key): only Pulumi's encrypted
+#: form. Told apart from :data:`SECRET_JSON_SCHEMA` by the loader, whose hint pipes the value from a file.
 ENCRYPTED_SECRET_JSON_SCHEMA: dict[str, Any] = {
     **PULUMI_SECURE_JSON_SCHEMA,
     "description": "Secret that must be stored encrypted: set it with `pulumi config set --secret --path "
@@ -197,8 +201,9 @@ ENCRYPTED_SECRET_JSON_SCHEMA: dict[str, Any] = {
 }
 
 EncryptedSecret = Annotated[SecretStr, WithJsonSchema(ENCRYPTED_SECRET_JSON_SCHEMA)]
-"""A secret that may appear in a stack file only encrypted (``{secure: ...}``); see
-:func:`stack_config.loader.plaintext_secrets`. Wrapped in ``pulumi.Output.secret`` by components."""
+"""A multi-line secret (an SSH private key) that may appear in a stack file only encrypted
+(``{secure: ...}``, :func:`stack_config.loader.plaintext_secrets`), set from a file
+(``pulumi config set --secret --path ... < key``). Wrapped in ``pulumi.Output.secret`` by components."""
 
 
 # --------------------------------------------------------------------------- composer reclaim guards

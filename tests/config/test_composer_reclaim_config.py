@@ -21,7 +21,7 @@ import yaml
 from domain.settings import SETTINGS
 from stack_config import EstateConfigError, load_estate
 from stack_config.schema import SCHEMA_PATH
-from tests.config.factories import valid_estate
+from tests.config.factories import encrypted, valid_estate
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "composer"
 
@@ -167,7 +167,7 @@ def test_every_bad_guard_value_is_reported_at_once() -> None:
 )
 def test_the_json_schema_refuses_them_too(key: str, value: Any) -> None:
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
-    doc = {"config": {"composable-gpu:estate": _with(key, value)}}
+    doc = {"config": {"composable-gpu:estate": encrypted(_with(key, value))}}
     errors = list(validator.iter_errors(doc))
     assert len(errors) == 1
 
@@ -175,7 +175,7 @@ def test_the_json_schema_refuses_them_too(key: str, value: Any) -> None:
         return [p for e in errs for p in ([list(e.absolute_path)[2:4]] + paths(e.context))]
 
     assert ["composer", key] in paths(errors)
-    good = {"config": {"composable-gpu:estate": _with("reclaim_budget", 2)}}
+    good = {"config": {"composable-gpu:estate": encrypted(_with("reclaim_budget", 2))}}
     assert list(validator.iter_errors(good)) == []
 
 
