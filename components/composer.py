@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components._base import child_opts, contract_props, publish_outputs, secret_login, token
 from components.manifests import common_labels
+from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
 
@@ -208,6 +209,10 @@ class Composer(pulumi.ComponentResource):
     - ``<name>``: the local Helm chart (``pulumi_kubernetes.helm.v4.Chart``, rendered by the
       program, so every object appears in preview) with the statically composed devices as its
       exclusion list.
+    - ``<name>-gpu-guard``: a ``ComposerGpuGuard`` (depends on the chart, so a destroy deletes it
+      first): ``pulumi destroy`` stops with the GPUs and machines named while GPUs of the pool's
+      Director group carrying the composer's owner tag are attached, instead of leaving them
+      composed with no composer to return them.
 
     Contract properties: ``pool``, ``idle_timeout_seconds``, ``target_cluster``, ``cluster_admin``
     (False), ``excluded_devices``, ``rbac_rules``, ``host_pools`` (host -> composer pool) and
@@ -264,11 +269,21 @@ class Composer(pulumi.ComponentResource):
                 tenant_pools=args.tenant_pools,
             )
         )
-        k8s.helm.v4.Chart(
+        chart = k8s.helm.v4.Chart(
             name,
             chart=str(args.chart_path),
             namespace=c.namespace,
             values=values,
             opts=child_opts(self, provider=args.provider, depends_on=[namespace, creds, *args.depends_on]),
+        )
+        # Depends on the chart, so a destroy deletes it first: it stops while the composer (still
+        # running then) holds GPUs that nobody would return once it is gone.
+        ComposerGpuGuard(
+            f"{name}-gpu-guard",
+            endpoint=args.director.endpoint,
+            **secret_login(args.director),
+            owner_tag=c.owner_tag,
+            group=args.pool.director_group,
+            opts=child_opts(self, depends_on=[chart]),
         )
         publish_outputs(self, {**props, "namespace": c.namespace})

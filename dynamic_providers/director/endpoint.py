@@ -97,6 +97,20 @@ class DirectorEndpointProvider(ResourceProvider):
         return pulumi.dynamic.UpdateResult(dict(news))
 
 
+def account_resource_args(
+    endpoint: pulumi.Input[str], username: pulumi.Input[str], password: pulumi.Input[str],
+    verify_tls: pulumi.Input[bool], opts: pulumi.ResourceOptions | None,
+) -> tuple[dict[str, Any], pulumi.ResourceOptions]:
+    """The inputs and options of a dynamic resource that logs in to the Director: ``endpoint``,
+    ``username``, ``password``, ``verify_tls``, with the account as Pulumi secrets (inputs and
+    outputs), and ``opts`` merged in. Used by :class:`DirectorEndpoint` and
+    :class:`dynamic_providers.director.destroy_guard.ComposerGpuGuard`."""
+    inputs = {"endpoint": endpoint, "username": pulumi.Output.secret(username),
+              "password": pulumi.Output.secret(password), "verify_tls": verify_tls}
+    secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["username", "password"])
+    return inputs, pulumi.ResourceOptions.merge(secret_opts, opts)
+
+
 class DirectorEndpoint(Resource, module="director", name="DirectorEndpoint"):
     """A Director endpoint and account that ``pulumi preview`` checks before anything uses them.
 
@@ -112,10 +126,5 @@ class DirectorEndpoint(Resource, module="director", name="DirectorEndpoint"):
     def __init__(self, resource_name: str, *, endpoint: pulumi.Input[str], username: pulumi.Input[str],
                  password: pulumi.Input[str], verify_tls: pulumi.Input[bool] = True,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["username", "password"])
-        super().__init__(
-            DirectorEndpointProvider(), resource_name,
-            {"endpoint": endpoint, "username": pulumi.Output.secret(username),
-             "password": pulumi.Output.secret(password), "verify_tls": verify_tls},
-            pulumi.ResourceOptions.merge(secret_opts, opts),
-        )
+        inputs, options = account_resource_args(endpoint, username, password, verify_tls, opts)
+        super().__init__(DirectorEndpointProvider(), resource_name, inputs, options)

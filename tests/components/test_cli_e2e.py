@@ -33,6 +33,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
+from dynamic_providers.director.client import DirectorClient
 from stack_config.summary import render_summary
 from tests.pulumi_project import file_backend, local_project
 
@@ -85,6 +86,7 @@ def dev_stack(lab: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
     _set(stack, "tenants[1].namespace", f"{run}-beta")
     _set(stack, "composer.namespace", f"{run}-composer")
     _set(stack, "composer.release_name", f"{run}-composer")
+    _set(stack, "composer.owner_tag", run)  # the GPUs this run's composer would hold carry it
     # This test is about the program, not the composer's runtime: its Pods go to the kwok Nodes
     # (which "run" any image) instead of the real node mgmt-1 (tests/composer/test_deployed.py).
     for key in ("node_selector", "tolerations"):
@@ -242,6 +244,20 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     stack.up(refresh=True)
     assert requests.get(dpu_bmc, verify=ca, timeout=10).json()["host_rshim"] == "Disabled"
     stack.preview(refresh=True, expect_no_changes=True)
+
+    # a destroy stops while the composer holds GPUs (attached, tagged with its owner tag), before
+    # the composer is deleted, and goes on once they are back in the pool
+    fabric = dev["fabric"]
+    pool = fabric["pools"][0]["name"]
+    with DirectorClient(fabric["director"]["endpoint"], username=fabric["director"]["username"],
+                        password="lab-director-password") as director:
+        gpu = director.free_gpus(pool)[0].name
+        director.compose("blade-slot-1", [gpu], owner_tag=run)
+        with pytest.raises(auto.CommandError, match=f"still holds 1 GPU.*{gpu} on blade-slot-1"):
+            stack.destroy()
+        assert client.AppsV1Api(api).read_namespaced_deployment(f"{run}-composer", f"{run}-composer")
+        director.decompose("blade-slot-1", [gpu])
+        director.clear_owner_tag([gpu])
 
     down = stack.destroy()
     assert down.summary.result == "succeeded"

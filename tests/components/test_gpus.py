@@ -106,11 +106,16 @@ def test_composer_chart_secret_and_props(mocks: Recorder, tmp_path: Path) -> Non
         ("kubernetes:core/v1:Secret", "composer-director-credentials"),
         ("kubernetes:helm.sh/v4:Chart", "composer"),
         ("pulumi-python:dynamic/director:DirectorEndpoint", "composer-director-account"),
+        ("pulumi-python:dynamic/director:ComposerGpuGuard", "composer-gpu-guard"),
     }
     assert all(uses_provider(r, "target") for r in mocks.registrations if r.typ.startswith("kubernetes:"))
     account = mocks.named("composer-director-account").inputs  # probed by its check at preview
     assert account["endpoint"] == "https://director.example:8443"
     assert is_secret(account["password"]) and unwrap(account["password"]) == DIRECTOR_PASSWORD
+
+    guard = mocks.named("composer-gpu-guard")  # its order before the chart: tests/components/test_cli_e2e.py
+    assert unwrap(guard.inputs["password"]) == DIRECTOR_PASSWORD and is_secret(guard.inputs["password"])
+    assert (guard.inputs["owner_tag"], guard.inputs["group"]) == ("gpu-composer", "pool-a")
 
     creds = mocks.named("composer-director-credentials").inputs
     assert is_secret(creds["stringData"])
