@@ -28,6 +28,8 @@ import yaml
 from kubernetes import client
 from pulumi import automation as auto
 
+from domain.reclaim import DEFAULT_OWNER_TAG
+from dynamic_providers.director.client import DirectorClient
 from tests.composer.harness import SIM_PASSWORD, SIM_USER, Scenario
 from tests.pulumi_project import file_backend, local_project
 
@@ -166,8 +168,25 @@ def lab_stack(
         print(sc.diagnostics())
         raise
     finally:
+        release_composer_gpus(sc, estate)
         stack.destroy(on_output=lambda _line: None)
         stack.workspace.remove_stack(STACK)
+
+
+def release_composer_gpus(sc: Scenario, estate: dict[str, Any]) -> list[str]:
+    """What an operator does before destroying a stack whose composer holds GPUs (its
+    ``ComposerGpuGuard`` refuses the destroy otherwise): stop the scenario's composers, then
+    decompose, through the Director's API, every GPU that carries the estate's owner tag.
+    Returns the GPUs decomposed, sorted."""
+    for name, proc in sc.procs.items():
+        if name.startswith("composer"):
+            proc.stop()
+    tag = estate["composer"].get("owner_tag", DEFAULT_OWNER_TAG)
+    with DirectorClient(sc.director_url, username=SIM_USER, password=SIM_PASSWORD) as director:
+        held = [g for g in director.gpus() if g.machine is not None and g.owner_tag == tag]
+        for machine in sorted({g.machine for g in held if g.machine is not None}):
+            director.decompose(machine, [g.name for g in held if g.machine == machine])
+    return sorted(g.name for g in held)
 
 
 def deployed_env(api: client.ApiClient, namespace: str, name: str) -> dict[str, str]:
