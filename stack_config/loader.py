@@ -9,6 +9,7 @@ and :func:`load_estate` before it registers any resource, so an invalid config s
 
 from __future__ import annotations
 
+import copy
 import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -187,6 +188,32 @@ def _strip_secure(value: Any) -> Any:
     return value
 
 
+def _secret_fields(
+    model: type[BaseModel], data: Any, where: str = ""
+) -> Iterator[tuple[Mapping[str, Any], str, FieldInfo, str]]:
+    """Every secret field of ``model`` in ``data``, through nested models and lists of them, as
+    ``(the mapping that holds it or would, its key, its field, its key path)``, in the models'
+    field order (``("fabric.director", ...)`` -> path ``fabric.director.password``). Only mappings
+    and lists of ``data`` are entered; other shapes are left to the models to report."""
+    if not isinstance(data, Mapping):
+        return
+    for key, field in _fields_by_key(model).items():
+        path = f"{where}.{key}" if where else key
+        if _is_secret(field.annotation):
+            yield data, key, field, path
+            continue
+        sub = _model_of(field.annotation)
+        value = data.get(key)
+        if sub is None or value is None:
+            continue
+        cls, many = sub
+        if not many:
+            yield from _secret_fields(cls, value, path)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from _secret_fields(cls, item, f"{path}[{i}]")
+
+
 def fill_missing_secrets(model: type[BaseModel], data: Any) -> Any:
     """Copy of ``data`` with every absent secret field of ``model`` (recursively) set to a placeholder.
 
@@ -195,21 +222,10 @@ def fill_missing_secrets(model: type[BaseModel], data: Any) -> Any:
     """
     if not isinstance(data, Mapping):
         return data
-    out = dict(data)
-    for name, field in _fields_by_key(model).items():
-        if _is_secret(field.annotation):
-            out.setdefault(name, SECRET_PLACEHOLDER)
-            continue
-        sub = _model_of(field.annotation)
-        if sub is None or out.get(name) is None:
-            continue
-        cls, many = sub
-        value = out[name]
-        out[name] = (
-            [fill_missing_secrets(cls, v) for v in value]
-            if many and isinstance(value, list)
-            else fill_missing_secrets(cls, value)
-        )
+    out = copy.deepcopy(dict(data))
+    for holder, key, _field, _path in _secret_fields(model, out):
+        if isinstance(holder, dict):  # a copy made above: YAML mappings load as dicts
+            holder.setdefault(key, SECRET_PLACEHOLDER)
     return out
 
 
@@ -292,31 +308,6 @@ def _is_plain_text(value: Any) -> bool:
     return value is not None and not isinstance(value, (Mapping, list))
 
 
-def _plaintext_secrets(
-    model: type[BaseModel], data: Any, where: str, file_name: str
-) -> Iterator[ConfigProblem]:
-    if not isinstance(data, Mapping):
-        return
-    for key, field in _fields_by_key(model).items():
-        if key not in data:
-            continue
-        value, path = data[key], f"{where}.{key}" if where else key
-        if _is_secret(field.annotation):
-            if _is_plain_text(value):
-                command = set_secret_command(path, from_file=_is_key_file(field))
-                yield ConfigProblem(path, f"is in plain text in {file_name}; store it encrypted: {command}")
-            continue
-        sub = _model_of(field.annotation)
-        if sub is None:
-            continue
-        cls, many = sub
-        if not many:
-            yield from _plaintext_secrets(cls, value, path, file_name)
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                yield from _plaintext_secrets(cls, item, f"{path}[{i}]", file_name)
-
-
 def plaintext_secrets(raw: Any, *, file_name: str) -> list[ConfigProblem]:
     """Secrets of the estate written in plain text in a stack file (each must be ``{secure: ...}``).
 
@@ -337,7 +328,12 @@ def plaintext_secrets(raw: Any, *, file_name: str) -> list[ConfigProblem]:
         pulumi config set --secret --path 'estate.fabric.director.password'``. The message never
         quotes the value.
     """
-    return list(_plaintext_secrets(EstateConfig, raw, "", file_name))
+    return [
+        ConfigProblem(path, f"is in plain text in {file_name}; store it encrypted: "
+                      f"{set_secret_command(path, from_file=_is_key_file(field))}")
+        for holder, key, field, path in _secret_fields(EstateConfig, raw)
+        if _is_plain_text(holder.get(key))
+    ]
 
 
 def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig:
