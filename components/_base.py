@@ -104,9 +104,10 @@ def publish_outputs(component: pulumi.ComponentResource, values: Mapping[str, An
     component.register_outputs(outputs)
 
 
+@cache
 def _declared_outputs(cls: type) -> tuple[str, ...]:
     """Names of the attributes ``cls`` itself annotates as ``pulumi.Output`` (bare or subscripted),
-    in declaration order."""
+    in declaration order; evaluated once per class (a large estate builds thousands of components)."""
     hints = inspect.get_annotations(cls, eval_str=True)
     return tuple(n for n, h in hints.items() if pulumi.Output in (h, get_origin(h)))
 
