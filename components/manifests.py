@@ -3,7 +3,7 @@
 Every function takes config values (plain data) and returns the plain ``spec``/``data``
 dicts or strings that a component hands to pulumi-kubernetes, so they are tested with tiny
 input/expected cases and validated offline against the upstream CRD schemas in
-``../shared/crds`` (``tests/components/test_manifests.py``). Sources per object:
+``lab/crds`` (``tests/components/test_manifests.py``). Sources per object:
 
 - Metal3 BareMetalHost ``metal3.io/v1alpha1`` (baremetal-operator ``docs/api.md``):
   ``bmc.address`` schemes ``redfish://``, ``redfish-virtualmedia://`` (``+http`` for plain
@@ -53,7 +53,7 @@ from stack_config.models import (
     VgpuManagerConfig,
 )
 
-#: API versions of the custom resources the components create (see /work/shared/crds).
+#: API versions of the custom resources the components create (schemas in lab/crds).
 K0RDENT_API = "k0rdent.mirantis.com/v1beta1"
 METAL3_API = "metal3.io/v1alpha1"
 DPF_PROVISIONING_API = "provisioning.dpu.nvidia.com/v1alpha1"
@@ -382,7 +382,7 @@ _CHART_ONLY = {"devicePlugin": ("create", "data")}
 def cluster_policy_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
     """The ClusterPolicy ``spec`` fragment our GPU Operator Helm values set (``nvidia.com/v1``; the
     chart renders its values into the ClusterPolicy), chart-only keys dropped, for validation
-    against the CRD schema in ``../shared/crds/gpu-operator``."""
+    against the CRD schema in ``lab/crds/gpu-operator``."""
     spec = {k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()}
     for section, keys in _CHART_ONLY.items():
         config = spec.get(section, {}).get("config")
@@ -669,7 +669,7 @@ def vxlan_segment_data(tenant: str, net: TenantNetworkConfig) -> dict[str, str]:
     ``{tenant, network, vlanId, vxlanId, cidr[, gateway]}`` (all strings, as ConfigMaps require).
 
     No published CRD describes a VLAN-to-VNI mapping for the DPUs' OVS (the DPF CRDs pinned in
-    ``../shared/crds/dpf`` describe DPUs, flavors and Helm services), so the segment is this record
+    ``lab/crds/dpf`` describe DPUs, flavors and Helm services), so the segment is this record
     in the infrastructure namespace beside the DPF objects.
     """
     data = tenant_network_data(tenant, net)

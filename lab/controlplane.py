@@ -3,8 +3,10 @@
 Real upstream binaries built from Go modules by ``make setup``: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, and kwok, which plays the kubelets of the
 simulated bare-metal workers (Nodes ``blade-slot-1`` .. ``blade-slot-N``). Everything
-listens on 127.0.0.1. After start the upstream CRDs from ``../shared/crds`` are installed
-so the API server validates every custom resource the program creates.
+listens on 127.0.0.1. After start the upstream CRDs kept in the repository (``lab/crds/``, made
+by ``lab.crdsync``) are installed and each is waited for until Established, so the API server
+validates every custom resource the program creates; a CRD that cannot be installed fails the
+start with one line naming it and its file.
 
 Ports (fixed, so that ``Pulumi.dev.yaml`` can name them): etcd 12379 (peer 12380),
 kube-apiserver 16443 (https).
@@ -23,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from lab import pki, processes
+from lab.crdsync import CRD_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 ETCD_PORT = 12379
@@ -62,22 +65,9 @@ class LabConfig:
         return self.lab_dir / "pki"
 
 
-def crd_root() -> Path:
-    """Where the upstream CRD schemas are: ``$COMPOSABLE_GPU_CRDS``, else the nearest
-    ``shared/crds`` beside the checkout or beside one of its parent folders (a clone may sit a
-    level deeper than the main checkout). The path may not exist."""
-    if "COMPOSABLE_GPU_CRDS" in os.environ:
-        return Path(os.environ["COMPOSABLE_GPU_CRDS"])
-    for folder in ROOT.parents:
-        if (folder / "shared" / "crds").is_dir():
-            return folder / "shared" / "crds"
-    return ROOT.parent / "shared" / "crds"
-
-
 def default_crd_dirs() -> tuple[Path, ...]:
-    """The upstream CRD folders under ``crd_root()`` (empty when it does not exist)."""
-    base = crd_root()
-    return tuple(sorted(p for p in base.iterdir() if p.is_dir())) if base.is_dir() else ()
+    """The project folders of ``lab/crds`` (one per upstream project), sorted by name."""
+    return tuple(sorted(p for p in CRD_DIR.iterdir() if p.is_dir()))
 
 
 def _bin(cfg: LabConfig, name: str) -> str:
@@ -133,8 +123,9 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
     """Start (or adopt) the control plane, install CRDs and create the Nodes. Idempotent.
 
     Raises:
-        processes.LabProcessError: a binary is missing or a component did not get ready;
-            the message quotes its log.
+        processes.LabProcessError: a binary is missing, a component did not get ready (the
+            message quotes its log), or a CRD could not be installed (the message names the CRD
+            and its file).
     """
     cfg = cfg or LabConfig()
     cfg.lab_dir.mkdir(parents=True, exist_ok=True)

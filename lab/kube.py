@@ -5,6 +5,7 @@ Uses the maintained ``kubernetes`` Python client.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from lab.processes import LabProcessError
 
 if TYPE_CHECKING:
     from lab.controlplane import LabConfig
@@ -29,42 +32,79 @@ def admin_client(cfg: LabConfig) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(cfg.kubeconfig))
 
 
+def _crd_documents(path: Path) -> list[dict]:
+    """The CustomResourceDefinition documents of one file.
+
+    Raises:
+        LabProcessError: the file cannot be read or parsed, or holds no CRD (one line naming it).
+    """
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise LabProcessError(f"CRD file {path}: cannot read it: {reason}") from exc
+    crds = [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    if not crds:
+        raise LabProcessError(f"CRD file {path}: holds no CustomResourceDefinition")
+    return crds
+
+
+def _api_reason(exc: ApiException) -> str:
+    """The API server's one-line message of a refused request (its Status ``message``)."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason).replace("\n", " ")
+    except ValueError:
+        return f"HTTP {exc.status} {exc.reason}"
+
+
 def install_crds(api: client.ApiClient, dirs: Iterable[Path], *, timeout_seconds: float = 60) -> list[str]:
     """Create or replace every CRD in ``dirs/*.yaml`` and wait until each is Established.
 
-    Returns the CRD names. Raises ``ApiException`` when the API server rejects one, and
-    ``TimeoutError`` when one is not Established within ``timeout_seconds``.
+    Returns the CRD names, in file order.
+
+    Raises:
+        LabProcessError: a folder is missing or holds no ``*.yaml``, a file cannot be read or
+            holds no CRD, the API server refuses a CRD, or one is not Established within
+            ``timeout_seconds``; the one-line message names the CRD and the file it came from.
     """
     ext = client.ApiextensionsV1Api(api)
-    names: list[str] = []
+    source: dict[str, Path] = {}
     for d in dirs:
-        for f in sorted(d.glob("*.yaml")):
-            for doc in yaml.safe_load_all(f.read_text()):
-                if not doc or doc.get("kind") != "CustomResourceDefinition":
-                    continue
+        files = sorted(d.glob("*.yaml")) if d.is_dir() else []
+        if not files:
+            raise LabProcessError(f"CRD folder {d}: {'holds no *.yaml file' if d.is_dir() else 'missing'}")
+        for f in files:
+            for doc in _crd_documents(f):
                 name = doc["metadata"]["name"]
                 try:
-                    ext.create_custom_resource_definition(doc)
+                    try:
+                        ext.create_custom_resource_definition(doc)
+                    except ApiException as exc:
+                        if exc.status != 409:
+                            raise
+                        current = ext.read_custom_resource_definition(name)
+                        doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+                        ext.replace_custom_resource_definition(name, doc)
                 except ApiException as exc:
-                    if exc.status != 409:
-                        raise
-                    current = ext.read_custom_resource_definition(name)
-                    doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-                    ext.replace_custom_resource_definition(name, doc)
-                names.append(name)
+                    raise LabProcessError(
+                        f"CRD {name} from {f}: the API server refused it: {_api_reason(exc)}"
+                    ) from exc
+                source[name] = f
     deadline = time.monotonic() + timeout_seconds
-    pending = set(names)
+    pending = dict(source)
     while pending and time.monotonic() < deadline:
         for name in list(pending):
             crd = ext.read_custom_resource_definition(name)
             conds = {c.type: c.status for c in (crd.status.conditions or [])} if crd.status else {}
             if conds.get("Established") == "True":
-                pending.discard(name)
+                del pending[name]
         if pending:
             time.sleep(0.2)
     if pending:
-        raise TimeoutError(f"CRDs not Established after {timeout_seconds:.0f} s: {sorted(pending)}")
-    return names
+        name, f = sorted(pending.items())[0]
+        raise LabProcessError(f"CRD {name} from {f}: not Established after {timeout_seconds:.0f} s"
+                              + (f" (and {len(pending) - 1} more)" if len(pending) > 1 else ""))
+    return list(source)
 
 
 def node_manifest(name: str, *, cpu: int, memory_mib: int, pods: int = 110) -> dict:

@@ -721,7 +721,7 @@ PinnedVersion = Annotated[str, Field(pattern=PINNED_VERSION_PATTERN)]
 #: Cluster API control-plane kinds that run the control plane outside the cluster's machines, as
 #: pods in the management cluster: k0smotron's ``K0smotronControlPlane`` (k0smotron docs, "Cluster
 #: API control plane provider"; CRD ``controlplane.cluster.x-k8s.io_k0smotroncontrolplanes.yaml`` in
-#: ../shared/crds/k0smotron). ``K0sControlPlane`` and ``KubeadmControlPlane`` run on machines.
+#: lab/crds/k0smotron). ``K0sControlPlane`` and ``KubeadmControlPlane`` run on machines.
 HOSTED_CONTROL_PLANE_KINDS: tuple[str, ...] = ("K0smotronControlPlane",)
 
 

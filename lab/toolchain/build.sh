@@ -8,7 +8,7 @@
 # fresh clones on the same machine (CI) reuse it; the checkout links to it as .toolchain.
 #
 # Usage: lab/toolchain/build.sh [name ...]   (default: all)
-# Facts: ../shared/TOOLCHAIN-NOTES.md; pins: lab/toolchain/versions.env.
+# Pins, and the upstream facts behind each build step: lab/toolchain/versions.env.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -1,4 +1,4 @@
-"""Offline validation of custom resources against the upstream CRD schemas (../shared/crds).
+"""Offline validation of custom resources against the CRD schemas the lab installs (``lab/crds``).
 
 Stricter than the API server in one way on purpose: a field the schema does not declare is an
 error here (the API server would silently prune it, losing the setting). CEL rules
@@ -8,18 +8,12 @@ error here (the API server would silently prune it, losing the setting). CEL rul
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from lab.controlplane import crd_root
-
-
-def crd_dir() -> Path:
-    """The folder the lab installs the upstream CRDs from (``lab.controlplane.crd_root``)."""
-    return crd_root()
+from lab.crdsync import CRD_DIR
 
 
 def _strict(schema: Any) -> Any:
@@ -47,7 +41,7 @@ def _strict(schema: Any) -> Any:
 def schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """``(apiVersion, kind) -> JSON schema`` for every served version of every CRD."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(crd_dir().glob("*/*.yaml")):
+    for path in sorted(CRD_DIR.glob("*/*.yaml")):
         for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue

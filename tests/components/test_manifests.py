@@ -24,7 +24,7 @@ from components.manifests import (
 )
 from stack_config import load_estate
 from stack_config.models import CatalogConfig, GpuSharingConfig, HypervisorClusterConfig, TenantClusterConfig
-from tests.components.crd_schemas import crd_dir, validation_errors
+from tests.components.crd_schemas import validation_errors
 
 
 @pytest.mark.parametrize(
@@ -192,12 +192,6 @@ def test_tenant_cluster_spec_attaches_networks_and_gpus() -> None:
     assert [s["name"] for s in spec["serviceSpec"]["services"]] == ["cilium", "gpu-operator"]
 
 
-requires_crds = pytest.mark.skipif(
-    not crd_dir().is_dir(), reason="upstream CRDs (../shared/crds) not present"
-)
-
-
-@requires_crds
 def test_bare_metal_host_with_image_matches_the_crd() -> None:
     from components.manifests import bare_metal_host_spec
     from stack_config.models import HostConfig
@@ -239,7 +233,6 @@ def test_bare_metal_host_with_image_matches_the_crd() -> None:
     assert validation_errors(obj) == []
 
 
-@requires_crds
 def test_offline_crd_validation_catches_mistakes() -> None:
     bmh = {
         "apiVersion": "metal3.io/v1alpha1",
@@ -260,7 +253,6 @@ def test_offline_crd_validation_catches_mistakes() -> None:
     )
 
 
-@requires_crds
 @pytest.mark.parametrize("stack_file", ["valid_estate", "Pulumi.dev.yaml", "Pulumi.production.yaml"])
 def test_every_custom_resource_matches_its_crd(mocks, tmp_path: Path, stack_file: str) -> None:
     from stack_config.loader import load_stack_file
@@ -306,9 +298,8 @@ def test_every_custom_resource_matches_its_crd(mocks, tmp_path: Path, stack_file
     assert {k: v for k, v in problems.items() if v} == {}
 
 
-@requires_crds
 def test_the_lab_installs_every_crd_the_program_creates_objects_of() -> None:
-    """The lab installs each folder of ../shared/crds (lab.controlplane.default_crd_dirs), so the
+    """The lab installs each folder of lab/crds (lab.controlplane.default_crd_dirs), so the
     NetworkAttachmentDefinition, ClusterTemplate and ClusterPolicy schemas validate the objects the
     program sends to the lab API server."""
     from lab.controlplane import default_crd_dirs
@@ -351,7 +342,7 @@ def test_vm_vgpu_cluster_gets_vgpu_manager_device_config_and_permitted_mdevs() -
 
 def _cluster_policy_errors(values: dict) -> list[str]:
     """Schema errors of the ClusterPolicy fragment our GPU Operator values set (CRD in
-    ../shared/crds/gpu-operator), each section checked against its ``spec`` property schema."""
+    lab/crds/gpu-operator), each section checked against its ``spec`` property schema."""
     import jsonschema
 
     from components.manifests import cluster_policy_overrides
@@ -368,7 +359,6 @@ def _cluster_policy_errors(values: dict) -> list[str]:
     return errors
 
 
-@requires_crds
 def test_cluster_policy_check_catches_mistakes() -> None:
     assert _cluster_policy_errors({"vgpuManager": {"enabled": True, "versoin": "1"}, "migg": {}}) == [
         "vgpuManager.: Additional properties are not allowed ('versoin' was unexpected)",
@@ -376,7 +366,6 @@ def test_cluster_policy_check_catches_mistakes() -> None:
     ]
 
 
-@requires_crds
 @pytest.mark.parametrize("stack_file", ["Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.production.yaml"])
 def test_gpu_operator_values_match_the_cluster_policy_schema(mocks, tmp_path: Path, stack_file: str) -> None:
     from stack_config.loader import load_stack_file
