@@ -1,7 +1,7 @@
 """``python -m lab.crdsync --upstream DIR``: the lab's CRDs (``lab/crds/``) made from upstream files.
 
 The lab installs the CustomResourceDefinitions of the projects whose objects the program creates
-(k0rdent kcm, Metal3, DPF, the GPU Operator, Cluster API, its KubeVirt provider, k0smotron,
+(k0rdent kcm, Metal3, DPF, the GPU Operator, Cluster API, its KubeVirt and Metal3 providers, k0smotron,
 Multus), so that its API server validates every custom resource the way the real management
 cluster would. The repository keeps them as schema facts only: each upstream file with every
 ``description`` removed (from the schemas and from the printer columns); names, versions, types,
