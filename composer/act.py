@@ -215,6 +215,8 @@ class Executor:
             changes[ann.INTENTS] = ann.encode_intents(new.intents)
         if old.reclaim != new.reclaim:
             changes[ann.RECLAIM] = ann.encode_reclaim(new.reclaim)
+        if old.idle_since != new.idle_since:
+            changes[ann.IDLE_SINCE] = ann.encode_idle_since(new.idle_since)
         return new, changes
 
     def _taint(self, res: JobResult, node: str, present: bool) -> None:
@@ -384,7 +386,8 @@ class Executor:
                     f"{job.node}" + (f", reusing {pl.spare_units} spare unit(s)" if pl.spare_units else ""),
                 )
             )
-        return self._write(res, job.node, rec, NodeRecord(rec.devices | set(devices), intents, rec.reclaim))
+        composed = replace(rec, devices=rec.devices | set(devices), intents=intents)
+        return self._write(res, job.node, rec, composed)
 
     def _compose_failed(
         self,
@@ -489,9 +492,9 @@ class Executor:
             res,
             node,
             rec,
-            NodeRecord(
-                rec.devices - set(devices),
-                rec.intents,
-                Reclaim(devices, ReclaimPhase.DECOMPOSED, self.clock()),
+            replace(
+                rec,
+                devices=rec.devices - set(devices),
+                reclaim=Reclaim(devices, ReclaimPhase.DECOMPOSED, self.clock()),
             ),
         )

@@ -18,6 +18,11 @@ Node annotations:
     Director's truth instead of composing twice.
 ``composer.liqid.io/reclaim``
     JSON :class:`Reclaim`: an idle-reclaim in progress (the node is tainted meanwhile).
+``composer.liqid.io/idle-since``
+    Seconds since the epoch (``1800000000.250``): when a composer replica first saw the node
+    idle with composer-managed GPUs. The idle timeout counts from it, so a new leader goes on
+    with the timer instead of starting it again; removed when a GPU pod arrives or the reclaim
+    starts.
 
 An intent is also the *reservation* of its GPUs for its pod: the planner counts its devices
 and units as taken until the pod is bound, so two pods never get the same GPUs. For a pod held
@@ -65,6 +70,7 @@ from domain.labels import DO_NOT_RECLAIM as DO_NOT_RECLAIM
 from domain.labels import GATE as GATE
 from domain.labels import GATING_DISABLED as GATING_DISABLED
 from domain.labels import GATING_OPT_OUT as GATING_OPT_OUT
+from domain.labels import IDLE_SINCE as IDLE_SINCE
 from domain.labels import INTENTS as INTENTS
 from domain.labels import MAX_GPUS_LABEL as MAX_GPUS_LABEL
 from domain.labels import POOL_LABEL as POOL_LABEL
@@ -154,12 +160,14 @@ class NodeRecord:
     """The composer's annotations of one node, decoded.
 
     ``hold``: the composer's autoscaler annotations are on the node (see :func:`with_hold`).
+    ``idle_since``: the ``idle-since`` annotation (seconds since the epoch; None = absent).
     """
 
     devices: frozenset[str] = frozenset()
     intents: dict[str, Intent] = field(default_factory=dict)
     reclaim: Reclaim | None = None
     hold: bool = False
+    idle_since: float | None = None
 
 
 def holds_gpus(record: NodeRecord) -> bool:
@@ -212,7 +220,11 @@ def decode(annotations: dict[str, str] | None) -> NodeRecord:
             reclaim = Reclaim(tuple(r["devices"]), phase, float(r.get("since", 0.0)))
     except (ValueError, TypeError, KeyError, AttributeError):
         reclaim = None
-    return NodeRecord(devices, intents, reclaim, a.get(AUTOSCALER_HOLD) == "true")
+    try:
+        idle_since = float(a[IDLE_SINCE]) if a.get(IDLE_SINCE) else None
+    except ValueError:
+        idle_since = None
+    return NodeRecord(devices, intents, reclaim, a.get(AUTOSCALER_HOLD) == "true", idle_since)
 
 
 def encode_devices(devices: frozenset[str] | set[str]) -> str | None:
@@ -233,6 +245,11 @@ def encode_intents(intents: dict[str, Intent]) -> str | None:
             del d["until"]  # only gated pods' reservations have a deadline
         out[uid] = d
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+def encode_idle_since(since: float | None) -> str | None:
+    """Annotation value for the idle timer's start (None deletes the annotation)."""
+    return None if since is None else f"{since:.3f}"
 
 
 def encode_reclaim(reclaim: Reclaim | None) -> str | None:

@@ -50,6 +50,7 @@ from composer.nodestate import NodeView, node_view
 from composer.podspec import PodView, pod_view
 from composer.pools import label_changes
 from composer.round_types import Decision, Memory, NodeJob, Policy, Snapshot
+from composer.timers import OrphanTimers, configmap_name
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class Controller:
             Director read found a change, to wake the loop.
         nominate: set ``status.nominatedNodeName`` of gated pods to the node their GPUs are
             reserved on (see :func:`composer.gating.nomination_enabled`).
+        timers: where the orphan timers (``memory.orphan_since``) are loaded from on the first
+            round and saved to after each round that changed them; None = the ConfigMap
+            ``<lease name>-orphans`` next to the Lease (``policy.lease``), through ``kube``.
     """
 
     kube: KubeApi
@@ -134,6 +138,7 @@ class Controller:
     fabric_max_age_seconds: float = 0.0
     on_job_done: Callable[[], None] | None = None
     nominate: bool = False
+    timers: OrphanTimers | None = None
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
     _fabric: FabricCache | None = None
@@ -146,6 +151,9 @@ class Controller:
 
     def __post_init__(self) -> None:
         self._pool = LazyPool(self.workers, "composer-node")
+        if self.timers is None:
+            namespace, lease = self.policy.lease
+            self.timers = OrphanTimers(self.kube, namespace, configmap_name(lease))
         if self.source is not None and self.executor.on_node_written is None:
             self.executor.on_node_written = self.source.assume
 
@@ -212,7 +220,7 @@ class Controller:
         if not clean or job.reclaim is not None or job.cancel_edit:
             self.fabric.forget()
             return
-        self.fabric.applied(job.node, [d for ds in res.composed.values() for d in ds])
+        self.fabric.applied(job.node, [d for ds in res.composed.values() for d in ds], self.policy.owner_tag)
 
     def _remember(self, res: JobResult) -> None:
         m = self.memory
@@ -259,7 +267,11 @@ class Controller:
         composing = {n: frozenset(it.placement.uid for it in r.job.compose) for n, r in self._running.items()}
         early = busy_releases(snap, composing, self.policy) if composing else ()
         snap = _without_busy(snap, busy)
+        timers = self.timers
+        assert timers is not None  # set in __post_init__
+        timers.load_into(self.memory.orphan_since)
         decision = decide(snap, self.memory, self.policy)
+        timers.save(self.memory.orphan_since)
         for ev in decision.events:
             self.executor.emit(ev)
         gates = self._gates()
@@ -283,6 +295,7 @@ class Controller:
         self.metrics.reservations_expired.inc(decision.expired)
         self.metrics.gpus_taken.inc(decision.taken)
         self.metrics.gpus_lost.inc(decision.lost)
+        self.metrics.gpus_adopted.inc(decision.adopted)
         for reason, n in decision.held.items():
             self.metrics.reclaims_held.labels(reason).set(n)
         self.metrics.set_free(decision.free_by_model)

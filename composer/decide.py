@@ -121,13 +121,15 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     latencies: list[float] = []
     actions: list[PodAction] = []
     expired = taken = lost = 0
+    adopted = 0
     for node in composable:
         attached = fabric.attached(node.name)
-        if settled(node.record, attached):
+        owned = fabric.owned_on(policy.owner_tag, node.name)
+        if settled(node.record, attached, owned):
             records[node.name] = node.record
             flags[node.name] = (False, False)
             continue
-        rc = reconcile_record(node, ctx, attached=attached)
+        rc = reconcile_record(node, ctx, attached=attached, owned=owned)
         records[node.name] = rc.record
         flags[node.name] = (rc.restart_plugin, rc.cancel_edit)
         events.extend(rc.events)
@@ -137,6 +139,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
         expired += rc.expired
         taken += rc.taken
         lost += len(rc.lost)
+        adopted += len(rc.adopted)
         for uid, it in rc.release:
             actions.append(_release(pods_by_uid[uid], node.name, it))
 
@@ -313,14 +316,16 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     jobs = []
     guards = ReclaimGuards(snapshot, composable, records, policy)
     for node in composable:
-        if _untouched(node, node.name in by_node, memory):
+        if _untouched(node, records[node.name], node.name in by_node, memory):
             continue
         rec = ann.with_hold(records[node.name])
         busy = ctx.usage_of(node.name).gpu_pods > 0 or bool(rec.intents) or node.name in by_node
-        step = reclaim_step(
+        step, since = reclaim_step(
             node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
         )
-        step = guards.check(node, step, memory, events)
+        step = guards.check(node, step, memory, events, idle=since is not None)
+        if rec.idle_since != since:
+            rec = replace(rec, idle_since=since)
         restart, cancel = flags[node.name]
         job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(by_node.get(node.name, ())), step)
         if not job.idle:
@@ -349,6 +354,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
         expired=expired,
         taken=taken,
         lost=lost,
+        adopted=adopted,
         held=guards.held_counts(memory),
     )
 
@@ -383,17 +389,18 @@ def busy_releases(
 _NOTHING = NodeRecord()
 
 
-def _untouched(node: NodeView, placed: bool, memory: Memory) -> bool:
-    """A node the reclaim pass can skip (most nodes, most rounds): no composer record (such a
-    record is ``settled``, so reconciliation leaves it empty and flags nothing to restart or
-    cancel), nothing placed on it this round, no idle timer, no held reclaim and no reclaim
-    taint. For such a node :func:`reclaim_step` and the guards give no step and its job is
-    idle; ``tests/composer/test_decide_fast_paths.py`` checks that :func:`decide` decides the
-    same with this skip (and the ``settled`` one) off."""
+def _untouched(node: NodeView, record: NodeRecord, placed: bool, memory: Memory) -> bool:
+    """A node the reclaim pass can skip (most nodes, most rounds): no composer record (nor idle
+    timer), before and after reconciliation (``record``; an empty record reconciles to itself
+    and flags nothing to restart or cancel, unless GPUs were adopted into it), nothing placed on
+    it this round, no held reclaim and no reclaim taint. For such a node
+    :func:`reclaim_step` and the guards give no step and its job is idle;
+    ``tests/composer/test_decide_fast_paths.py`` checks that :func:`decide` decides the same
+    with this skip (and the ``settled`` one) off."""
     return (
         node.record == _NOTHING
+        and record == _NOTHING
         and not placed
-        and node.name not in memory.idle_since
         and node.name not in memory.held
         and not node.reclaim_tainted
     )

@@ -116,6 +116,7 @@ class FabricView:
         default_factory=dict, compare=False, repr=False
     )
     _by_tag: dict[str, tuple[FabricGpu, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _owned: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict, compare=False, repr=False)
     _base: FabricView | None = field(default=None, compare=False, repr=False)
     _removed: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
@@ -136,17 +137,39 @@ class FabricView:
         """The GPUs carrying ``owner_tag`` as their user description, in view order."""
         return self._by_tag.get(owner_tag, ())
 
+    def owned_on(self, owner_tag: str, machine: str) -> frozenset[str]:
+        """Names of the GPUs attached to ``machine`` that carry ``owner_tag`` (the composer's own,
+        whatever its node record says)."""
+        by_machine = self._owned.get(owner_tag)
+        if by_machine is None:
+            acc: dict[str, set[str]] = {}
+            for g in self.tagged(owner_tag):
+                if g.machine is not None:
+                    acc.setdefault(g.machine, set()).add(g.name)
+            by_machine = self._owned[owner_tag] = {m: frozenset(ds) for m, ds in acc.items()}
+        return by_machine.get(machine, frozenset())
+
     def tagged_other_than(self, owner_tag: str) -> frozenset[str]:
         """Names of the GPUs carrying an owner tag that is not ``owner_tag``."""
         return frozenset(g.name for tag, gs in self._by_tag.items() if tag != owner_tag for g in gs)
 
-    def with_attached(self, machine: str, devices: Iterable[str]) -> FabricView:
+    def with_attached(
+        self, machine: str, devices: Iterable[str], owner_tag: str | None = None
+    ) -> FabricView:
         """This view after the Director confirmed ``devices`` attached to ``machine`` (they are
-        in the machine's group pool now): what a compose changed, without reading it again."""
+        in the machine's group pool now) and, with ``owner_tag``, tagged with it (the compose
+        writes the tag before the attach): what a compose changed, without reading it again."""
         names = set(devices)
         group = self.machine_groups.get(machine)
         gpus = tuple(
-            replace(g, machine=machine, group=g.group if group is None else group) if g.name in names else g
+            replace(
+                g,
+                machine=machine,
+                group=g.group if group is None else group,
+                owner_tag=g.owner_tag if owner_tag is None else owner_tag,
+            )
+            if g.name in names
+            else g
             for g in self.gpus
         )
         view = FabricView(gpus, self.machines, self.machine_groups)

@@ -72,7 +72,8 @@ class FabricCache:
         self._bg_client: FabricClient | None = None  # the background thread
         self._bg = LazyPool(1, "fabric-read")
         self._refresh: Future[None] | None = None
-        self._applied_since: list[tuple[str, tuple[str, ...]]] = []  # composes during a refresh
+        # composes during a refresh: (machine, devices, owner tag)
+        self._applied_since: list[tuple[str, tuple[str, ...], str | None]] = []
 
     def view(self) -> FabricView:
         """The read to plan on (see the module docstring).
@@ -98,15 +99,16 @@ class FabricCache:
             self._view, self._read_at = view, now
         return view
 
-    def applied(self, machine: str, devices: Sequence[str]) -> None:
-        """A compose the Director client verified: ``devices`` are attached to ``machine`` now."""
+    def applied(self, machine: str, devices: Sequence[str], owner_tag: str | None = None) -> None:
+        """A compose the Director client verified: ``devices`` are attached to ``machine`` now,
+        tagged ``owner_tag`` (None: their tags as read)."""
         if not devices:
             return
         with self._lock:
             if self._view is not None:
-                self._view = self._view.with_attached(machine, devices)
+                self._view = self._view.with_attached(machine, devices, owner_tag)
             if self.refreshing:
-                self._applied_since.append((machine, tuple(devices)))
+                self._applied_since.append((machine, tuple(devices), owner_tag))
 
     def forget(self) -> None:
         """The next :meth:`view` reads the Director on the caller's thread; a background read in
@@ -172,8 +174,8 @@ class FabricCache:
         with self._lock:
             if self._generation != generation:
                 return  # forgotten meanwhile: the next round reads the Director anyway
-            for machine, devices in self._applied_since:
-                view = view.with_attached(machine, devices)
+            for machine, devices, tag in self._applied_since:
+                view = view.with_attached(machine, devices, tag)
             old, self._view, self._read_at = self._view, view, started
             self._applied_since = []
         if old != view and self._on_refresh is not None:

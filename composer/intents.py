@@ -11,6 +11,12 @@ its phase's function (:data:`PHASES`):
 - ``Attached``: once the node advertises the units (``Advertised``; a gated pod is released);
   GPUs another pod got first drop the intent; too long unadvertised restarts the device plugin;
 - ``Advertised``: waits for the scheduler; given up after ``schedule_timeout_seconds``.
+
+Then the record adopts every GPU the Director shows attached to the node with the composer's
+owner tag that neither the record nor an open intent names (the record was removed, emptied or
+written by an older composer): the tag, written before every attach, is the ground truth of
+whose a GPU is. A Normal ``AdoptedGpus`` Event on the Node names them; from then on they are
+managed like any the composer composed (kept while a GPU pod uses the node, reclaimed when idle).
 """
 
 from __future__ import annotations
@@ -193,10 +199,18 @@ PHASES: Mapping[IntentPhase, Callable[[_Node, str, Intent, PodView], None]] = {
 }
 
 
-def settled(rec: NodeRecord, attached: Mapping[str, str]) -> bool:
-    """Nothing to reconcile: no intent, and every GPU of the record is still attached (most
-    nodes, most rounds); :func:`reconcile_record` returns such a record unchanged."""
-    return not rec.intents and rec.devices <= attached.keys()
+def settled(rec: NodeRecord, attached: Mapping[str, str], owned: frozenset[str] = frozenset()) -> bool:
+    """Nothing to reconcile: no intent, every GPU of the record is still attached, and every
+    attached GPU carrying the composer's owner tag (``owned``) is in the record (most nodes,
+    most rounds); :func:`reconcile_record` returns such a record unchanged."""
+    if rec.intents or not rec.devices <= attached.keys():
+        return False
+    rest = owned - rec.devices
+    return not rest or rest <= _reclaiming(rec)
+
+
+def _reclaiming(rec: NodeRecord) -> frozenset[str]:
+    return frozenset(rec.reclaim.devices) if rec.reclaim else frozenset()
 
 
 def reconcile_record(
@@ -205,24 +219,27 @@ def reconcile_record(
     *,
     attached: Mapping[str, str],
     in_flight: frozenset[str] = frozenset(),
+    owned: frozenset[str] = frozenset(),
 ) -> Reconciled:
     """Bring one node's composer record in line with the Director and the pods.
 
     Args:
         node: the node (its ``record`` is the record as read).
         ctx: the round: every observed pod, the requests of pods bound to each node, the
-            current time and the policy (timeouts).
+            current time and the policy (timeouts, ``excluded`` devices).
         attached: device -> model of GPUs the Director shows attached to the node.
         in_flight: pod UIDs whose compose this process started and has not finished (their
             ``Composing`` intents are not crash leftovers).
+        owned: names of the attached GPUs carrying the composer's owner tag; those neither the
+            record nor an intent names (and not ``excluded``) are adopted into the record.
 
     Returns:
         The :class:`Reconciled` record and its consequences.
     """
     rec = node.record
-    if settled(rec, attached):
+    if settled(rec, attached, owned):
         return Reconciled(rec)
-    reclaiming = set(rec.reclaim.devices) if rec.reclaim else set()
+    reclaiming = set(_reclaiming(rec))
     lost = tuple(sorted(rec.devices - attached.keys() - reclaiming))
     managed = set(rec.devices & attached.keys())
     st = _Node(node, attached, ctx.usage_of(node.name), ctx.now, ctx.policy, in_flight, managed)
@@ -233,8 +250,13 @@ def reconcile_record(
         if not _ended(st, uid, it, pod):
             assert pod is not None  # _ended is True for a missing pod
             PHASES[it.phase](st, uid, it, pod)
+    named = st.managed | reclaiming | {d for it in st.intents.values() for d in it.devices}
+    adopted = tuple(sorted(owned - named - ctx.policy.excluded))
+    if adopted:
+        st.managed.update(adopted)
+        st.events.append(_adopted_event(node, adopted, ctx.policy))
     return Reconciled(
-        NodeRecord(frozenset(st.managed), st.intents, rec.reclaim),
+        replace(rec, devices=frozenset(st.managed), intents=st.intents),
         st.restart,
         st.cancel,
         tuple(st.events),
@@ -244,6 +266,19 @@ def reconcile_record(
         st.expired,
         st.taken,
         lost,
+        adopted,
+    )
+
+
+def _adopted_event(node: NodeView, adopted: tuple[str, ...], policy: Policy) -> EventSpec:
+    """The Normal Event naming the GPUs adopted into ``node``'s record."""
+    return node_event(
+        node.name,
+        "Normal",
+        "AdoptedGpus",
+        f"{', '.join(adopted)} attached to {node.name} carry this composer's owner tag "
+        f"{policy.owner_tag!r} on the LIQID Director but were not in the node's record: adopted "
+        f"(kept while a GPU pod runs on the node, given back after {policy.idle_timeout_seconds:.0f} s idle)",
     )
 
 

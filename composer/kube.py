@@ -10,7 +10,9 @@ Verbs used here and by :mod:`composer.cache` (the chart's RBAC grants exactly th
 list/watch/patch (cluster; patch only removes the composer's scheduling gate and pins the pod),
 pods/status patch (cluster, only when nominating: ``status.nominatedNodeName``),
 pods delete (device-plugin namespace), nodes list/watch/get/patch,
-namespaces list/watch, events create, leases get/create/update (own namespace).
+namespaces list/watch, events create (and get/patch: a repeated Event is counted on the one
+object, :meth:`KubeApi.create_event`), leases get/create/update and configmaps get/create/patch
+(own namespace: the orphan timers, :mod:`composer.timers`).
 """
 
 from __future__ import annotations
@@ -348,6 +350,51 @@ class KubeApi:
             self.core.create_namespaced_event(ns, body, _request_timeout=REQUEST_TIMEOUT)
         except Exception as exc:
             raise _wrap("POST", f"{ns}/events", exc) from exc
+
+    # -- the composer's ConfigMap ------------------------------------------------------------
+    def read_configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The ``data`` of ConfigMap ``namespace/name``, or None when it does not exist.
+
+        Raises:
+            KubeError: any other failure.
+        """
+        resp = _read_or_none(
+            lambda: self.core.read_namespaced_config_map(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            ),
+            f"{namespace}/configmaps/{name}",
+        )
+        return None if resp is None else dict(json.loads(resp.data).get("data") or {})
+
+    def write_configmap_data(self, namespace: str, name: str, data: Mapping[str, str | None]) -> None:
+        """Set (or, with None, delete) keys of ConfigMap ``namespace/name``'s ``data`` with a JSON
+        merge patch, creating the ConfigMap when it does not exist.
+
+        Raises:
+            KubeError: refused (a 409 when another writer created it meanwhile: try again).
+        """
+        resource = f"{namespace}/configmaps/{name}"
+        try:
+            _patch(self.core.patch_namespaced_config_map, resource, name, namespace, {"data": dict(data)},
+                   content_type=MERGE_PATCH)
+            return
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": ann.COMPONENT},
+            },
+            "data": {k: v for k, v in data.items() if v is not None},
+        }
+        try:
+            self.core.create_namespaced_config_map(namespace, body, _request_timeout=REQUEST_TIMEOUT)
+        except Exception as exc:
+            raise _wrap("POST", f"{namespace}/configmaps", exc) from exc
 
     # -- leases -------------------------------------------------------------------------------
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:

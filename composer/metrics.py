@@ -31,6 +31,8 @@ Reclaim guards and out-of-band changes (``docs/composer-reclaim.md``):
   showing attached to their node without a reclaim.
 - ``orphaned_gpus_reclaimed_total`` (counter): composer-tagged GPUs decomposed from machines
   that had no Node.
+- ``gpus_adopted_total`` (counter): composer-tagged GPUs attached to a Node that its record did
+  not name, taken into the record (``AdoptedGpus``).
 """
 
 from __future__ import annotations
@@ -127,6 +129,11 @@ class Metrics:
         self.orphans_reclaimed = Counter(
             "composer_orphaned_gpus_reclaimed_total",
             "Composer-tagged GPUs given back from machines that had no Node",
+            registry=r,
+        )
+        self.gpus_adopted = Counter(
+            "composer_gpus_adopted_total",
+            "Composer-tagged GPUs attached to a Node, taken into its record that did not name them",
             registry=r,
         )
         self._free_keys: set[tuple[str, str]] = set()

@@ -2,9 +2,10 @@
 
 - :func:`reclaim_step`: the next :class:`~composer.round_types.ReclaimStep` of a node, a small
   state machine over the node's :class:`~composer.annotations.ReclaimPhase` (none -> ``START``
-  once idle for ``idle_timeout_seconds``; ``TAINTED`` -> ``DECOMPOSE``, or ``ABORT`` when a GPU
-  pod arrived; ``DECOMPOSED`` -> ``FINISH`` once the node stops advertising the GPUs or after
-  ``advertise_timeout_seconds``; a taint without a record -> ``FINISH``);
+  once idle for ``idle_timeout_seconds``, counted from the node's ``idle-since`` annotation;
+  ``TAINTED`` -> ``DECOMPOSE``, or ``ABORT`` when a GPU pod arrived; ``DECOMPOSED`` -> ``FINISH``
+  once the node stops advertising the GPUs or after ``advertise_timeout_seconds``; a taint
+  without a record -> ``FINISH``);
 - :class:`ReclaimGuards`: holds a ``START`` back (``do-not-reclaim``, reclaim windows, the pool's
   budget) and turns a ``DECOMPOSE`` of an opted-out node into ``ABORT``, with one
   ``ReclaimHeld`` Event per reason change (:mod:`composer.reclaim_guard`);
@@ -14,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from composer import annotations as ann
@@ -43,31 +45,42 @@ def reclaim_step(
     now: float,
     policy: Policy,
     memory: Memory,
-) -> ReclaimStep | None:
-    """The next reclaim step for a node, updating ``memory.idle_since`` (see module docstring)."""
+) -> tuple[ReclaimStep | None, float | None]:
+    """The next reclaim step for a node (see module docstring), and the node's idle timer.
+
+    The idle timer is ``record.idle_since`` (the node's ``idle-since`` annotation, written by
+    whichever replica first saw the node idle, so a new leader goes on counting from there):
+    kept while the node stays idle with reclaimable GPUs (also when its reclaim starts: a failed
+    one is retried after ``memory.reclaim_retry_at``, not after another idle timeout), set to
+    ``now`` when it becomes so (or when it names a time to come), None when the node is busy, has
+    nothing to reclaim, or a reclaim is under way (its record takes over).
+
+    Returns:
+        (step or None, the idle-since time to record, seconds since the epoch, or None).
+    """
     if record.reclaim is None:
         if node.reclaim_tainted:
-            return ReclaimStep(ReclaimKind.FINISH)  # taint left behind without a reclaim record
+            return ReclaimStep(ReclaimKind.FINISH), None  # taint left behind without a reclaim record
         reclaimable = tuple(sorted((record.devices & attached.keys()) - policy.excluded))
         if busy or not reclaimable:
-            memory.idle_since.pop(node.name, None)
-            return None
-        since = memory.idle_since.setdefault(node.name, now)
+            return None, None
+        since = record.idle_since
+        if since is None or not math.isfinite(since) or since > now:  # a time to come: from now on
+            since = now
         if now - since >= policy.idle_timeout_seconds and now >= memory.reclaim_retry_at.get(node.name, 0.0):
-            return ReclaimStep(ReclaimKind.START, reclaimable)
-        return None
-    memory.idle_since.pop(node.name, None)
+            return ReclaimStep(ReclaimKind.START, reclaimable), since
+        return None, since
     rc = record.reclaim
     if rc.phase is ReclaimPhase.TAINTED:
         if busy:
-            return ReclaimStep(ReclaimKind.ABORT)
+            return ReclaimStep(ReclaimKind.ABORT), None
         return ReclaimStep(
             ReclaimKind.DECOMPOSE, tuple(d for d in rc.devices if d in attached and d not in policy.excluded)
-        )
+        ), None
     # DECOMPOSED: lift the taint once the node no longer advertises them
     if node.advertised_gpus <= len(attached) or now - rc.since >= policy.advertise_timeout_seconds:
-        return ReclaimStep(ReclaimKind.FINISH)
-    return None
+        return ReclaimStep(ReclaimKind.FINISH), None
+    return None, None
 
 
 class ReclaimGuards:
@@ -114,11 +127,18 @@ class ReclaimGuards:
         return self._reclaiming
 
     def check(
-        self, node: NodeView, step: ReclaimStep | None, memory: Memory, events: list[EventSpec]
+        self,
+        node: NodeView,
+        step: ReclaimStep | None,
+        memory: Memory,
+        events: list[EventSpec],
+        *,
+        idle: bool,
     ) -> ReclaimStep | None:
-        """``step`` if no guard holds it; None (or ``abort``) and a ``ReclaimHeld`` Event otherwise."""
+        """``step`` if no guard holds it; None (or ``abort``) and a ``ReclaimHeld`` Event otherwise.
+        ``idle``: the node's idle timer runs (:func:`reclaim_step`)."""
         if step is None or step.kind not in (ReclaimKind.START, ReclaimKind.DECOMPOSE):
-            if step is None and node.name not in memory.idle_since:
+            if step is None and not idle:
                 memory.held.pop(node.name, None)  # not idle any more: a later hold is news again
             return step
         opted = self.opted_out(node)

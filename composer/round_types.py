@@ -126,11 +126,16 @@ class RoundContext:
 
 @dataclass
 class Memory:
-    """What the controller remembers between rounds (lost on restart, which is always safe:
-    timers restart later, never earlier; given-up pods get one more try).
+    """What the controller remembers between rounds.
+
+    Kept in memory only, and lost on restart, which is always safe (backoffs end sooner, given-up
+    pods get one more try, a refusal or a hold is reported once more: the same Event object's
+    count, see :class:`~composer.models.EventSpec`), except ``orphan_since``: the controller
+    loads it when it starts leading and saves every change (:mod:`composer.timers`), so the
+    orphan grace counts from the first time any replica saw the orphan. The idle timer is on
+    the Node itself (annotation ``composer.liqid.io/idle-since``, :func:`composer.reclaim.reclaim_step`).
 
     Attributes:
-        idle_since: node -> when it was first seen idle with managed GPUs.
         attempts: pod UID -> failed compose attempts so far.
         abandoned: pod UID -> why the composer gave up on it (not planned again).
         reported: pod UID -> last refusal reason sent as an Event.
@@ -141,7 +146,6 @@ class Memory:
         orphan_since: device -> when it was first seen attached to a machine with no Node.
     """
 
-    idle_since: dict[str, float] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     abandoned: dict[str, str] = field(default_factory=dict)
     reported: dict[str, str] = field(default_factory=dict)
@@ -159,7 +163,7 @@ class Memory:
                 del d[uid]
         for uid in [u for u, t in self.gated_seen.items() if u not in live_uids and t < now - 3600]:
             del self.gated_seen[uid]  # kept a while: a pod hidden during its node's job is not new
-        for d2 in (self.idle_since, self.reclaim_retry_at, self.reclaim_failures, self.held):
+        for d2 in (self.reclaim_retry_at, self.reclaim_failures, self.held):
             for n in [n for n in d2 if n not in live_nodes]:
                 del d2[n]
 
@@ -268,7 +272,8 @@ class Decision:
     Gating: ``pod_actions`` (releases and ungates to patch), ``wake_after`` (seconds until a
     batch closes or a wait ends; None = nothing timed), ``gated`` (pods held by the gate),
     ``reservations`` (intents open), ``expired`` (reservations that expired this round),
-    ``taken`` (intents whose GPUs another pod got this round)."""
+    ``taken`` (intents whose GPUs another pod got this round). ``lost`` / ``adopted``: managed
+    GPUs detached out of band / composer-tagged GPUs taken into a record, this round."""
 
     jobs: tuple[NodeJob, ...]
     events: tuple[EventSpec, ...]
@@ -283,6 +288,7 @@ class Decision:
     expired: int = 0
     taken: int = 0
     lost: int = 0
+    adopted: int = 0
     held: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -301,6 +307,8 @@ class Reconciled:
         expired: gated pods' reservations dropped because their ``until`` passed.
         taken: intents dropped because another pod was bound to their GPUs.
         lost: managed devices the Director no longer shows attached (not by a reclaim).
+        adopted: GPUs carrying the composer's owner tag taken into the record (it named none
+            of them).
     """
 
     record: NodeRecord
@@ -313,3 +321,4 @@ class Reconciled:
     expired: int = 0
     taken: int = 0
     lost: tuple[str, ...] = ()
+    adopted: tuple[str, ...] = ()

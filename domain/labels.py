@@ -16,6 +16,8 @@ DEVICES = PREFIX + "devices"
 INTENTS = PREFIX + "intents"
 #: Node annotation: JSON, an idle reclaim in progress.
 RECLAIM = PREFIX + "reclaim"
+#: Node annotation: when the node was first seen idle with composer GPUs (seconds since the epoch).
+IDLE_SINCE = PREFIX + "idle-since"
 #: Node label (the host's pool) and namespace label (the pool of the namespace's pods).
 POOL_LABEL = PREFIX + "pool"
 #: Node label: PCIe slots the host has for fabric GPUs.

@@ -227,6 +227,8 @@ class FakeKube:
     plugin_restarts: list[str] = field(default_factory=list)
     #: pods to "appear" on a node when gpu_pods_on_node is called (a race during reclaim)
     late_pods: dict[str, list[str]] = field(default_factory=dict)
+    #: ConfigMaps' data by ``namespace/name``
+    configmaps: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def add_node(self, n: dict[str, Any]) -> None:
         self.nodes[n["metadata"]["name"]] = n
@@ -313,6 +315,19 @@ class FakeKube:
 
     def create_event(self, ev: EventSpec) -> None:
         self.events.append(ev)
+
+    def read_configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        data = self.configmaps.get(f"{namespace}/{name}")
+        return None if data is None else dict(data)
+
+    def write_configmap_data(self, namespace: str, name: str, data: Mapping[str, str | None]) -> None:
+        self.writes.append(("configmap", f"{namespace}/{name}", dict(data)))
+        cm = self.configmaps.setdefault(f"{namespace}/{name}", {})
+        for k, v in data.items():
+            if v is None:
+                cm.pop(k, None)
+            else:
+                cm[k] = v
 
     def node_exists(self, node_name: str) -> bool:
         return node_name in self.nodes

@@ -97,7 +97,7 @@ def test_decide_decides_the_same_without_its_fast_paths(seed: int) -> None:
                     ]
             elif step < 0.93:  # the composer's record removed from a node by hand
                 a = w.kube.nodes[rnd.choice(HOSTS)]["metadata"]["annotations"]
-                for k in (ann.DEVICES, ann.INTENTS, ann.RECLAIM, *ann.hold_changes(False)):
+                for k in (ann.DEVICES, ann.INTENTS, ann.RECLAIM, ann.IDLE_SINCE, *ann.hold_changes(False)):
                     a.pop(k, None)
             elif step < 0.95:
                 free = [g for g in w.fabric.gpu_list if g.machine is None]
@@ -112,10 +112,11 @@ def test_decide_decides_the_same_without_its_fast_paths(seed: int) -> None:
     assert len(checked) == 60 and sum(checked) > 0  # every round compared; some had jobs
 
 
-def test_an_idle_timer_of_a_node_whose_record_was_removed_by_hand_is_dropped_as_without_the_skip() -> None:
-    """A node idle with composer GPUs has an idle timer; when its record is then removed by
-    hand, the round still visits it and drops the timer (a stale timer would reclaim early
-    once GPUs come back), exactly as the round without its fast paths does."""
+def test_a_node_whose_record_and_idle_timer_were_removed_by_hand_adopts_its_gpus_as_without_skips() -> None:
+    """A node idle with composer GPUs has an idle timer (its ``idle-since`` annotation); when
+    its record and the timer are then removed by hand, the round still visits it: it adopts
+    the GPUs (they carry the composer's owner tag) and starts the timer again, exactly as the
+    round without its fast paths does."""
     clock = Clock()
     w = _world()
     ctrl = make(w, clock)
@@ -129,11 +130,13 @@ def test_an_idle_timer_of_a_node_whose_record_was_removed_by_hand_is_dropped_as_
         run(ctrl)
         w.finish("ml/a")
         run(ctrl)
-        assert "h0" in ctrl.memory.idle_since
+        assert w.kube.record("h0").idle_since == clock()
+        clock.tick(30)
         a = w.kube.nodes["h0"]["metadata"]["annotations"]
-        for k in (ann.DEVICES, ann.INTENTS, ann.RECLAIM, *ann.hold_changes(False)):
+        for k in (ann.DEVICES, ann.INTENTS, ann.RECLAIM, ann.IDLE_SINCE, *ann.hold_changes(False)):
             a.pop(k, None)
         run(ctrl)
         run(ctrl)
-    assert "h0" not in ctrl.memory.idle_since
+    assert w.kube.record("h0").devices == {"gpu0"}
+    assert w.kube.record("h0").idle_since == clock()
     ctrl.close()

@@ -41,6 +41,7 @@ IO_MODULES = (
     "composer.health",
     "composer.webhook",
     "composer.gates",
+    "composer.timers",
     "composer.__main__",
     "composer.loop",
 )
