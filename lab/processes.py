@@ -51,16 +51,18 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def recorded_pid(lab_dir: Path, name: str) -> int | None:
+    """The pid in process ``name``'s pid file (alive or not), None without a readable one."""
+    try:
+        return int((_pid_dir(lab_dir) / f"{name}.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def running(lab_dir: Path, name: str) -> int | None:
     """Pid of process ``name`` if it is recorded and alive, else None."""
-    f = _pid_dir(lab_dir) / f"{name}.pid"
-    if not f.exists():
-        return None
-    try:
-        pid = int(f.read_text().strip())
-    except ValueError:
-        return None
-    return pid if _alive(pid) else None
+    pid = recorded_pid(lab_dir, name)
+    return pid if pid and _alive(pid) else None
 
 
 def start(
@@ -109,7 +111,6 @@ def start(
 
 def stop(lab_dir: Path, name: str, *, grace_seconds: float = 10.0) -> bool:
     """Stop process ``name`` and its process group. Returns True if something was stopped."""
-    f = _pid_dir(lab_dir) / f"{name}.pid"
     pid = running(lab_dir, name)
     stopped = False
     if pid:
@@ -129,8 +130,13 @@ def stop(lab_dir: Path, name: str, *, grace_seconds: float = 10.0) -> bool:
         except (ProcessLookupError, PermissionError):
             pass
         stopped = True
-    f.unlink(missing_ok=True)
+    forget(lab_dir, name)
     return stopped
+
+
+def forget(lab_dir: Path, name: str) -> None:
+    """Remove the pid file of process ``name`` (one that is gone), so the lab no longer counts it."""
+    (_pid_dir(lab_dir) / f"{name}.pid").unlink(missing_ok=True)
 
 
 def recorded(lab_dir: Path) -> list[str]:

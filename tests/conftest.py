@@ -4,6 +4,10 @@
   checkout) is applied even when pytest is started directly.
 - ``lab``: the local control plane and hardware simulators, started once per session if
   they are not already running, and stopped at the end if this session started them.
+- The run is guarded (``lab.run_guard``): every process it starts, the lab's included, is
+  stopped by a watchdog when the runner ends, also when it is stopped by SIGTERM or SIGINT
+  (which let pytest tear down for at most ``lab.run_guard.STOP_GRACE_SECONDS``) or killed.
+  A lab that was already running when the run began is not touched.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from lab import run_guard
+
 #: Skips fail under CI=true and every run ends with a one-line skip summary (tests/ci_skips.py).
 pytest_plugins = ["tests.ci_skips"]
+_GUARD = pytest.StashKey[run_guard.Guard]()
 
 ROOT = Path(__file__).resolve().parent.parent
 _paths = [str(ROOT / ".toolchain" / "bin"), str(ROOT / ".venv" / "bin"), os.environ["PATH"]]
@@ -23,6 +30,18 @@ os.environ["PATH"] = os.pathsep.join(_paths)
 os.environ.setdefault("PULUMI_HOME", str(Path.home() / ".cache" / "composable-gpu" / "pulumi-home"))
 os.environ["PULUMI_SKIP_UPDATE_CHECK"] = "1"
 os.environ.setdefault("LAB_DIR", str(ROOT / ".lab"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Guard the run before any test starts a process."""
+    config.stash[_GUARD] = run_guard.guard_this_run(Path(os.environ["LAB_DIR"]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run ended: the watchdog stops what is left (the run waits for it)."""
+    guard = config.stash.get(_GUARD, None)
+    if guard is not None:
+        guard.close()
 
 
 @pytest.fixture(scope="session")
