@@ -58,6 +58,7 @@ from dataclasses import replace
 
 from composer import annotations as ann
 from composer.annotations import Intent, IntentPhase, NodeRecord
+from composer.capacity import PoolCapacity
 from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
 from composer.intents import reconcile_record, settled
 from composer.models import (
@@ -67,6 +68,7 @@ from composer.models import (
     GpuRequest,
     Plan,
     Reason,
+    Refusal,
 )
 from composer.nodestate import NodeView, host_state, max_gpus_of
 from composer.planner import pinned_hosts
@@ -145,7 +147,8 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
 
     # 2. requests: unschedulable or gated GPU pods nobody is serving yet
     served = {uid for rec in records.values() for uid in rec.intents}
-    limits: list[int | None] = []  # the host limit, computed once and only when a gated pod needs it
+    capacity: list[PoolCapacity] = []  # counted once, and only when a pod asks for GPUs
+    early: list[Refusal] = []  # requests refused before planning (invalid, or never served here)
     requests: dict[str, GpuRequest] = {}
     gated: dict[str, PodView] = {}
     for p in snapshot.pods:
@@ -173,8 +176,8 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
         ):
             continue
         if p.uid in memory.abandoned:
-            if p.gated:
-                actions.append(_ungate(p, "Warning", f"the composer gave up: {memory.abandoned[p.uid]}"))
+            if p.gated:  # its cause was reported when the composer gave up
+                actions.append(_ungate(p, "Normal", f"the composer gave up: {memory.abandoned[p.uid]}"))
             continue
         try:
             req = gpu_request(
@@ -184,24 +187,14 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                 resource_models=policy.resource_models,
             )
         except InvalidRequest as exc:
-            if p.gated:
-                actions.append(_ungate(p, "Warning", f"{Reason.INVALID}: {exc}"))
-            elif memory.reported.get(p.uid) != "InvalidRequest":
-                memory.reported[p.uid] = "InvalidRequest"
-                events.append(pod_event(p.key, p.uid, "Warning", "NotComposed", str(exc)))
+            early.append(Refusal(p.key, p.uid, Reason.INVALID, str(exc)))
             continue
-        if p.gated and not limits:
-            limits.append(_host_limit(composable, policy))
-        limit = limits[0] if p.gated else None
-        if limit is not None and req.gpus > limit:
-            actions.append(
-                _ungate(
-                    p,
-                    "Warning",
-                    f"TooManyGpus: asks for {req.gpus} GPU(s) ({req.units} {req.resource}); no host takes "
-                    f"more than {limit} (maxGpusPerNode / node label {ann.MAX_GPUS_LABEL})",
-                )
-            )
+        if not capacity:
+            whole = [n for n in (*composable, *snapshot.hidden) if n.name in fabric.machines]
+            capacity.append(PoolCapacity.of(fabric, whole, policy))
+        never = capacity[0].refusal(req)
+        if never is not None:
+            early.append(Refusal(p.key, p.uid, *never))
             continue
         requests[p.uid] = req
         if p.gated:
@@ -270,23 +263,24 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
             requests.values(), hosts, free, quotas=policy.quotas, usage=pool_usage, excluded=policy.excluded
         )
 
+    plan = Plan(plan.placements, (*early, *plan.refusals))
     for r in plan.refusals:
-        if memory.reported.get(r.uid) != r.reason:
+        if memory.reported.get(r.uid) != r.reason:  # one Warning per cause; a repeat counts on it
             memory.reported[r.uid] = r.reason
-            events.append(pod_event(r.key, r.uid, "Warning", "NotComposed", f"{r.reason}: {r.message}"))
-        gp = gated.get(r.uid)
-        if gp is None:
+            events.append(pod_event(r.key, r.uid, "Warning", str(r.reason), r.message, series=True))
+        gp = pods_by_uid[r.uid]
+        if not gp.gated:
             continue
         waited = now - gp.created if gp.created > 0 else now - memory.gated_seen.get(r.uid, now)
-        if r.reason in (Reason.INVALID, Reason.UNKNOWN_HOST):
-            actions.append(_ungate(gp, "Warning", f"{r.reason}: {r.message}"))
+        if r.reason in NEVER_HERE:
+            actions.append(_ungate(gp, "Normal", f"the composer cannot serve it ({r.reason})"))
         elif waited >= policy.unserved_wait_seconds:
             actions.append(
                 _ungate(
                     gp,
-                    "Warning",
+                    "Normal",
                     f"nothing in the pool can serve it after {policy.unserved_wait_seconds:.0f} s "
-                    f"({r.reason}: {r.message}); handing it to the scheduler unchanged",
+                    f"({r.reason}); handing it to the scheduler unchanged",
                 )
             )
         else:
@@ -410,12 +404,8 @@ def _serves(policy: Policy, pod: PodView) -> bool:
     return not policy.namespaces or pod.namespace in policy.namespaces
 
 
-def _host_limit(nodes: list[NodeView], policy: Policy) -> int | None:
-    """The most GPUs any composable host takes (None = no limit known, or no host)."""
-    limits = [max_gpus_of(n, policy.max_gpus_per_node) for n in nodes]
-    if not limits or any(x is None for x in limits):
-        return None
-    return max(x for x in limits if x is not None)
+#: Refusals of a gated pod that waiting does not change: it is ungated at once.
+NEVER_HERE = frozenset({Reason.INVALID, Reason.UNKNOWN_HOST, Reason.TOO_MANY_GPUS, Reason.NO_SUCH_MODEL})
 
 
 def _ungate(pod: PodView, type_: str, why: str) -> PodAction:

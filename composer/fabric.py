@@ -129,6 +129,12 @@ class FabricView:
                 tagged.setdefault(g.owner_tag, []).append(g)
         self._by_tag.update((tag, tuple(gs)) for tag, gs in tagged.items())
 
+    @property
+    def whole(self) -> FabricView:
+        """The read this view was derived from by :meth:`without` (itself if none): every GPU,
+        also those of machines whose job is running."""
+        return self if self._base is None else self._base
+
     def attached(self, machine: str) -> Mapping[str, str]:
         """Device name -> model of every GPU attached to ``machine``."""
         return self._attached.get(machine, {})

@@ -17,6 +17,7 @@ object, :meth:`KubeApi.create_event`), leases get/create/update and configmaps g
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -104,6 +105,13 @@ def _patch(call: Callable[..., Any], resource: str, *args: Any, content_type: st
         return dict(json.loads(resp.data))
     except Exception as exc:
         raise _wrap("PATCH", resource, exc) from exc
+
+
+def series_name(ev: EventSpec) -> str:
+    """The Event object name of a ``series`` Event: its object's name and a digest of what
+    makes it the same cause (object kind, namespace, name and UID, type, reason)."""
+    key = "/".join((ann.COMPONENT, ev.kind, ev.namespace, ev.name, ev.uid, ev.type, ev.reason))
+    return f"{ev.name[:200]}.{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
 def api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -323,12 +331,21 @@ class KubeApi:
 
     def create_event(self, ev: EventSpec, *, namespace_for_node_events: str = "default") -> None:
         """Create a core/v1 Event about a Pod, a Node or the composer's Lease (``kubectl
-        describe`` shows it)."""
+        describe`` shows it).
+
+        An ``ev.series`` Event has a name of its own (:func:`series_name`): when it exists
+        already (emitted before, by this replica or an earlier leader) its ``count`` goes up by
+        one, with this ``message`` and ``lastTimestamp``, instead of a second Event.
+
+        Raises:
+            KubeError: the API server refused.
+        """
         now = datetime.now(UTC)
         namespaced = ev.kind != "Node"
         ns = ev.namespace if namespaced else namespace_for_node_events
+        name = {"name": series_name(ev)} if ev.series else {"generateName": f"{ev.name}."}
         body = {
-            "metadata": {"generateName": f"{ev.name}.", "namespace": ns},
+            "metadata": {**name, "namespace": ns},
             "involvedObject": {
                 "kind": ev.kind,
                 "apiVersion": "coordination.k8s.io/v1" if ev.kind == "Lease" else "v1",
@@ -348,8 +365,37 @@ class KubeApi:
         }
         try:
             self.core.create_namespaced_event(ns, body, _request_timeout=REQUEST_TIMEOUT)
+            return
+        except ApiException as exc:
+            if not (ev.series and exc.status == 409):
+                raise _wrap("POST", f"{ns}/events", exc) from exc
         except Exception as exc:
             raise _wrap("POST", f"{ns}/events", exc) from exc
+        self._count_again(ns, series_name(ev), body)
+
+    def _count_again(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """Add one to the ``count`` of Event ``namespace/name`` (a repeat of ``body``)."""
+        resource = f"{namespace}/events/{name}"
+        resp = _read_or_none(
+            lambda: self.core.read_namespaced_event(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            ),
+            resource,
+        )
+        if resp is None:  # expired between the POST and the GET (events have a TTL): make it again
+            try:
+                self.core.create_namespaced_event(namespace, dict(body), _request_timeout=REQUEST_TIMEOUT)
+            except Exception as exc:
+                raise _wrap("POST", f"{namespace}/events", exc) from exc
+            return
+        old = json.loads(resp.data)
+        patch = {
+            "count": int(old.get("count") or 1) + 1,
+            "lastTimestamp": body["lastTimestamp"],
+            "message": body["message"],
+            "metadata": {"resourceVersion": old["metadata"]["resourceVersion"]},
+        }
+        _patch(self.core.patch_namespaced_event, resource, name, namespace, patch, content_type=MERGE_PATCH)
 
     # -- the composer's ConfigMap ------------------------------------------------------------
     def read_configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:

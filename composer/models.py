@@ -172,9 +172,16 @@ class FreeGpu:
 
 
 class Reason(StrEnum):
-    """Why a request got no placement (used as the Kubernetes Event reason)."""
+    """Why a request got no placement: the reason of the pod's Warning Event (one per cause).
+
+    ``TooManyGpus`` (more GPUs than one host of its pool can take, or than its pool has) and
+    ``ModelNotInPool`` (none of its GPU models is in its pool) are decided before planning
+    (:mod:`composer.capacity`); the others by the planner.
+    """
 
     INVALID = "InvalidRequest"
+    TOO_MANY_GPUS = "TooManyGpus"
+    NO_SUCH_MODEL = "ModelNotInPool"
     NO_FREE_GPUS = "NoFreeGpus"
     QUOTA_EXCEEDED = "QuotaExceeded"
     UNKNOWN_HOST = "UnknownHost"
@@ -224,7 +231,12 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class EventSpec:
-    """A Kubernetes Event to emit about a Pod or a Node."""
+    """A Kubernetes Event to emit about a Pod, a Node or the composer's Lease.
+
+    ``series``: emitted again (by this replica or the next leader), the Event is counted on the
+    one Event object of its (object, type, reason), with the message it carries now, instead of
+    being created anew (``count``/``lastTimestamp``, as client-go's event correlator does).
+    """
 
     kind: str
     namespace: str
@@ -233,3 +245,4 @@ class EventSpec:
     type: str
     reason: str
     message: str
+    series: bool = False

@@ -168,10 +168,12 @@ class Memory:
                 del d2[n]
 
 
-def pod_event(key: str, uid: str, type_: str, reason: str, message: str) -> EventSpec:
-    """An Event about the pod ``namespace/name``."""
+def pod_event(
+    key: str, uid: str, type_: str, reason: str, message: str, *, series: bool = False
+) -> EventSpec:
+    """An Event about the pod ``namespace/name`` (``series``: see :class:`EventSpec`)."""
     ns, _, name = key.partition("/")
-    return EventSpec("Pod", ns, name, uid, type_, reason, message)
+    return EventSpec("Pod", ns, name, uid, type_, reason, message, series)
 
 
 def node_event(node: str, type_: str, reason: str, message: str) -> EventSpec:

@@ -227,6 +227,8 @@ class FakeKube:
     plugin_restarts: list[str] = field(default_factory=list)
     #: pods to "appear" on a node when gpu_pods_on_node is called (a race during reclaim)
     late_pods: dict[str, list[str]] = field(default_factory=dict)
+    #: ``count`` of each series Event object, by its name
+    event_counts: dict[str, int] = field(default_factory=dict)
     #: ConfigMaps' data by ``namespace/name``
     configmaps: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -314,7 +316,23 @@ class FakeKube:
         return [f"nvidia-device-plugin-{node_name}"]
 
     def create_event(self, ev: EventSpec) -> None:
+        """As the API server holds Events: a repeated ``series`` Event (same object, type and
+        reason, :func:`composer.kube.series_name`) adds to the one object's count in
+        ``event_counts`` instead of appending to ``events``."""
+        from composer.kube import series_name
+
+        if ev.series:
+            name = series_name(ev)
+            self.event_counts[name] = self.event_counts.get(name, 0) + 1
+            if self.event_counts[name] > 1:
+                return
         self.events.append(ev)
+
+    def event_count(self, ev: EventSpec) -> int:
+        """The ``count`` of the Event object ``ev`` was recorded as (1 for a non-series Event)."""
+        from composer.kube import series_name
+
+        return self.event_counts.get(series_name(ev), 0) if ev.series else 1
 
     def read_configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
         data = self.configmaps.get(f"{namespace}/{name}")

@@ -132,19 +132,21 @@ def test_unsatisfiable_request_gets_an_event_and_no_attach_detach_loop(make_scen
             sc.gpu_pod("too-big", 3, product=T4)
             sc.gpu_pod("wrong-model", 1, product=A100)
             ev = wait_for(
-                lambda: [e for e in sc.events("too-big") if e[1] == "NotComposed"],
+                lambda: [e for e in sc.events("too-big") if e[1] == "TooManyGpus"],
                 timeout=30,
-                what="NotComposed event",
+                what="TooManyGpus event",
             )
-            assert "NoFreeGpus" in ev[0][2] and "needs 3" in ev[0][2]
+            assert ev[0][0] == "Warning" and "asks for 3 GPU(s)" in ev[0][2] and "2 free" in ev[0][2]
             wait_for(
-                lambda: [e for e in sc.events("wrong-model") if e[1] == "NotComposed"],
+                lambda: [e for e in sc.events("wrong-model") if e[1] == "ModelNotInPool"],
                 timeout=30,
-                what="NotComposed event for the A100 pod",
+                what="ModelNotInPool event for the A100 pod",
             )
             time.sleep(3)  # many rounds and idle timeouts later
             assert sc.attached() == {}
-            assert _reasons(sc.events("too-big")).count("NotComposed") == 1
+            for name, cause in (("too-big", "TooManyGpus"), ("wrong-model", "ModelNotInPool")):
+                warnings = [r for t, r, _ in sc.events(name) if t == "Warning" and r != "FailedScheduling"]
+                assert warnings == [cause], sc.events(name)  # one Warning, the cause
             m = sc.metrics()
             assert _metric(m, "composer_compositions_total") == 0
             assert _metric(m, "composer_decompositions_total") == 0

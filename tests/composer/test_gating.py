@@ -279,7 +279,9 @@ def test_pool_empty_pod_is_ungated_unchanged_after_the_wait(clock):
     before.pop("schedulingGates")
     assert spec == before
     ev = next(e for e in w.kube.events if e.reason == "Ungated")
-    assert ev.type == "Warning" and "NoFreeGpus" in ev.message
+    assert ev.type == "Normal" and "NoFreeGpus" in ev.message
+    # the cause is the one Warning (the ungate is an action, not a second cause)
+    assert [(e.type, e.reason) for e in w.kube.events if e.type == "Warning"] == [("Warning", "NoFreeGpus")]
     assert metric(m, "composer_time_gated_seconds_count", outcome="ungate") == 1
 
 
@@ -289,8 +291,11 @@ def test_more_gpus_than_any_host_takes_is_ungated_at_once_naming_the_limit(clock
     gpods(w, clock, ("huge", 9))
     run(ctrl)
     assert "schedulingGates" not in w.kube.pods["ml/huge"]["spec"]
-    ev = next(e for e in w.kube.events if e.reason == "Ungated")
-    assert ev.type == "Warning" and "asks for 9 GPU(s)" in ev.message and "more than 8" in ev.message
+    assert w.kube.reasons("huge") == ["Gated", "TooManyGpus", "Ungated"]
+    ev = next(e for e in w.kube.events if e.reason == "TooManyGpus")
+    assert ev.type == "Warning" and ev.series and "asks for 9 GPU(s)" in ev.message
+    assert "4 free (Tesla-T4: 4 free)" in ev.message and "the most one host can take is 4" in ev.message
+    assert "GPU slot limit 8" in ev.message
     assert w.fabric.attached() == {}
 
 
@@ -301,6 +306,7 @@ def test_unknown_pinned_host_is_ungated_at_once_and_user_pin_is_kept(clock):
     gpods(w, clock, ("mine", 1), host="host-2")
     run(ctrl)
     assert "schedulingGates" not in w.kube.pods["ml/lost"]["spec"]
+    assert w.kube.reasons("lost") == ["Gated", "UnknownHost", "Ungated"]
     assert "UnknownHost" in next(e.message for e in w.kube.events if e.reason == "Ungated")
     w.agent_step()
     run(ctrl)
@@ -379,8 +385,9 @@ def test_invalid_request_is_ungated_at_once_and_not_composed(clock):
     w.kube.add_pod(raw)
     run(ctrl)
     assert "schedulingGates" not in w.kube.pods["ml/two-kinds"]["spec"]
-    ev = next(e for e in w.kube.events if e.reason == "Ungated")
+    ev = next(e for e in w.kube.events if e.reason == "InvalidRequest")
     assert ev.type == "Warning" and "several GPU resources" in ev.message
+    assert [e.type for e in w.kube.events if e.reason == "Ungated"] == ["Normal"]
     assert w.fabric.attached() == {}
 
 

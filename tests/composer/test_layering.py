@@ -28,6 +28,7 @@ PURE = (
     "round_types",
     "intents",
     "reclaim",
+    "capacity",
     "fabric",
     "gating",
     "reclaim_guard",

@@ -76,8 +76,10 @@ def _pod(core: client.CoreV1Api, namespace: str, name: str, sid: str, *, host: s
 
 
 def _not_composed(core: client.CoreV1Api, namespace: str, name: str) -> list[str]:
+    """``reason: message`` of the composer's Warnings on pod ``namespace/name`` (the reason is the cause)."""
     evs = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
-    return [e.message for e in evs if e.reason == "NotComposed"]
+    return [f"{e.reason}: {e.message}" for e in evs
+            if e.type == "Warning" and e.reporting_component == "gpu-composer"]
 
 
 def test_tenant_pods_get_gpus_of_their_pool_only(make_scenario, composer_lab, lab_api, tmp_path):
