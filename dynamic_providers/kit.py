@@ -21,6 +21,8 @@ probe refusals and converging create/update.
   secrets and listed in ``additional_secret_outputs``.
 - ``ConvergeProvider``: create and update are the same "read the device, change what differs"
   call; a provider gives ``converge`` and ``new_id``.
+- ``RecordProvider``: a resource that changes no device (a check, a guard on delete): create and
+  update record the inputs, and a change of any of its ``inputs`` is an in-place update.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CreateResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pydantic import BaseModel, ValidationError
@@ -44,6 +46,7 @@ __all__ = [
     "Checked",
     "ConvergeProvider",
     "DynamicResource",
+    "RecordProvider",
     "check_known",
     "explainer",
     "is_unknown",
@@ -232,6 +235,25 @@ class ConvergeProvider(ResourceProvider):
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Same as create, for the new inputs."""
         return UpdateResult(self.converge(news))
+
+
+class RecordProvider(ConvergeProvider):
+    """A provider whose resource changes nothing on any device: ``create`` and ``update`` record
+    the (checked) inputs as the outputs, ``diff`` reports an in-place update when any input named
+    in ``inputs`` differs (secret envelopes compared by their values). Subclasses give ``check``,
+    ``new_id`` and, where the resource acts on delete, ``delete``."""
+
+    #: The inputs whose change is an update.
+    inputs: ClassVar[tuple[str, ...]] = ()
+
+    def converge(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs, unchanged: nothing is written anywhere."""
+        return dict(props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """An in-place update when an input of ``inputs`` changed (or is unknown at preview)."""
+        return DiffResult(changes=any(is_unknown(news.get(k)) or plain(olds.get(k)) != plain(news.get(k))
+                                      for k in self.inputs))
 
 
 def output_names(cls: type) -> list[str]:

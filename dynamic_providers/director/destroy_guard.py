@@ -8,20 +8,20 @@ component that depends on the composer's chart, so Pulumi deletes it first: its 
 Director's GPUs and refuses while any GPU of the composer's group carrying its owner tag is attached
 to a machine. The composer is then still running; the message names the GPUs and machines and what
 to do (remove the GPU workloads and let the composer reclaim, or decompose them by hand). Create and
-update only record the inputs; nothing is written to the Director.
+update only record the inputs (``kit.RecordProvider``); nothing is written to the Director.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CheckResult, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckResult
 
-from dynamic_providers import oneline
+from dynamic_providers import kit, oneline
+from dynamic_providers.director.account import SECRET_KEYS, ComposerGuardSpec
 from dynamic_providers.director.client import DirectorClient
-from dynamic_providers.director.endpoint import account_resource_args
 from dynamic_providers.director.errors import DirectorError
 from dynamic_providers.director.models import Gpu
 
@@ -61,24 +61,19 @@ def holding_message(held: Sequence[Gpu], *, owner_tag: str, group: str) -> str:
     )
 
 
-class ComposerGpuGuardProvider(ResourceProvider):
+class ComposerGpuGuardProvider(kit.RecordProvider):
     """Dynamic provider of :class:`ComposerGpuGuard` (stateless; only ``delete`` reads the Director)."""
 
+    inputs = INPUTS
+
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Nothing to check beyond the composer's: its ``DirectorEndpoint`` probes the account."""
-        return CheckResult(news, [])
+        """The inputs' shapes (:class:`ComposerGuardSpec`; unknowns at preview not judged). The
+        account itself is probed by the composer's ``DirectorEndpoint``."""
+        return CheckResult(news, kit.check_known(ComposerGuardSpec, news).failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """A change of any input is an in-place update."""
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in INPUTS))
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        """Record the inputs; the ID is ``<endpoint>#<group>/<owner tag>``."""
-        return CreateResult(f"{props['endpoint']}#{props['group']}/{props['owner_tag']}", dict(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Record the new inputs."""
-        return UpdateResult(dict(news))
+    def new_id(self, props: Mapping[str, Any], outs: Mapping[str, Any]) -> str:
+        """``<endpoint>#<group>/<owner tag>``."""
+        return f"{props['endpoint']}#{props['group']}/{props['owner_tag']}"
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Return when the composer holds no GPU; otherwise stop the delete (and the destroy).
@@ -88,11 +83,12 @@ class ComposerGpuGuardProvider(ResourceProvider):
                 machine (:func:`holding_message`), or the Director could not be read (the message
                 says how to forget the guard when the Director is gone for good).
         """
-        owner_tag, group = str(props["owner_tag"]), str(props["group"])
+        spec = ComposerGuardSpec.model_validate({k: kit.plain(props.get(k)) for k in INPUTS
+                                                 if props.get(k) is not None})
+        owner_tag, group = spec.owner_tag, spec.group
         try:
-            with DirectorClient(str(props["endpoint"]), username=str(props["username"]),
-                                password=str(props["password"]), timeout=READ_TIMEOUT_SECONDS,
-                                retries=2, verify_tls=bool(props.get("verify_tls", True))) as client:
+            with DirectorClient(spec.endpoint, username=spec.username, password=spec.password, retries=2,
+                                timeout=READ_TIMEOUT_SECONDS, verify_tls=spec.verify_tls) as client:
                 gpus = client.gpus()
         except DirectorError as exc:
             raise ComposerHoldsGpusError(
@@ -105,7 +101,7 @@ class ComposerGpuGuardProvider(ResourceProvider):
             raise ComposerHoldsGpusError(holding_message(held, owner_tag=owner_tag, group=group))
 
 
-class ComposerGpuGuard(Resource, module="director", name="ComposerGpuGuard"):
+class ComposerGpuGuard(kit.DynamicResource, module="director", name="ComposerGpuGuard"):
     """Stops ``pulumi destroy`` while the composer holds GPUs (see the module docstring).
 
     Args:
@@ -120,9 +116,11 @@ class ComposerGpuGuard(Resource, module="director", name="ComposerGpuGuard"):
     owner_tag: pulumi.Output[str]
     group: pulumi.Output[str]
 
+    secret_inputs = SECRET_KEYS
+
     def __init__(self, resource_name: str, *, endpoint: pulumi.Input[str], username: pulumi.Input[str],
                  password: pulumi.Input[str], owner_tag: pulumi.Input[str], group: pulumi.Input[str],
                  verify_tls: pulumi.Input[bool] = True, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs, options = account_resource_args(endpoint, username, password, verify_tls, opts)
         super().__init__(ComposerGpuGuardProvider(), resource_name,
-                         {**inputs, "owner_tag": owner_tag, "group": group}, options)
+                         {"endpoint": endpoint, "username": username, "password": password,
+                          "verify_tls": verify_tls, "owner_tag": owner_tag, "group": group}, opts)

@@ -13,13 +13,14 @@ one, so that Secret is never replaced with credentials the Director refuses.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, Resource, ResourceProvider
+from pulumi.dynamic import CheckFailure, CheckResult
 
 from dynamic_providers import kit, oneline, preflight
+from dynamic_providers.director.account import SECRET_KEYS, DirectorEndpointSpec
 from dynamic_providers.director.client import DirectorClient
 from dynamic_providers.director.errors import DirectorAuthError, DirectorError, DirectorUnavailableError
 
@@ -60,71 +61,45 @@ def director_failure(endpoint: str, *, username: str, password: str, verify_tls:
                                       probe=probe, explain=_explain)
 
 
-class DirectorEndpointProvider(ResourceProvider):
+class DirectorEndpointProvider(kit.RecordProvider):
     """Dynamic provider of :class:`DirectorEndpoint` (stateless; nothing is written anywhere)."""
 
+    inputs = ("endpoint", "username", "password", "verify_tls")
+
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate the endpoint's shape, then probe it (skipped while a value is unknown)."""
-        failures: list[CheckFailure] = []
-        endpoint = news.get("endpoint")
-        if not kit.is_unknown(endpoint):
-            parts = urlsplit(endpoint) if isinstance(endpoint, str) else None
-            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-                failures.append(CheckFailure("endpoint", f"must be http(s)://host:port, got {endpoint!r}"))
-        for key in ("username", "password"):
-            value = news.get(key)
-            if not kit.is_unknown(value) and (not isinstance(value, str) or not value):
-                failures.append(CheckFailure(key, "must be a non-empty string"))
-        known = not kit.is_unknown([news.get(k) for k in ("endpoint", "username", "password", "verify_tls")])
-        if not failures and known:
-            reason = director_failure(news["endpoint"], username=news["username"], password=news["password"],
-                                      verify_tls=bool(news.get("verify_tls", True)))
-            if reason:
-                failures.append(CheckFailure("endpoint", reason))
-        return CheckResult(news, failures)
+        """Validate the inputs (:class:`DirectorEndpointSpec`), then probe the Director; inputs
+        unknown at preview are not judged, and the probe waits until all are known."""
+        checked = kit.check_known(DirectorEndpointSpec, news)
+        if checked.spec is None or checked.unknown & set(self.inputs):
+            return CheckResult(news, checked.failures)
+        spec = checked.spec
+        reason = director_failure(spec.endpoint, username=spec.username, password=spec.password,
+                                  verify_tls=spec.verify_tls)
+        return CheckResult(news, [CheckFailure("endpoint", reason)] if reason else [])
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """A change of any input is an in-place update (the check already ran on the new values)."""
-        keys = ("endpoint", "username", "password", "verify_tls")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        """Record the checked endpoint; the ID is the endpoint URL."""
-        return CreateResult(props["endpoint"], dict(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
-        """Record the new values (already checked)."""
-        return pulumi.dynamic.UpdateResult(dict(news))
+    def new_id(self, props: Mapping[str, Any], outs: Mapping[str, Any]) -> str:
+        """The endpoint URL."""
+        return str(props["endpoint"])
 
 
-def account_resource_args(
-    endpoint: pulumi.Input[str], username: pulumi.Input[str], password: pulumi.Input[str],
-    verify_tls: pulumi.Input[bool], opts: pulumi.ResourceOptions | None,
-) -> tuple[dict[str, Any], pulumi.ResourceOptions]:
-    """The inputs and options of a dynamic resource that logs in to the Director: ``endpoint``,
-    ``username``, ``password``, ``verify_tls``, with the account as Pulumi secrets (inputs and
-    outputs), and ``opts`` merged in. Used by :class:`DirectorEndpoint` and
-    :class:`dynamic_providers.director.destroy_guard.ComposerGpuGuard`."""
-    inputs = {"endpoint": endpoint, "username": pulumi.Output.secret(username),
-              "password": pulumi.Output.secret(password), "verify_tls": verify_tls}
-    secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["username", "password"])
-    return inputs, pulumi.ResourceOptions.merge(secret_opts, opts)
-
-
-class DirectorEndpoint(Resource, module="director", name="DirectorEndpoint"):
+class DirectorEndpoint(kit.DynamicResource, module="director", name="DirectorEndpoint"):
     """A Director endpoint and account that ``pulumi preview`` checks before anything uses them.
 
     Args:
         resource_name: Pulumi name.
         endpoint: ``http(s)://host:port`` of the Director.
-        username, password: the account (stored as secrets).
+        username, password: the account (secret inputs and outputs).
         verify_tls: verify the certificate on https (default True).
+        opts: resource options.
     """
 
     endpoint: pulumi.Output[str]
 
+    secret_inputs = SECRET_KEYS
+
     def __init__(self, resource_name: str, *, endpoint: pulumi.Input[str], username: pulumi.Input[str],
                  password: pulumi.Input[str], verify_tls: pulumi.Input[bool] = True,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs, options = account_resource_args(endpoint, username, password, verify_tls, opts)
-        super().__init__(DirectorEndpointProvider(), resource_name, inputs, options)
+        super().__init__(DirectorEndpointProvider(), resource_name,
+                         {"endpoint": endpoint, "username": username, "password": password,
+                          "verify_tls": verify_tls}, opts)

@@ -55,10 +55,11 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .. import oneline
 from ..kit import DynamicResource, check_known, is_unknown, plain
+from .account import SECRET_KEYS, DirectorAccount
 from .client import DirectorClient
 from .endpoint import director_failure
 from .errors import DirectorConflictError, DirectorError, DirectorNotFoundError
@@ -95,19 +96,16 @@ INPUT_KEYS = (
     "reprogram_timeout_seconds",
     "use_digest",
 )
-#: Inputs kept secret in state.
-SECRET_KEYS = ("username", "password")
 #: Changing these replaces the resource.
 REPLACE_KEYS = ("machine", "group")
 _HOST = r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$"
 
 
-class CompositionSpec(BaseModel):
-    """Validated inputs of one GPU composition.
+class CompositionSpec(DirectorAccount):
+    """Validated inputs of one GPU composition: the Director account (:class:`DirectorAccount`)
+    and what to compose.
 
     Attributes:
-        endpoint: Director base URL, ``http(s)://host:port``.
-        username / password: Director credentials (never printed).
         machine: Director machine name (host / Kubernetes node name).
         group: the machine's group; ``None`` = whatever group the machine is in.
         count: GPUs wanted, 1..64; ``None`` = ``len(requested_device_names)``.
@@ -119,11 +117,6 @@ class CompositionSpec(BaseModel):
         use_digest: digest (``X-API-Key``) auth instead of HTTP Basic.
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    endpoint: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")
-    username: str = Field(min_length=1, repr=False)
-    password: str = Field(min_length=1, repr=False)
     machine: str = Field(pattern=_HOST)
     group: str | None = Field(default=None, min_length=1, max_length=63)
     count: int | None = Field(default=None, ge=1, le=64)

@@ -13,6 +13,8 @@ from pulumi.runtime import rpc
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from dynamic_providers import kit, preflight
+from dynamic_providers.director.destroy_guard import ComposerGpuGuard, ComposerGpuGuardProvider
+from dynamic_providers.director.endpoint import DirectorEndpoint
 from dynamic_providers.director.errors import DirectorAuthError, DirectorError
 from dynamic_providers.director.provider import GpuComposition
 from dynamic_providers.redfish.provider import BiosAttributes, DpuPosture
@@ -228,6 +230,8 @@ def assert_equal(got: object, expected: object) -> None:
     (BiosAttributes, {"username", "password"},
      {"attributes", "desired_attributes", "reset_pending", "pending_attributes", "awaiting_reset", "drift",
       "bios_version", "firmware_version"}),
+    (DirectorEndpoint, {"username", "password"}, {"endpoint"}),
+    (ComposerGpuGuard, {"username", "password"}, {"owner_tag", "group"}),
     (HostKernelPrep, {"connection"},
      {"host_key_fingerprint", "changed", "configured_kernel_args", "missing_active_kernel_args",
       "loaded_blacklisted_modules", "reboot_pending", "rebooted"}),
@@ -239,3 +243,31 @@ def test_each_resource_keeps_its_credentials_secret_and_declares_its_outputs(
         resource: type[kit.DynamicResource], secrets: set[str], outputs: set[str]) -> None:
     assert set(resource.secret_inputs) == secrets
     assert set(kit.output_names(resource)) == outputs
+
+
+def test_record_provider_records_inputs_and_updates_on_a_changed_or_unknown_input() -> None:
+    class Recorder(kit.RecordProvider):
+        inputs = ("endpoint", "password")
+
+        def new_id(self, props: Any, outs: Any) -> str:
+            return f"id-{props['endpoint']}"
+
+    rec = Recorder()
+    props = {"endpoint": "http://d:8080", "password": rpc.wrap_rpc_secret("s3cret"), "other": 1}
+    created = rec.create(props)
+    assert (created.id, created.outs) == ("id-http://d:8080", props)
+    assert rec.update("id", props, {**props, "other": 2}).outs == {**props, "other": 2}
+    # a secret compared by its value: the same password, plain or wrapped, is no change
+    assert not rec.diff("id", props, {**props, "password": "s3cret", "other": 2}).changes
+    assert rec.diff("id", props, {**props, "password": rpc.wrap_rpc_secret("other")}).changes
+    assert rec.diff("id", props, {**props, "endpoint": rpc.UNKNOWN}).changes
+
+
+def test_the_guard_checks_its_inputs_and_leaves_unknowns_unjudged() -> None:
+    guard = ComposerGpuGuardProvider()
+    good = {"endpoint": "http://d:8080", "username": "u", "password": "p", "verify_tls": True,
+            "owner_tag": "gpu-composer", "group": "gpu-pool"}
+    assert guard.check({}, good).failures == []
+    bad = guard.check({}, {**good, "owner_tag": "", "endpoint": "d:8080"}).failures
+    assert sorted(f.property for f in bad) == ["endpoint", "owner_tag"]
+    assert guard.check({}, {**good, "owner_tag": rpc.UNKNOWN}).failures == []
