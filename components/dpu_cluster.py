@@ -54,7 +54,8 @@ class DpuCluster(pulumi.ComponentResource):
 
     Children:
 
-    - ``<name>``: ClusterDeployment (hosted control plane, arm64 workers).
+    - ``<name>``: ClusterDeployment (template ``dpu-hosted-cp``: hosted control plane; the DPUs
+      join it as workers through DPF).
     - ``<name>-dpucluster``: DPF DPUCluster of type ``static`` pointing at the cluster's kubeconfig
       Secret ``<name>-kubeconfig``.
     - ``<name>-bfb``: the BlueField bundle (BFB) DPUs are provisioned with.
@@ -92,7 +93,6 @@ class DpuCluster(pulumi.ComponentResource):
                 credential=c.credential,
                 control_plane_replicas=c.control_plane_replicas,
                 k0s_version=c.k0s_version,
-                workers=len(args.members),
             ),
             opts=k8s_opts(),
         )

@@ -120,6 +120,24 @@ def hypervisor_gpus(config: EstateConfig, cluster: HypervisorClusterConfig) -> H
     )
 
 
+def cluster_kernel_settings(
+    config: EstateConfig, cluster: HypervisorClusterConfig
+) -> tuple[list[str], list[str]]:
+    """``(kernel_args, blacklisted_modules)`` of a hypervisor cluster's workers: its hosts' settings,
+    each value once, in the order of its hosts and their lists. The cluster's workers share one
+    bootstrap config (the ``capm3-hosted-cp`` chart's K0sWorkerConfigTemplate), so a host gets what
+    any host of its cluster asks for. Pure."""
+    args: dict[str, None] = {}
+    modules: dict[str, None] = {}
+    for host_name in cluster.hosts:
+        host = config.host(host_name)
+        if host is None:
+            continue  # reported by stack_config.rules
+        args.update(dict.fromkeys(host.kernel_args))
+        modules.update(dict.fromkeys(host.blacklisted_modules))
+    return list(args), list(modules)
+
+
 def excluded_devices(config: EstateConfig, compositions: list[GpuComposition]) -> pulumi.Input[list[str]]:
     """The composer's exclusion list: every statically composed device.
 
@@ -172,6 +190,9 @@ class Estate(pulumi.ComponentResource):
     - ``<name>-gpu-operator`` / ``<name>-kubevirt``: ServiceTemplates used by the hypervisor clusters.
     - ``<name>-template-<template>``: ClusterTemplates of the hypervisor clusters and the DPU cluster
       (``catalog.cluster_templates``), in the infrastructure namespace.
+    - ``<name>-repo-<repository>``: the Flux HelmRepositories those templates' charts come from
+      (``catalog.repositories``; with ``<name>-repo-<repository>-credentials``, the Secret of a
+      repository that has credentials); kcm's own ``kcm-templates`` is kcm's to create.
     - :class:`~components.host.Host` per host (each with its :class:`~components.dpu.Dpu`),
       :class:`~components.dpu_cluster.DpuCluster`, :class:`~components.hypervisor_cluster.HypervisorCluster`
       per cluster, :class:`~components.tenant.Tenant` per tenant,
@@ -224,7 +245,8 @@ class Estate(pulumi.ComponentResource):
             assert declared is not None  # guaranteed by stack_config.rules
             wanted.append((f"{name}-template-{t_name}", declared))
         templates = k0rdent_templates(
-            wanted, namespace=ms_cfg.namespace, provider=provider, parent=self, depends_on=[namespace]
+            wanted, catalog=cfg.catalog, prefix=name, namespace=ms_cfg.namespace, provider=provider,
+            parent=self, depends_on=[namespace],
         )
 
         # Hosts (and their DPUs).
@@ -278,6 +300,7 @@ class Estate(pulumi.ComponentResource):
                     mothership=mothership,
                     catalog=cfg.catalog,
                     gpus=hypervisor_gpus(cfg, c),
+                    kernel=cluster_kernel_settings(cfg, c),
                     depends_on=[*templates, *(self.hosts[h] for h in c.hosts)],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),

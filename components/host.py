@@ -45,10 +45,15 @@ class Host(pulumi.ComponentResource):
     Children (all Kubernetes objects in the mothership's infrastructure namespace):
 
     - ``<name>-bmc-credentials``: Secret with ``username``/``password`` (Pulumi secrets).
-    - ``<name>-user-data``: Secret with ``userData``: cloud-init that appends the kernel args
-      (``intel_iommu=on iommu=pt pci=realloc``) and blacklists modules (``nouveau``).
+    - ``<name>-user-data`` (only for a host in no hypervisor cluster): Secret with ``userData``:
+      cloud-init that appends the kernel args (``intel_iommu=on iommu=pt pci=realloc``) and
+      blacklists modules (``nouveau``). A cluster's hosts get neither: Cluster API Provider Metal3
+      replaces a BareMetalHost's ``userData`` with the Machine's bootstrap data when it provisions
+      the host (CAPM3 ``baremetal/metal3machine_manager.go`` ``setHostSpec``), so their kernel
+      args travel in the cluster template's bootstrap data (``HypervisorCluster``).
     - ``<name>``: BareMetalHost (``bmc.address`` ``redfish-virtualmedia://...``, ``bootMACAddress``,
-      ``online``, ``userData``), labelled with its role, cluster and GPU Operator node labels.
+      ``online``, ``userData`` outside a cluster), labelled with its role, cluster and GPU Operator
+      node labels.
     - ``<name>-node-labels`` (lab only): NodePatch putting the GPU Operator labels on the Node.
     - the host's :class:`~components.dpu.Dpu`, when it has one.
     - ``<name>-kernel-prep`` (only with ``prep`` in the config, for hosts already installed):
@@ -72,7 +77,7 @@ class Host(pulumi.ComponentResource):
     gpu_mode: pulumi.Output[str]
     bare_metal_host: pulumi.Output[str]
     credentials_secret: pulumi.Output[str]
-    user_data_secret: pulumi.Output[str]
+    user_data_secret: pulumi.Output[str | None]
     dpu_name: pulumi.Output[str | None]
     reboot_pending: pulumi.Output[bool | None]
     dpu: Dpu | None
@@ -99,7 +104,8 @@ class Host(pulumi.ComponentResource):
         ms = args.mothership
         k8s_opts = {"provider": ms.provider}
         labels = common_labels(host=name, role=c.role, cluster=args.cluster)
-        creds_name, user_data_name = f"{name}-bmc-credentials", f"{name}-user-data"
+        creds_name = f"{name}-bmc-credentials"
+        user_data_name = None if args.cluster is not None else f"{name}-user-data"
         creds = k8s.core.v1.Secret(
             creds_name,
             metadata={"name": creds_name, "namespace": ms.namespace, "labels": labels},
@@ -107,17 +113,21 @@ class Host(pulumi.ComponentResource):
             string_data={"username": secret(c.bmc.username), "password": secret(c.bmc.password)},
             opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
         )
-        user_data = k8s.core.v1.Secret(
-            user_data_name,
-            metadata={"name": user_data_name, "namespace": ms.namespace, "labels": labels},
-            type="Opaque",
-            string_data={
-                "userData": host_user_data(
-                    kernel_args=c.kernel_args, blacklisted_modules=c.blacklisted_modules
+        secrets: list[pulumi.Resource] = [creds]
+        if user_data_name is not None:
+            secrets.append(
+                k8s.core.v1.Secret(
+                    user_data_name,
+                    metadata={"name": user_data_name, "namespace": ms.namespace, "labels": labels},
+                    type="Opaque",
+                    string_data={
+                        "userData": host_user_data(
+                            kernel_args=c.kernel_args, blacklisted_modules=c.blacklisted_modules
+                        )
+                    },
+                    opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
                 )
-            },
-            opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
-        )
+            )
         k8s.apiextensions.CustomResource(
             name,
             api_version="metal3.io/v1alpha1",
@@ -126,7 +136,7 @@ class Host(pulumi.ComponentResource):
             spec=bare_metal_host_spec(
                 c, credentials_secret=creds_name, user_data_secret=user_data_name, namespace=ms.namespace
             ),
-            opts=child_opts(self, depends_on=[creds, user_data], **k8s_opts),
+            opts=child_opts(self, depends_on=secrets, **k8s_opts),
         )
         if args.label_nodes and args.node_labels:
             k8s.core.v1.NodePatch(

@@ -23,6 +23,8 @@ class HypervisorClusterArgs:
         catalog: ServiceTemplate names/versions.
         gpus: the GPUs and GPU settings its GPU Operator and KubeVirt values are built from
             (products, device-plugin configs, MIG strategy, vGPU types).
+        kernel: ``(kernel_args, blacklisted_modules)`` of its workers' bootstrap data
+            (:func:`components.estate.cluster_kernel_settings`).
         depends_on: resources to wait for (its Hosts, the ServiceTemplates).
     """
 
@@ -30,6 +32,7 @@ class HypervisorClusterArgs:
     mothership: Mothership
     catalog: CatalogConfig
     gpus: HypervisorGpus = field(default_factory=HypervisorGpus)
+    kernel: tuple[Sequence[str], Sequence[str]] = ((), ())
     depends_on: Sequence[pulumi.Resource] = ()
 
 
@@ -37,8 +40,9 @@ class HypervisorCluster(pulumi.ComponentResource):
     """A k0rdent child cluster on bare-metal hosts running the GPU Operator (and KubeVirt).
 
     Child ``<name>``: ClusterDeployment (``spec.template`` e.g. ``capm3-hosted-cp``,
-    ``spec.credential``, ``spec.config`` selecting its BareMetalHosts by label and labelling workers
-    ``nvidia.com/gpu.workload.config=<mode>``, ``spec.serviceSpec.services``: ``gpu-operator`` with
+    ``spec.credential``, ``spec.config`` selecting its BareMetalHosts by label, labelling workers
+    ``nvidia.com/gpu.workload.config=<mode>`` and carrying its hosts' kernel arguments and module
+    blacklist into their bootstrap data, ``spec.serviceSpec.services``: ``gpu-operator`` with
     ``sandboxWorkloads.enabled`` for VM modes, ``kubevirt`` when enabled).
 
     Contract properties: ``name``, ``hosts``, ``gpu_workload_mode``, ``kubevirt``.
@@ -58,7 +62,11 @@ class HypervisorCluster(pulumi.ComponentResource):
         props = contract_props("HypervisorCluster", {"name": name}, config=c)
         super().__init__(token("HypervisorCluster"), name, props, opts)
         ms = args.mothership
-        spec = hypervisor_cluster_spec(c, catalog=args.catalog, gpus=args.gpus)
+        kernel_args, blacklisted_modules = args.kernel
+        spec = hypervisor_cluster_spec(
+            c, catalog=args.catalog, gpus=args.gpus, kernel_args=kernel_args,
+            blacklisted_modules=blacklisted_modules,
+        )
         k8s.apiextensions.CustomResource(
             name,
             api_version=K0RDENT_API,

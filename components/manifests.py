@@ -41,10 +41,12 @@ from domain.labels import (
 )
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, GpuProduct, vgpu_resource_name
 from stack_config.models import (
+    KCM_TEMPLATES_REPOSITORY,
     CatalogConfig,
     ClusterTemplateConfig,
     DpuServiceConfig,
     GpuSharingConfig,
+    HelmRepositoryConfig,
     HostConfig,
     HypervisorClusterConfig,
     ServiceTemplateConfig,
@@ -143,10 +145,16 @@ def host_user_data(*, kernel_args: Sequence[str], blacklisted_modules: Sequence[
 
 
 def bare_metal_host_spec(
-    host: HostConfig, *, credentials_secret: str, user_data_secret: str, namespace: str
+    host: HostConfig, *, credentials_secret: str, user_data_secret: str | None, namespace: str
 ) -> dict[str, Any]:
     """``spec`` of the host's BareMetalHost (required by the CRD: ``online``, ``bmc.address``,
-    ``bmc.credentialsName``)."""
+    ``bmc.credentialsName``), with ``userData`` naming ``user_data_secret`` when one is given.
+
+    A host of a hypervisor cluster gets none: Cluster API Provider Metal3 sets ``userData`` to the
+    Machine's bootstrap data when it provisions the host and clears it when it releases the host
+    (CAPM3 ``baremetal/metal3machine_manager.go`` ``setHostSpec``, ``Delete``), so the cluster
+    template's bootstrap data carries the kernel arguments instead (:func:`hypervisor_cluster_spec`).
+    """
     spec: dict[str, Any] = {
         "online": host.online,
         "bootMACAddress": host.boot_mac,
@@ -156,9 +164,10 @@ def bare_metal_host_spec(
             "credentialsName": credentials_secret,
             "disableCertificateVerification": not host.bmc.verify_tls,
         },
-        "userData": {"name": user_data_secret, "namespace": namespace},
         "description": f"{host.role} host {host.name}",
     }
+    if user_data_secret is not None:
+        spec["userData"] = {"name": user_data_secret, "namespace": namespace}
     if host.image is not None:
         image: dict[str, Any] = {
             "url": host.image.url,
@@ -274,6 +283,52 @@ def _helm_chart_spec(
             }
         }
     }
+
+
+#: API version of Flux source-controller's HelmRepository and HelmChart (CRDs
+#: ``config/crd/bases/source.toolkit.fluxcd.io_helm{repositories,charts}.yaml`` of the
+#: ``github.com/fluxcd/source-controller`` module).
+FLUX_SOURCE_API = "source.toolkit.fluxcd.io/v1"
+
+
+def helm_repository_spec(repository: HelmRepositoryConfig, *, secret_name: str | None) -> dict[str, Any]:
+    """``spec`` of a Flux HelmRepository: the repository's URL, ``type: oci`` for an ``oci://``
+    registry (``default`` otherwise, as kcm sets the type from the URL scheme), checked every 10
+    minutes, and ``secretRef`` naming the credentials Secret (``username`` / ``password``) when
+    ``secret_name`` is given.
+
+    ``helm_repository_spec(HelmRepositoryConfig(name="nvidia", url="https://helm.ngc.nvidia.com/nvidia"),
+    secret_name=None)`` -> ``{"url": ..., "type": "default", "interval": "10m"}``.
+    """
+    spec: dict[str, Any] = {
+        "url": repository.url,
+        "type": "oci" if repository.oci else "default",
+        "interval": "10m",
+    }
+    if secret_name is not None:
+        spec["secretRef"] = {"name": secret_name}
+    return spec
+
+
+def template_repositories(
+    catalog: CatalogConfig, templates: Iterable[ServiceTemplateConfig | ClusterTemplateConfig]
+) -> list[HelmRepositoryConfig]:
+    """The repositories ``templates`` fetch from, each once, in the order first named, without
+    kcm's own ``kcm-templates`` (kcm keeps that one, :data:`stack_config.models.KCM_TEMPLATES_REPOSITORY`).
+
+    Raises:
+        KeyError: a template names a repository ``catalog`` does not declare (the catalog's own
+            validation refuses such a config first).
+    """
+    out: dict[str, HelmRepositoryConfig] = {}
+    for t in templates:
+        if t.repository == KCM_TEMPLATES_REPOSITORY or t.repository in out:
+            continue
+        repository = catalog.repository(t.repository)
+        if repository is None:
+            raise KeyError(f"template {t.name}: repository {t.repository} is not declared")
+        out[t.repository] = repository
+    return list(out.values())
 
 
 def service_template_spec(template: ServiceTemplateConfig) -> dict[str, Any]:
@@ -469,14 +524,23 @@ class HypervisorGpus:
 
 
 def hypervisor_cluster_spec(
-    cluster: HypervisorClusterConfig, *, catalog: CatalogConfig, gpus: HypervisorGpus | None = None
+    cluster: HypervisorClusterConfig,
+    *,
+    catalog: CatalogConfig,
+    gpus: HypervisorGpus | None = None,
+    kernel_args: Sequence[str] = (),
+    blacklisted_modules: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """ClusterDeployment ``spec`` of a hypervisor cluster on Metal3 hosts.
+    """ClusterDeployment ``spec`` of a hypervisor cluster on Metal3 hosts (values of the
+    ``capm3-hosted-cp`` chart, ``charts/templates/capm3-hosted-cp/values.schema.json``).
 
     Workers are the BareMetalHosts labelled ``composable-gpu.io/cluster=<name>`` (CAPM3
-    ``hostSelector``); every worker gets ``nvidia.com/gpu.workload.config=<mode>`` through the k0s
-    worker ``--labels`` flag; services: the GPU Operator (and KubeVirt when enabled), their values
-    from ``gpus`` (default: :class:`HypervisorGpus` ``()``).
+    ``hostSelector``), written with the cluster's OS ``image`` when it has one; every worker gets
+    ``nvidia.com/gpu.workload.config=<mode>`` through the k0s worker ``--labels`` flag, and
+    ``kernel_args`` / ``blacklisted_modules`` (its hosts' settings,
+    :func:`components.estate.cluster_kernel_settings`) in its bootstrap data
+    (``worker.kernelArgs`` / ``worker.blacklistedModules``); services: the GPU Operator (and
+    KubeVirt when enabled), their values from ``gpus`` (default: :class:`HypervisorGpus` ``()``).
     """
     gpus = gpus or HypervisorGpus()
     services = [
@@ -506,6 +570,20 @@ def hypervisor_cluster_spec(
                 ),
             )
         )
+    worker: dict[str, Any] = {
+        "hostSelector": {"matchLabels": {f"{LABEL_PREFIX}/cluster": cluster.name}},
+        "kernelArgs": list(kernel_args),
+        "blacklistedModules": list(blacklisted_modules),
+    }
+    if cluster.image is not None:
+        image: dict[str, Any] = {
+            "url": cluster.image.url,
+            "checksum": cluster.image.checksum,
+            "checksumType": cluster.image.checksum_type,
+        }
+        if cluster.image.format:
+            image["format"] = cluster.image.format
+        worker["image"] = image
     return {
         "template": cluster.template,
         "credential": cluster.credential,
@@ -513,7 +591,7 @@ def hypervisor_cluster_spec(
             "controlPlaneNumber": cluster.control_plane_replicas,
             "workersNumber": len(cluster.hosts),
             "clusterLabels": common_labels(cluster=cluster.name, gpu_workload=cluster.gpu_workload_mode),
-            "worker": {"hostSelector": {"matchLabels": {f"{LABEL_PREFIX}/cluster": cluster.name}}},
+            "worker": worker,
             "k0s": {
                 "version": cluster.k0s_version,
                 "network": {"provider": "custom" if cluster.cni == "cilium" else cluster.cni},
@@ -525,18 +603,19 @@ def hypervisor_cluster_spec(
 
 
 def dpu_cluster_deployment_spec(
-    *, name: str, template: str, credential: str, control_plane_replicas: int, k0s_version: str, workers: int
+    *, name: str, template: str, credential: str, control_plane_replicas: int, k0s_version: str
 ) -> dict[str, Any]:
-    """ClusterDeployment ``spec`` of the DPU cluster: hosted control plane on the mothership, arm64
-    k0s workers (the DPUs, joined by DPF provisioning)."""
+    """ClusterDeployment ``spec`` of the DPU cluster (values of the ``dpu-hosted-cp`` chart,
+    ``charts/templates/dpu-hosted-cp/values.schema.json``): a hosted control plane on the
+    mothership and no machines; the DPUs join as workers through DPF provisioning (the DPUCluster,
+    :func:`dpu_cluster_spec`)."""
     return {
         "template": template,
         "credential": credential,
         "config": {
             "controlPlaneNumber": control_plane_replicas,
-            "workersNumber": workers,
             "clusterLabels": common_labels(dpu_cluster=name),
-            "k0s": {"version": k0s_version, "arch": "arm64"},
+            "k0s": {"version": k0s_version},
         },
     }
 

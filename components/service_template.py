@@ -1,5 +1,5 @@
-"""k0rdent ServiceTemplate and ClusterTemplate resources (helpers used by Estate and Tenant; not
-components)."""
+"""k0rdent ServiceTemplate and ClusterTemplate resources and the Flux HelmRepositories their charts
+come from (helpers used by Estate and Tenant; not components)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,22 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components._base import child_opts
-from components.manifests import K0RDENT_API, cluster_template_spec, common_labels, service_template_spec
-from stack_config.models import ClusterTemplateConfig, ServiceTemplateConfig
+from components._base import child_opts, secret
+from components.manifests import (
+    FLUX_SOURCE_API,
+    K0RDENT_API,
+    cluster_template_spec,
+    common_labels,
+    helm_repository_spec,
+    service_template_spec,
+    template_repositories,
+)
+from stack_config.models import (
+    CatalogConfig,
+    ClusterTemplateConfig,
+    HelmRepositoryConfig,
+    ServiceTemplateConfig,
+)
 
 #: What a k0rdent template object is made from: a service chart or a cluster chart.
 TemplateConfig = ServiceTemplateConfig | ClusterTemplateConfig
@@ -61,16 +74,67 @@ def k0rdent_template(
     )
 
 
+def helm_repository(
+    resource_name: str,
+    repository: HelmRepositoryConfig,
+    *,
+    namespace: str,
+    provider: k8s.Provider,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource | None] = (),
+) -> k8s.apiextensions.CustomResource:
+    """Register the Flux HelmRepository ``repository.name`` in ``namespace``
+    (:func:`components.manifests.helm_repository_spec`) and, when the repository has credentials, the
+    Secret ``<name>-credentials`` it names in ``secretRef`` (``username`` / ``password``, Pulumi
+    secrets; resource ``<resource_name>-credentials``)."""
+    secret_name: str | None = None
+    deps = list(depends_on)
+    if repository.username is not None and repository.password is not None:
+        secret_name = f"{repository.name}-credentials"
+        deps.append(
+            k8s.core.v1.Secret(
+                f"{resource_name}-credentials",
+                metadata={"name": secret_name, "namespace": namespace, "labels": common_labels()},
+                type="Opaque",
+                string_data={
+                    "username": secret(repository.username),
+                    "password": secret(repository.password),
+                },
+                opts=child_opts(parent, provider=provider, depends_on=depends_on),
+            )
+        )
+    return k8s.apiextensions.CustomResource(
+        resource_name,
+        api_version=FLUX_SOURCE_API,
+        kind="HelmRepository",
+        metadata={"name": repository.name, "namespace": namespace, "labels": common_labels()},
+        spec=helm_repository_spec(repository, secret_name=secret_name),
+        opts=child_opts(parent, provider=provider, depends_on=deps),
+    )
+
+
 def k0rdent_templates(
     templates: Sequence[tuple[str, TemplateConfig]],
     *,
+    catalog: CatalogConfig,
+    prefix: str,
     namespace: str,
     provider: k8s.Provider,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource | None] = (),
 ) -> list[k8s.apiextensions.CustomResource]:
     """:func:`k0rdent_template` for each ``(resource_name, template)`` pair, in order, all in
-    ``namespace`` with the same provider, parent and dependencies."""
+    ``namespace`` with the same provider, parent and dependencies, after the HelmRepositories their
+    charts come from (:func:`helm_repository`, resources ``<prefix>-repo-<repository>``;
+    :func:`components.manifests.template_repositories`: kcm's own ``kcm-templates`` is left to kcm).
+    Returns the templates."""
+    repositories = [
+        helm_repository(
+            f"{prefix}-repo-{r.name}", r, namespace=namespace, provider=provider, parent=parent,
+            depends_on=depends_on,
+        )
+        for r in template_repositories(catalog, [t for _, t in templates])
+    ]
     return [
         k0rdent_template(
             resource_name,
@@ -78,7 +142,7 @@ def k0rdent_templates(
             namespace=namespace,
             provider=provider,
             parent=parent,
-            depends_on=depends_on,
+            depends_on=[*depends_on, *repositories],
         )
         for resource_name, template in templates
     ]

@@ -134,7 +134,8 @@ class Tenant(pulumi.ComponentResource):
                 continue  # reported by stack_config.rules.cluster_templates_declared
             wanted.append((f"{name}-template-{t_name}", declared))
         templates = k0rdent_templates(
-            wanted, namespace=ns_name, provider=args.provider, parent=self, depends_on=[namespace]
+            wanted, catalog=args.catalog, prefix=name, namespace=ns_name, provider=args.provider,
+            parent=self, depends_on=[namespace],
         )
         by_name = {n.name: n for n in c.networks}
         clusters = []

@@ -1,15 +1,19 @@
 """``python -m lab.crdsync --upstream DIR``: the lab's CRDs (``lab/crds/``) made from upstream files.
 
 The lab installs the CustomResourceDefinitions of the projects whose objects the program creates
-(k0rdent kcm, Metal3, DPF, the GPU Operator, Cluster API, its KubeVirt and Metal3 providers, k0smotron,
-Multus), so that its API server validates every custom resource the way the real management
-cluster would. The repository keeps them as schema facts only: each upstream file with every
-``description`` removed (from the schemas and from the printer columns); names, versions, types,
-enums, patterns, required lists, defaults, formats and every ``x-kubernetes-*`` marker (CEL rules
-with their messages included) are kept as upstream wrote them.
+(k0rdent kcm, Metal3, DPF, the GPU Operator, Cluster API, its KubeVirt and Metal3 providers,
+k0smotron, Multus, Flux source-controller), so that its API server validates every custom resource
+the way the real management cluster would. The repository keeps them as schema facts only: each
+upstream file with every ``description`` removed (from the schemas and from the printer columns);
+names, versions, types, enums, patterns, required lists, defaults, formats and every
+``x-kubernetes-*`` marker (CEL rules with their messages included) are kept as upstream wrote
+them.
 
 Which upstream file each one is made from (repository, path inside it, commit, licence) is data,
-``lab/crds/sources.yaml``; this module writes each project folder's ``README.md`` from it.
+``lab/crds/sources.yaml``; this module writes each project folder's ``README.md`` from it. A project
+the lab also builds from its Go module (Flux source-controller, ``lab/toolchain/build.sh``) names
+the module release instead of a commit (``module: <module>@<version>``): its files are the ones in
+that module, whose content the Go checksum database pins.
 
 ``DIR`` holds the upstream files as the upstream repositories publish them, laid out
 ``DIR/<project>/<file name>`` (the project folders and file names of ``sources.yaml``). Updating a
@@ -54,7 +58,8 @@ class Source:
         file: the file name, the same upstream and here.
         repository: the upstream repository's URL.
         path: the file's path inside the upstream repository.
-        commit: the upstream commit the file was taken at (40 hex digits).
+        commit: the upstream commit the file was taken at (40 hex digits), or the Go module
+            release it was taken from (``github.com/fluxcd/source-controller@v1.9.6``).
         license: the SPDX identifier of the upstream file's licence.
     """
 
@@ -67,7 +72,8 @@ class Source:
 
 
 def load_sources(path: Path = SOURCES_FILE) -> list[Source]:
-    """The entries of ``sources.yaml``: ``{project: {repository, commit, license, files: {name: path}}}``.
+    """The entries of ``sources.yaml``: ``{project: {repository, commit (or module), license,
+    files: {name: path}}}``.
 
     Raises:
         CrdSyncError: a project lacks one of those keys.
@@ -77,11 +83,13 @@ def load_sources(path: Path = SOURCES_FILE) -> list[Source]:
     for project, entry in sorted(doc.items()):
         try:
             for name, upstream_path in sorted(entry["files"].items()):
+                revision = entry["module"] if "module" in entry else entry["commit"]
                 out.append(Source(project, name, entry["repository"], upstream_path,
-                                  entry["commit"], entry["license"]))
+                                  revision, entry["license"]))
         except (KeyError, TypeError, AttributeError) as exc:
-            raise CrdSyncError(f"{path}: project {project!r} needs repository, commit, license and "
-                               f"files (name: upstream path): {exc!r} is missing or malformed") from exc
+            raise CrdSyncError(f"{path}: project {project!r} needs repository, commit (or module), "
+                               f"license and files (name: upstream path): {exc!r} is missing or "
+                               "malformed") from exc
     return out
 
 
@@ -155,7 +163,7 @@ def render_readme(project: str, sources: list[Source]) -> str:
         "Made by `python -m lab.crdsync` from the upstream files below, with every `description`",
         "removed; nothing else is changed. Edit `lab/crds/sources.yaml` and rerun it, never these files.",
         "",
-        "| file | upstream repository | path | commit | licence |",
+        "| file | upstream repository | path | commit or module release | licence |",
         "|---|---|---|---|---|",
     ]
     lines += [f"| `{s.file}` | {s.repository} | `{s.path}` | `{s.commit}` | {s.license} |" for s in rows]

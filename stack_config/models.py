@@ -46,7 +46,7 @@ import binascii
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from domain.reclaim import DEFAULT_OWNER_TAG
@@ -394,6 +394,10 @@ class HypervisorClusterConfig(_Model):
     """Cluster CNI."""
     vgpu_manager: VgpuManagerConfig | None = None
     """vGPU Manager image; required for ``vm-vgpu``, not used otherwise."""
+    image: HostImageConfig | None = None
+    """OS image Cluster API Provider Metal3 writes to each host it claims for the cluster (the
+    ``capm3-hosted-cp`` chart's Metal3MachineTemplate ``image``); CAPM3 provisions no host without
+    one (``baremetal/metal3machine_manager.go`` ``setHostSpec``)."""
 
 
 class DpuServiceConfig(_Model):
@@ -756,22 +760,75 @@ _K0SMOTRON_PROVIDERS = ["control-plane-k0sproject-k0smotron", "bootstrap-k0sproj
 
 def _default_cluster_templates() -> list[ClusterTemplateConfig]:
     """``kubevirt-hosted-cp`` is k0rdent's chart (k0rdent/kcm ``templates/cluster/kubevirt-hosted-cp``:
-    version 1.0.11, ``templates/k0smotroncontrolplane.yaml``); ``capm3-hosted-cp`` and
-    ``dpu-hosted-cp`` are the platform's own charts built the same way (not in kcm)."""
+    version 1.0.11, ``templates/k0smotroncontrolplane.yaml``), from kcm's own ``kcm-templates``
+    repository; ``capm3-hosted-cp`` and ``dpu-hosted-cp`` are the platform's own charts
+    (``charts/templates/``), from the platform's repository."""
     return [
         ClusterTemplateConfig(
             name=name,
             chart=name,
             version=version,
-            repository="kcm-templates",
+            repository=repository,
             providers=[*infra, *_K0SMOTRON_PROVIDERS],
             control_plane="K0smotronControlPlane",
         )
-        for name, version, infra in (
-            ("capm3-hosted-cp", "1.0.0", ["infrastructure-metal3"]),
-            ("kubevirt-hosted-cp", "1.0.11", ["infrastructure-kubevirt"]),
-            ("dpu-hosted-cp", "1.0.0", []),
+        for name, version, repository, infra in (
+            ("capm3-hosted-cp", "1.0.0", PLATFORM_TEMPLATES_REPOSITORY, ["infrastructure-metal3"]),
+            ("kubevirt-hosted-cp", "1.0.11", KCM_TEMPLATES_REPOSITORY, ["infrastructure-kubevirt"]),
+            ("dpu-hosted-cp", "1.0.0", PLATFORM_TEMPLATES_REPOSITORY, []),
         )
+    ]
+
+
+#: The HelmRepository kcm itself keeps in every namespace holding a template it does not manage
+#: (k0rdent/kcm ``internal/controller/template_controller.go`` ``ReconcileTemplate`` with
+#: ``api/v1beta1/templates_common.go`` ``DefaultRepoName``), pointing at kcm's default registry
+#: (k0rdent's published templates, ``oci://ghcr.io/k0rdent/kcm/charts`` unless kcm is started
+#: with another ``--default-registry-url``). The program never declares it: kcm would overwrite it.
+KCM_TEMPLATES_REPOSITORY = "kcm-templates"
+
+#: Where the platform's own ClusterTemplate charts (``charts/templates/``) are published by default,
+#: beside the composer image (``ghcr.io/composable-gpu/composer``).
+PLATFORM_TEMPLATES_REPOSITORY = "composable-gpu-templates"
+
+
+class HelmRepositoryConfig(_Model):
+    """A Helm chart repository the program's k0rdent templates fetch from: a Flux HelmRepository
+    (``source.toolkit.fluxcd.io/v1``) of this name in every namespace holding a template that
+    names it, as kcm's HelmChart for a template looks in the template's own namespace
+    (``chartSpec.sourceRef`` is a local reference)."""
+
+    name: DnsLabel
+    """HelmRepository name (a template's ``repository``)."""
+    url: str = Field(pattern=r"^(https?|oci)://[^\s]+$")
+    """Repository URL: ``https://`` (or ``http://``) for an index-based repository, ``oci://`` for
+    an OCI registry (HelmRepository ``type: oci``)."""
+    username: NonEmptyStr | None = None
+    """User name for the repository, with ``password`` (HelmRepository ``secretRef``: a Secret
+    ``<name>-credentials`` with ``username`` and ``password``)."""
+    password: Secret | None = None
+    """Password or token for ``username`` (secret)."""
+
+    @model_validator(mode="after")
+    def _credentials_in_pairs(self) -> HelmRepositoryConfig:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password go together (HelmRepository secretRef needs both)")
+        return self
+
+    @property
+    def oci(self) -> bool:
+        """True for an OCI registry (``oci://``)."""
+        return self.url.startswith("oci://")
+
+
+def _default_repositories() -> list[HelmRepositoryConfig]:
+    """The public repositories of the built-in catalog (each vendor's published chart
+    repository) and the platform's own chart registry."""
+    return [
+        HelmRepositoryConfig(name=PLATFORM_TEMPLATES_REPOSITORY, url="oci://ghcr.io/composable-gpu/charts"),
+        HelmRepositoryConfig(name="nvidia", url="https://helm.ngc.nvidia.com/nvidia"),
+        HelmRepositoryConfig(name="k0rdent-catalog", url="oci://ghcr.io/k0rdent/catalog/charts"),
+        HelmRepositoryConfig(name="cilium", url="https://helm.cilium.io"),
     ]
 
 
@@ -815,6 +872,31 @@ class CatalogConfig(_Model):
     cluster_templates: list[ClusterTemplateConfig] = Field(default_factory=_default_cluster_templates)
     """ClusterTemplates the clusters use (each referenced ``template`` must be declared here); the
     program creates them in each namespace with ClusterDeployments that use them."""
+    repositories: list[HelmRepositoryConfig] = Field(default_factory=_default_repositories)
+    """Helm repositories the templates fetch their charts from, by name, per environment (the lab
+    serves its own; a stack that sets this list replaces the built-in one whole). Every template's
+    ``repository`` must be one of them or kcm's ``kcm-templates``."""
+
+    @model_validator(mode="after")
+    def _templates_have_repositories(self) -> CatalogConfig:
+        names = [r.name for r in self.repositories]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"repositories declared twice: {', '.join(dup)}")
+        if KCM_TEMPLATES_REPOSITORY in names:
+            raise ValueError(f"repository {KCM_TEMPLATES_REPOSITORY} is kcm's own (kcm keeps it in every "
+                             "template namespace, pointing at its default registry): use another name")
+        templates: list[ServiceTemplateConfig | ClusterTemplateConfig] = [
+            self.gpu_operator, self.kubevirt, self.cilium, *self.cluster_templates]
+        missing = sorted({f"{t.name} ({t.repository})" for t in templates
+                          if t.repository not in names and t.repository != KCM_TEMPLATES_REPOSITORY})
+        if missing:
+            raise ValueError(f"templates name repositories not in catalog.repositories: {', '.join(missing)}")
+        return self
+
+    def repository(self, name: str) -> HelmRepositoryConfig | None:
+        """The repository called ``name``, or None (``kcm-templates``, kcm's own, is never declared)."""
+        return next((r for r in self.repositories if r.name == name), None)
 
     def cluster_template(self, name: str) -> ClusterTemplateConfig | None:
         """The declared ClusterTemplate called ``name``, or None."""

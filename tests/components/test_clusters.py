@@ -99,7 +99,11 @@ def test_dpu_cluster_registers_deployment_and_dpf_objects(mocks: Recorder) -> No
         ("kubernetes:svc.dpu.nvidia.com/v1alpha1:DPUService", "dpus-doca-hbn"),
     }
     deployment = mocks.named("dpus", CD).inputs["spec"]
-    assert deployment["config"]["k0s"]["arch"] == "arm64" and deployment["config"]["workersNumber"] == 2
+    assert deployment["config"] == {  # dpu-hosted-cp values: no machines, the DPUs join through DPF
+        "controlPlaneNumber": 1,
+        "clusterLabels": deployment["config"]["clusterLabels"],
+        "k0s": {"version": "v1.33.1+k0s.0"},
+    }
     assert mocks.named("dpus-dpucluster").inputs["spec"] == {
         "type": "static",
         "version": "v1.33.1",

@@ -37,7 +37,9 @@ def _host(index: int, **kwargs: object) -> Host:
     return Host(cfg.name, HostArgs(config=cfg, mothership=_mothership(), **kwargs))  # type: ignore[arg-type]
 
 
-def test_host_registers_credentials_user_data_and_bare_metal_host(mocks: Recorder) -> None:
+def test_host_registers_credentials_and_bare_metal_host_without_user_data_in_a_cluster(mocks: Recorder) -> None:
+    """A cluster's host leaves ``userData`` to CAPM3 (it writes the Machine's bootstrap data there
+    when it provisions the host): no user-data Secret, no ``spec.userData``."""
     host = run(
         lambda: _host(
             0,
@@ -49,7 +51,6 @@ def test_host_registers_credentials_user_data_and_bare_metal_host(mocks: Recorde
     children = {(r.typ, r.name) for r in mocks.children_of("hv-1", HOST)}
     assert children == {
         (SECRET, "hv-1-bmc-credentials"),
-        (SECRET, "hv-1-user-data"),
         (BMH, "hv-1"),
         (DPU, "dpu-hv-1"),
     }
@@ -67,16 +68,22 @@ def test_host_registers_credentials_user_data_and_bare_metal_host(mocks: Recorde
     }
     assert spec["bootMACAddress"] == "52:54:00:00:00:01"
     assert spec["online"] is True
-    assert spec["userData"] == {"name": "hv-1-user-data", "namespace": "infra"}
-
-    user_data = yaml.safe_load(unwrap(mocks.named("hv-1-user-data", SECRET).inputs["stringData"])["userData"])
-    grub = next(f["content"] for f in user_data["write_files"] if "grub" in f["path"])
-    assert "intel_iommu=on iommu=pt pci=realloc" in grub
-    assert any(f["path"] == "/etc/modprobe.d/blacklist-nouveau.conf" for f in user_data["write_files"])
+    assert "userData" not in spec
+    assert value(host.user_data_secret) is None
 
     assert value(host.bmc_address) == "redfish-virtualmedia://10.0.0.1/redfish/v1/Systems/1"
     assert value(host.credentials_secret) == "hv-1-bmc-credentials"
     assert value(host.cluster) == "hv"
+
+
+def test_host_outside_a_cluster_carries_kernel_args_in_its_user_data(mocks: Recorder) -> None:
+    host = run(lambda: _host(0))
+    assert mocks.named("hv-1", BMH).inputs["spec"]["userData"] == {"name": "hv-1-user-data", "namespace": "infra"}
+    user_data = yaml.safe_load(unwrap(mocks.named("hv-1-user-data", SECRET).inputs["stringData"])["userData"])
+    grub = next(f["content"] for f in user_data["write_files"] if "grub" in f["path"])
+    assert "intel_iommu=on iommu=pt pci=realloc" in grub
+    assert any(f["path"] == "/etc/modprobe.d/blacklist-nouveau.conf" for f in user_data["write_files"])
+    assert value(host.user_data_secret) == "hv-1-user-data"
 
 
 def test_host_credentials_are_secret(mocks: Recorder) -> None:

@@ -30,6 +30,7 @@ def test_tenant_children_and_props(mocks: Recorder) -> None:
         ("kubernetes:core/v1:ResourceQuota", "blue-gpu-quota"),
         ("kubernetes:k0rdent.mirantis.com/v1beta1:ServiceTemplate", "blue-cilium"),
         ("kubernetes:k0rdent.mirantis.com/v1beta1:ClusterTemplate", "blue-template-kubevirt-hosted-cp"),
+        ("kubernetes:source.toolkit.fluxcd.io/v1:HelmRepository", "blue-repo-cilium"),
         ("composable:infra:TenantNetwork", "blue-blue-a"),
         ("composable:infra:TenantNetwork", "blue-blue-b"),
         ("composable:infra:TenantCluster", "blue-blue-k8s"),
