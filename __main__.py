@@ -1,10 +1,18 @@
-"""The Pulumi program: read and validate the estate config, build the components, export the report.
+"""The Pulumi program: read and validate the estate, build the components, export the report.
 
-Config: the structured key ``composable-gpu:estate`` of ``Pulumi.<stack>.yaml`` (schema:
-``stack_config/stack-config.schema.json``), the only key of the project's namespace it reads. An
-invalid config stops the run before any resource is registered, with one line per problem naming
-its key path: another ``composable-gpu:*`` key, a secret in plain text in the stack file, or a
-problem in the estate.
+Config (``Pulumi.<stack>.yaml``, schema ``stack_config/stack-config.schema.json``), the project's
+namespace only:
+
+- ``composable-gpu:inventory``: the estate's folder in the repository (relative to the folder of
+  ``Pulumi.yaml``), read by the program itself (:mod:`stack_config.inventory`), so nothing that
+  grows with the estate is handed over in the environment;
+- ``composable-gpu:credentials``: the credential sets the folder's files name, secrets encrypted;
+- or ``composable-gpu:estate``: the whole estate inline, for a stack not migrated yet
+  (``python -m stack_config migrate``).
+
+An invalid config stops the run before any resource is registered, with one line per problem
+naming its file and key path: another ``composable-gpu:*`` key, a secret in plain text in the stack
+file or in an inventory file, or a problem in the estate.
 """
 
 from __future__ import annotations
@@ -14,13 +22,17 @@ from pathlib import Path
 import pulumi
 
 from components import Estate, EstateArgs
-from stack_config import CONFIG_KEY, EstateConfigError, load_estate
+from stack_config import EstateConfigError
+from stack_config.hints import CONFIG_KEY, CREDENTIALS_KEY, INVENTORY_KEY
+from stack_config.inventory import estate_from_config
 from stack_config.loader import plaintext_secrets_in_stack_file, unknown_config_keys
 
 PROJECT_ROOT = Path(__file__).resolve().parent
-#: The stack's file, beside the ``Pulumi.yaml`` the CLI runs (its project root, which is not this
-#: folder when a project names this repository as its ``main``); mocks have no project root.
-STACK_FILE = Path(pulumi.get_root_directory() or PROJECT_ROOT) / f"Pulumi.{pulumi.get_stack()}.yaml"
+#: The folder of the ``Pulumi.yaml`` the CLI runs (its project root, which is not this folder when a
+#: project names this repository as its ``main``); mocks have no project root.
+STACK_ROOT = Path(pulumi.get_root_directory() or PROJECT_ROOT)
+#: The stack's file, beside that ``Pulumi.yaml``.
+STACK_FILE = STACK_ROOT / f"Pulumi.{pulumi.get_stack()}.yaml"
 
 try:
     # Every config key of the stack: the language host hands the program the engine's config
@@ -30,7 +42,13 @@ try:
     problems += plaintext_secrets_in_stack_file(STACK_FILE)
     if problems:
         raise EstateConfigError(problems)
-    estate_config = load_estate(pulumi.Config().require_object(CONFIG_KEY))
+    config = pulumi.Config()
+    values = {
+        INVENTORY_KEY: config.get(INVENTORY_KEY),
+        CREDENTIALS_KEY: config.get_object(CREDENTIALS_KEY),
+        CONFIG_KEY: config.get_object(CONFIG_KEY),
+    }
+    estate_config = estate_from_config(values, root=STACK_ROOT)
 except EstateConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 

@@ -80,8 +80,9 @@ def preview_args(stack: str, policy_packs: Sequence[Path | str], *, json_events:
 
 
 def stack_environment(cwd: Path, stack: str) -> str | None:
-    """The ``environment`` of the stack's ``<project>:estate`` config in
-    ``<cwd>/Pulumi.<stack>.yaml`` (``lab``, ``staging``, ``production``), or ``None``."""
+    """The estate's ``environment`` (``lab``, ``staging``, ``production``) of the stack
+    ``<cwd>/Pulumi.<stack>.yaml``, or ``None``: from its ``<project>:estate`` config, or from the
+    files of its inventory folder (``<project>:inventory``, relative to ``cwd``)."""
     stack_file = cwd / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
         return None
@@ -89,7 +90,23 @@ def stack_environment(cwd: Path, stack: str) -> str | None:
     for key, value in config.items():
         if key.endswith(":estate") and isinstance(value, dict) and isinstance(value.get("environment"), str):
             return value["environment"]
+        if key.endswith(":inventory") and isinstance(value, str):
+            return _inventory_environment(cwd / value)
     return None
+
+
+def _inventory_environment(folder: Path) -> str | None:
+    """The ``environment`` of the inventory folder's joined files (None when they cannot be read:
+    the program then names the file and what is wrong with it)."""
+    from stack_config.errors import EstateConfigError
+    from stack_config.inventory import join_inventory, read_inventory
+
+    try:
+        raw, _origins, _problems = join_inventory(read_inventory(folder), str(folder))
+    except EstateConfigError:
+        return None
+    environment = raw.get("environment")
+    return environment if isinstance(environment, str) else None
 
 
 def default_policy_config(pack: Path, cwd: Path, stack: str) -> Path | None:

@@ -8,7 +8,13 @@
   refused); prints one line per problem, exit 1 on any. Missing secrets are reported with the
   ``pulumi config set --secret`` command of each, then one line naming ``--allow-missing-secrets``.
   A file that cannot be read or parsed is one line (the file and the reason; for YAML, the line
-  and column), and the other files are still checked.
+  and column), and the other files are still checked. A stack whose estate is an inventory
+  folder (``composable-gpu:inventory``) is checked with its folder's files and credential sets;
+  a problem in a file names the file and the key inside it.
+- ``migrate --stack STACK [--folder DIR]``: one-time move of an inline ``composable-gpu:estate``
+  into an inventory folder (default ``environments/<stack>``) with credential sets
+  (:mod:`stack_config.migrate`); run in the folder of ``Pulumi.yaml`` with the stack's secrets
+  provider available. Prints the files written and the credential sets.
 """
 
 from __future__ import annotations
@@ -40,7 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         help="accept absent secrets (set per deployment with pulumi config set --secret)",
     )
     validate.add_argument("files", nargs="+", type=Path)
+    migrate = sub.add_parser("migrate", help="move a stack's inline estate into an inventory folder")
+    migrate.add_argument("--stack", required=True, help="the stack whose Pulumi.<stack>.yaml to migrate")
+    migrate.add_argument(
+        "--folder", default=None, help="inventory folder to write (default environments/<stack>)"
+    )
     args = ap.parse_args(argv)
+
+    if args.cmd == "migrate":
+        return _migrate(args.stack, args.folder)
 
     if args.cmd == "schema":
         if args.check:
@@ -74,6 +88,25 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{path}: ok ({estate.environment}, {len(estate.hosts)} hosts, {len(estate.tenants)} tenants)")
     return 1 if failed else 0
+
+
+def _migrate(stack: str, folder: str | None) -> int:
+    from stack_config.migrate import migrate
+
+    try:
+        plan = migrate(Path.cwd(), stack, folder)
+    except EstateConfigError as exc:
+        print("\n".join(f"Pulumi.{stack}.yaml: {p}" for p in exc.problems), file=sys.stderr)
+        return 1
+    target = folder or f"environments/{stack}"
+    for name in plan.files:
+        print(f"wrote {target}/{name}")
+    for name, fields in plan.credentials.items():
+        stored = [key for set_name, key, _ in plan.secrets if set_name == name]
+        print(f"credential set {name!r}: {', '.join([*fields, *stored]) or 'empty'} "
+              f"(secrets encrypted in Pulumi.{stack}.yaml)")
+    print(f"Pulumi.{stack}.yaml now names {target}; run pulumi preview --stack {stack}: it shows no change")
+    return 0
 
 
 if __name__ == "__main__":

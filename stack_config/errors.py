@@ -31,14 +31,17 @@ class ConfigProblem:
         missing_secret: True when a required secret is absent: the message names the
             ``pulumi config set --secret`` command; ``python -m stack_config validate
             --allow-missing-secrets`` accepts the file without it.
+        file: the inventory file the problem is in (``environments/dev/hosts/rack-a.yaml``), its
+            ``path`` then a key path inside that file; None for the stack config.
     """
 
     path: str
     message: str
     missing_secret: bool = False
+    file: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        return ": ".join(part for part in (self.file, self.path, self.message) if part)
 
 
 class EstateConfigError(ValueError):

@@ -16,9 +16,15 @@ from collections.abc import Iterable
 CONFIG_NAMESPACE = "composable-gpu"
 CONFIG_KEY = "estate"
 FULL_CONFIG_KEY = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
-#: Every key of :data:`CONFIG_NAMESPACE` the program reads (``__main__.py`` reads only the estate);
-#: a stack holding any other ``composable-gpu:<key>`` is refused.
-PROGRAM_CONFIG_KEYS: tuple[str, ...] = (CONFIG_KEY,)
+#: The stack's inventory folder (the estate in files, :mod:`stack_config.inventory`), a path relative
+#: to the folder of ``Pulumi.yaml``, and the credential sets its files name.
+INVENTORY_KEY = "inventory"
+FULL_INVENTORY_KEY = f"{CONFIG_NAMESPACE}:{INVENTORY_KEY}"
+CREDENTIALS_KEY = "credentials"
+FULL_CREDENTIALS_KEY = f"{CONFIG_NAMESPACE}:{CREDENTIALS_KEY}"
+#: Every key of :data:`CONFIG_NAMESPACE` the program reads: the inline estate, or the inventory
+#: folder and its credential sets; a stack holding any other ``composable-gpu:<key>`` is refused.
+PROGRAM_CONFIG_KEYS: tuple[str, ...] = (CONFIG_KEY, INVENTORY_KEY, CREDENTIALS_KEY)
 
 
 def set_secret_command(path: str, *, from_file: bool = False) -> str:
@@ -34,6 +40,20 @@ def set_secret_command(path: str, *, from_file: bool = False) -> str:
     """
     command = f"pulumi config set --secret --path '{CONFIG_KEY}.{path}'"
     return f"{command} < <key file>" if from_file else command
+
+
+def set_credential_command(name: str, field: str) -> str:
+    """The command that stores ``field`` of the credential set ``name`` in the stack config.
+
+    ``("rack-a-bmc", "password")`` -> ``pulumi config set --secret --path
+    'credentials.rack-a-bmc.password'`` (it prompts for the value); ``private_key`` is piped from a
+    file (`` < <key file>``) and ``username`` is not a secret: ``pulumi config set --path
+    'credentials.rack-a-bmc.username' <user>``.
+    """
+    if field == "username":
+        return f"pulumi config set --path '{CREDENTIALS_KEY}.{name}.username' <user>"
+    command = f"pulumi config set --secret --path '{CREDENTIALS_KEY}.{name}.{field}'"
+    return f"{command} < <key file>" if field == "private_key" else command
 
 
 def close_spelling(word: str, allowed: Iterable[str]) -> str | None:

@@ -1,10 +1,11 @@
-"""Turn the raw ``composable-gpu:estate`` object into a validated :class:`EstateConfig`.
+"""Turn the raw estate object into a validated :class:`EstateConfig`, and check stack files.
 
 Pure: no Pulumi, no I/O except :func:`read_stack_config` (reads one YAML file, for
 :func:`load_stack_file` and :func:`plaintext_secrets_in_stack_file`). The program
 (``__main__.py``) calls :func:`unknown_config_keys`, :func:`plaintext_secrets_in_stack_file`
-and :func:`load_estate` before it registers any resource, so an invalid config stops
-``pulumi preview``/``up`` with one line per problem.
+and :func:`stack_config.inventory.estate_from_config` (the inventory folder, or an inline
+``composable-gpu:estate`` through :func:`load_estate`) before it registers any resource, so an
+invalid config stops ``pulumi preview``/``up`` with one line per problem.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ from stack_config.errors import ConfigProblem, EstateConfigError, StackFileError
 from stack_config.hints import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
+    CREDENTIALS_KEY,
     FULL_CONFIG_KEY,
+    FULL_CREDENTIALS_KEY,
+    FULL_INVENTORY_KEY,
     PROGRAM_CONFIG_KEYS,
     close_spelling,
+    set_credential_command,
     set_secret_command,
 )
 from stack_config.models import EstateConfig
@@ -336,33 +341,75 @@ def plaintext_secrets(raw: Any, *, file_name: str) -> list[ConfigProblem]:
     ]
 
 
-def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig:
-    """Validate the estate in a ``Pulumi.<stack>.yaml`` file without Pulumi (CI, editors).
+def plaintext_credentials(raw: Any, *, file_name: str) -> list[ConfigProblem]:
+    """Secrets of ``composable-gpu:credentials`` written in plain text in a stack file (pure).
 
-    Encrypted leaves (``{secure: v1:...}``) are replaced by a placeholder string, so only their
-    presence is checked; with ``require_secrets=False`` absent secrets are filled in too (stacks
-    whose secrets are set at deployment time, like the production example). A secret in plain text
-    (:func:`plaintext_secrets`) and a ``composable-gpu:*`` key the program does not read
-    (:func:`unknown_config_keys`) are problems too, reported before those of the estate.
+    Args:
+        raw: the value of ``composable-gpu:credentials`` in the stack file (set name -> set).
+        file_name: the stack file's name, for the message.
+
+    Returns:
+        One problem per ``password``/``private_key`` of a set that is not ``{secure: ...}``, its path
+        ``credentials.<name>.<key>``, naming the command that stores it encrypted, never the value.
+        Other shapes yield nothing (:func:`stack_config.inventory.parse_credentials` reports them).
+    """
+    if not isinstance(raw, Mapping):
+        return []
+    return [
+        ConfigProblem(f"{CREDENTIALS_KEY}.{name}.{key}", f"is in plain text in {file_name}; store it "
+                      f"encrypted: {set_credential_command(str(name), key)}")
+        for name, cred in raw.items() if isinstance(cred, Mapping)
+        for key in ("password", "private_key") if _is_plain_text(cred.get(key))
+    ]
+
+
+def load_stack_file(path: Path, *, require_secrets: bool = True) -> EstateConfig:
+    """Validate the estate of a ``Pulumi.<stack>.yaml`` file without Pulumi (CI, editors).
+
+    The estate is the stack's inventory folder (``composable-gpu:inventory``, relative to the stack
+    file's folder) with its credential sets (``composable-gpu:credentials``), or an inline
+    ``composable-gpu:estate`` (:func:`stack_config.inventory.estate_from_config`). Encrypted leaves
+    (``{secure: v1:...}``) are replaced by a placeholder string, so only their presence is checked;
+    with ``require_secrets=False`` absent secrets are filled in too (stacks whose secrets are set at
+    deployment time, like the production example). A secret in plain text
+    (:func:`plaintext_secrets`, :func:`plaintext_credentials`) and a ``composable-gpu:*`` key the
+    program does not read (:func:`unknown_config_keys`) are problems too, reported before those of
+    the estate.
 
     Raises:
         StackFileError: the file cannot be read or is not a stack file (:func:`read_stack_config`).
-        EstateConfigError: the estate key is missing, or any problem above or in the estate.
+        EstateConfigError: no estate key, or any problem above or in the estate.
     """
+    from stack_config.inventory import estate_from_config
+
     config = read_stack_config(path)
-    if FULL_CONFIG_KEY not in config:
+    if FULL_CONFIG_KEY not in config and FULL_INVENTORY_KEY not in config:
         raise EstateConfigError([_no_estate_key(path.name, config)])
-    found = [*unknown_config_keys(config), *plaintext_secrets(config[FULL_CONFIG_KEY], file_name=path.name)]
-    raw = _strip_secure(config[FULL_CONFIG_KEY])
-    if not require_secrets:
-        raw = fill_missing_secrets(EstateConfig, raw)
+    found = [*unknown_config_keys(config), *stack_file_plaintext(config, file_name=path.name)]
+    values = {
+        key.partition(":")[2]: _strip_secure(value)
+        for key, value in config.items() if str(key).startswith(f"{CONFIG_NAMESPACE}:")
+    }
     try:
-        estate = load_estate(raw)
+        estate = estate_from_config(values, root=path.parent, fill_missing_secrets=not require_secrets)
+    except StackFileError:
+        raise
     except EstateConfigError as exc:
-        raise EstateConfigError([*found, *exc.problems]) from None
+        raise EstateConfigError([*found, *exc.problems], key=exc.key) from None
     if found:
         raise EstateConfigError(found)
     return estate
+
+
+def stack_file_plaintext(config: Mapping[str, Any], *, file_name: str) -> list[ConfigProblem]:
+    """Every secret in plain text in a stack file's ``config``: the inline estate's
+    (:func:`plaintext_secrets`) and the credential sets' (:func:`plaintext_credentials`)."""
+    found: list[ConfigProblem] = []
+    if config.get(FULL_CONFIG_KEY) is not None:
+        found += plaintext_secrets(config[FULL_CONFIG_KEY], file_name=file_name)
+    if config.get(FULL_CREDENTIALS_KEY) is not None:
+        found += plaintext_credentials(config[FULL_CREDENTIALS_KEY], file_name=file_name)
+    return found
 
 
 def _is_close_to_estate_key(key: str) -> bool:
@@ -386,7 +433,8 @@ def _no_estate_key(file_name: str, keys: Iterable[Any]) -> ConfigProblem:
     names = [str(k) for k in keys]
     close = next((k for k in names if _is_close_to_estate_key(k)), None)
     shown = [k for k in names if k.startswith(f"{CONFIG_NAMESPACE}:") or k == close]
-    message = f"{file_name} has no config key {FULL_CONFIG_KEY}"
+    message = (f"{file_name} has no config key {FULL_INVENTORY_KEY} (the estate's folder) "
+               f"nor {FULL_CONFIG_KEY}")
     if not shown:
         return ConfigProblem("", message)
     rename = f"; rename {close!r} to {FULL_CONFIG_KEY!r}?" if close else ""
@@ -394,18 +442,18 @@ def _no_estate_key(file_name: str, keys: Iterable[Any]) -> ConfigProblem:
 
 
 def plaintext_secrets_in_stack_file(path: Path) -> list[ConfigProblem]:
-    """:func:`plaintext_secrets` of the estate in a ``Pulumi.<stack>.yaml`` (for the program).
+    """:func:`stack_file_plaintext` of a ``Pulumi.<stack>.yaml`` (for the program): the inline estate's
+    secrets and the credential sets' written in plain text.
 
     Run on the raw file, before decryption (afterwards an encrypted secret and a plain one look
-    alike). A missing file or estate key yields no problem.
+    alike). A missing file, or one without those keys, yields no problem.
 
     Raises:
         StackFileError: the file exists but cannot be read or is not a stack file.
     """
     if not path.exists():
         return []
-    raw = read_stack_config(path).get(FULL_CONFIG_KEY)
-    return plaintext_secrets(raw, file_name=path.name) if raw is not None else []
+    return stack_file_plaintext(read_stack_config(path), file_name=path.name)
 
 
 def resolve_path(path: str, root: Path) -> Path:

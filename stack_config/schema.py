@@ -14,7 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stack_config.hints import CONFIG_NAMESPACE, FULL_CONFIG_KEY, PROGRAM_CONFIG_KEYS
+from stack_config.hints import (
+    CONFIG_NAMESPACE,
+    FULL_CONFIG_KEY,
+    FULL_CREDENTIALS_KEY,
+    FULL_INVENTORY_KEY,
+    PROGRAM_CONFIG_KEYS,
+)
 from stack_config.models import EstateConfig
 from stack_config.types import PULUMI_SECURE_JSON_SCHEMA
 
@@ -62,8 +68,30 @@ def stack_file_json_schema() -> dict[str, Any]:
             "encryptionsalt": {"type": "string"},
             "config": {
                 "type": "object",
-                "properties": {FULL_CONFIG_KEY: {"$ref": "#/$defs/EstateConfig"}},
-                "required": [FULL_CONFIG_KEY],
+                "properties": {
+                    FULL_CONFIG_KEY: {"$ref": "#/$defs/EstateConfig"},
+                    FULL_INVENTORY_KEY: {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The estate's inventory folder (YAML files of hosts, tenants, "
+                        "fabric...), relative to the folder of Pulumi.yaml.",
+                    },
+                    FULL_CREDENTIALS_KEY: {
+                        "type": "object",
+                        "description": "Credential sets the inventory's files name (credential: <name>).",
+                        "additionalProperties": {"$ref": "#/$defs/CredentialSet"},
+                    },
+                },
+                # the estate in the inventory folder, or inline (a stack not migrated yet), not both
+                "oneOf": [
+                    {"required": [FULL_INVENTORY_KEY], "not": {"required": [FULL_CONFIG_KEY]}},
+                    {
+                        "required": [FULL_CONFIG_KEY],
+                        "not": {
+                            "anyOf": [{"required": [k]} for k in (FULL_INVENTORY_KEY, FULL_CREDENTIALS_KEY)]
+                        },
+                    },
+                ],
                 "additionalProperties": True,
                 # a key of another namespace, or one of ours that the program reads
                 "propertyNames": {
@@ -75,8 +103,17 @@ def stack_file_json_schema() -> dict[str, Any]:
             },
         },
         "required": ["config"],
-        "$defs": {**defs, "EstateConfig": estate},
+        "$defs": {**defs, "EstateConfig": estate, "CredentialSet": _credential_set_schema()},
     }
+
+
+def _credential_set_schema() -> dict[str, Any]:
+    """JSON schema of one credential set; its secrets optional (set per deployment)."""
+    from stack_config.inventory import CredentialSet
+
+    schema = CredentialSet.model_json_schema(mode="validation")
+    _secrets_optional(schema)
+    return schema
 
 
 def render_schema() -> str:

@@ -22,6 +22,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
 from dynamic_providers.director.client import DirectorClient
+from stack_config import load_stack_file
 from stack_config.summary import render_summary
 from tests.pulumi_project import file_backend, local_project
 
@@ -49,6 +51,8 @@ BINARIES = (
 )
 MISSING = [b for b in BINARIES if not (ROOT / ".toolchain" / "bin" / b).exists()]
 DEV_PASSPHRASE = "dev-lab-only-passphrase"  # the dev stack's lab-only passphrase (Makefile)
+#: The dev stack file as it was before its estate moved into environments/dev (inline estate).
+LEGACY_DEV = ROOT / "tests" / "fixtures" / "legacy" / "Pulumi.dev.yaml"
 
 pytestmark = [
     pytest.mark.lab,
@@ -72,27 +76,50 @@ def _set(stack: auto.Stack, path: str, value: Any, *, secret: bool = False) -> N
     )
 
 
+def _edit(work: Path, name: str, change: Any) -> None:
+    """Apply ``change`` (a function of the decoded file) to ``environments/dev/<name>`` in ``work``."""
+    path = work / "environments" / "dev" / name
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _run_names(run: str, ca: str) -> dict[str, Any]:
+    """This run's namespaces and owner tag, and the BMC CA of the lab, by estate file."""
+
+    def estate(doc: dict[str, Any]) -> None:
+        doc["mothership"]["namespace"] = f"{run}-infra"
+        doc["composer"].update(namespace=f"{run}-composer", release_name=f"{run}-composer", owner_tag=run)
+        # This test is about the program, not the composer's runtime: its Pods go to the kwok Nodes
+        # (which "run" any image) instead of the real node mgmt-1 (tests/composer/test_deployed.py).
+        for key in ("node_selector", "tolerations"):
+            doc["composer"].pop(key)
+
+    def hosts(doc: dict[str, Any]) -> None:
+        for host in doc["hosts"]:
+            host["dpu"]["bmc"]["ca_bundle"] = ca
+
+    return {
+        "estate.yaml": estate,
+        "hosts/lab-workers.yaml": hosts,
+        "tenants/alpha.yaml": lambda doc: doc["tenants"][0].update(namespace=f"{run}-alpha"),
+        "tenants/beta.yaml": lambda doc: doc["tenants"][0].update(namespace=f"{run}-beta"),
+    }
+
+
 @pytest.fixture
 def dev_stack(lab: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
-    """The dev stack in a temporary backend, namespaces renamed ``e2e-<id>-...``; destroyed after."""
+    """The dev stack in a temporary backend, its inventory folder copied beside it with the
+    namespaces renamed ``e2e-<id>-...``; destroyed after."""
     work, env = _project(tmp_path, "Pulumi.dev.yaml")
+    shutil.copytree(ROOT / "environments" / "dev", work / "environments" / "dev")
     env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
     stack = auto.create_stack("dev", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
     run = f"e2e-{secrets.token_hex(3)}"
     ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
-    _set(stack, "mothership.kubeconfig", str(lab.kubeconfig))
-    _set(stack, "mothership.namespace", f"{run}-infra")
-    _set(stack, "tenants[0].namespace", f"{run}-alpha")
-    _set(stack, "tenants[1].namespace", f"{run}-beta")
-    _set(stack, "composer.namespace", f"{run}-composer")
-    _set(stack, "composer.release_name", f"{run}-composer")
-    _set(stack, "composer.owner_tag", run)  # the GPUs this run's composer would hold carry it
-    # This test is about the program, not the composer's runtime: its Pods go to the kwok Nodes
-    # (which "run" any image) instead of the real node mgmt-1 (tests/composer/test_deployed.py).
-    for key in ("node_selector", "tolerations"):
-        stack.remove_config(f"estate.composer.{key}", path=True)
-    for i in (0, 1):
-        _set(stack, f"hosts[{i}].dpu.bmc.ca_bundle", ca)
+    _edit(work, "estate.yaml", lambda doc: doc["mothership"].update(kubeconfig=str(lab.kubeconfig)))
+    for name, change in _run_names(run, ca).items():
+        _edit(work, name, change)
     try:
         yield stack, run
     finally:
@@ -134,21 +161,45 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     api = kube.admin_client(lab)
     core = client.CoreV1Api(api)
 
-    # an invalid config stops the preview with the key path, before anything is registered
-    _set(stack, "tenants[1].networks[0].vxlan_id", 16777216)
-    with pytest.raises(auto.CommandError) as bad:
-        stack.preview()
-    assert "tenants[1].networks[0].vxlan_id: 16777216 is outside 1..16777215" in str(bad.value)
-    _set(stack, "tenants[1].networks[0].vxlan_id", 10020)
-    # a GPU named with blanks gets GFD's name in the error
-    _set(stack, "fabric.pools[0].models[0]", "NVIDIA H100 NVL")
+    # an invalid inventory file stops the preview naming the file, the key in it and the rule,
+    # before anything is registered
+    work = Path(stack.workspace.work_dir)
+
+    def vxlan(value: int) -> Any:
+        return lambda doc: doc["tenants"][0]["networks"][0].update(vxlan_id=value)
+
+    _edit(work, "tenants/beta.yaml", vxlan(16777216))
     with pytest.raises(auto.CommandError) as bad:
         stack.preview()
     assert (
-        "fabric.pools[0].models[0]: 'NVIDIA H100 NVL' is not a GFD product name; write it as GFD labels "
-        "nodes: 'NVIDIA-H100-NVL'"
+        "environments/dev/tenants/beta.yaml: tenants[0].networks[0].vxlan_id: 16777216 is outside 1..16777215"
     ) in str(bad.value)
-    _set(stack, "fabric.pools[0].models[0]", "Tesla-T4")
+    _edit(work, "tenants/beta.yaml", vxlan(10020))
+    # a GPU named with blanks gets GFD's name in the error
+    def model(name: str) -> Any:
+        return lambda doc: doc["fabric"]["pools"][0].update(models=[name])
+
+    _edit(work, "fabric.yaml", model("NVIDIA H100 NVL"))
+    with pytest.raises(auto.CommandError) as bad:
+        stack.preview()
+    assert (
+        "environments/dev/fabric.yaml: fabric.pools[0].models[0]: 'NVIDIA H100 NVL' is not a GFD product "
+        "name; write it as GFD labels nodes: 'NVIDIA-H100-NVL'"
+    ) in str(bad.value)
+    _edit(work, "fabric.yaml", model("Tesla-T4"))
+    # a password written into an inventory file is refused naming file and key, never the value
+    def plain_password(doc: dict[str, Any]) -> None:
+        doc["hosts"][1]["bmc"]["password"] = "lab-bmc-password"
+
+    _edit(work, "hosts/lab-workers.yaml", plain_password)
+    with pytest.raises(auto.CommandError) as bad:
+        stack.preview()
+    assert (
+        "environments/dev/hosts/lab-workers.yaml: hosts[1].bmc.password: a secret in plain text in an "
+        "inventory file is refused"
+    ) in str(bad.value)
+    assert "lab-bmc-password" not in str(bad.value)
+    _edit(work, "hosts/lab-workers.yaml", lambda doc: doc["hosts"][1]["bmc"].pop("password"))
 
     label = "nvidia.com/gpu.workload.config"
     owners_before = _label_owners(core, "blade-slot-1", label)  # e.g. a dev stack deployed on the same lab
@@ -236,8 +287,9 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     # stack's back fails it, and an update that refreshes first puts the declared posture back
     stack.preview(refresh=True, expect_no_changes=True)
     ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
-    dev = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["composable-gpu:estate"]
-    dpu_bmc = dev["hosts"][0]["dpu"]["bmc"]["endpoint"] + "/_sim/state"
+    dev = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    assert dev.hosts[0].dpu is not None
+    dpu_bmc = dev.hosts[0].dpu.bmc.endpoint + "/_sim/state"
     requests.post(dpu_bmc, json={"host_rshim": "Enabled"}, verify=ca, timeout=10).raise_for_status()
     with pytest.raises(auto.CommandError, match="no changes were expected"):
         stack.preview(refresh=True, expect_no_changes=True, diff=True)
@@ -247,9 +299,8 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
 
     # a destroy stops while the composer holds GPUs (attached, tagged with its owner tag), before
     # the composer is deleted, and goes on once they are back in the pool
-    fabric = dev["fabric"]
-    pool = fabric["pools"][0]["name"]
-    with DirectorClient(fabric["director"]["endpoint"], username=fabric["director"]["username"],
+    pool = dev.fabric.pools[0].name
+    with DirectorClient(dev.fabric.director.endpoint, username=dev.fabric.director.username,
                         password="lab-director-password") as director:
         gpu = director.free_gpus(pool)[0].name
         director.compose("blade-slot-1", [gpu], owner_tag=run)
@@ -269,6 +320,53 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     assert not ours & _label_owners(core, "blade-slot-1", label)  # our claim on the label is gone
     if not owners_before:
         assert label not in (core.read_node("blade-slot-1").metadata.labels or {})
+
+
+def test_migrating_the_inline_dev_stack_changes_nothing(lab: Any, tmp_path: Path) -> None:
+    """The dev stack as it was (its whole estate inline in Pulumi.dev.yaml) is deployed, migrated
+    with ``python -m stack_config migrate``, and previewed again: no change, its secrets encrypted in
+    two credential sets, no password in any file."""
+    work = local_project(tmp_path)
+    shutil.copy(LEGACY_DEV, work / "Pulumi.dev.yaml")
+    env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE}
+    stack = auto.create_stack("dev", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
+    run = f"e2e-{secrets.token_hex(3)}"
+    ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
+    overrides = {
+        "mothership.kubeconfig": str(lab.kubeconfig), "mothership.namespace": f"{run}-infra",
+        "tenants[0].namespace": f"{run}-alpha", "tenants[1].namespace": f"{run}-beta",
+        "composer.namespace": f"{run}-composer", "composer.release_name": f"{run}-composer",
+        "composer.owner_tag": run, "hosts[0].dpu.bmc.ca_bundle": ca, "hosts[1].dpu.bmc.ca_bundle": ca,
+    }
+    for path, value in overrides.items():
+        _set(stack, path, value)
+    for key in ("node_selector", "tolerations"):
+        stack.remove_config(f"estate.composer.{key}", path=True)
+    try:
+        assert stack.up().summary.result == "succeeded"
+        migrated = subprocess.run(
+            [sys.executable, "-m", "stack_config", "migrate", "--stack", "dev"],
+            cwd=work, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+            timeout=300,
+        )
+        assert migrated.returncode == 0, migrated.stderr
+        assert "wrote environments/dev/hosts/lab-workers.yaml" in migrated.stdout
+        config = yaml.safe_load((work / "Pulumi.dev.yaml").read_text())["config"]
+        assert list(config) == ["composable-gpu:inventory", "composable-gpu:credentials"]
+        assert config["composable-gpu:inventory"] == "environments/dev"
+        creds = config["composable-gpu:credentials"]
+        assert {name: (c["username"], set(c["password"])) for name, c in creds.items()} == {
+            "director": ("admin", {"secure"}), "bmc": ("root", {"secure"})}
+        files = [work / "Pulumi.dev.yaml", *(work / "environments" / "dev").rglob("*.yaml")]
+        passwords = ("lab-bmc-password", "lab-director-password")
+        assert not any(pw in f.read_text() for f in files for pw in passwords)
+        # the CLI decrypts the sets to the stack's passwords
+        shown = stack.get_all_config()["composable-gpu:credentials"]
+        assert json.loads(shown.value)["bmc"]["password"] == "lab-bmc-password" and shown.secret
+        again = stack.preview()
+        assert set(again.change_summary) == {"same"}, again.change_summary
+    finally:
+        stack.destroy(on_output=lambda _line: None)
 
 
 def test_production_stack_previews_against_simulators(lab: Any, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from tests.components.conftest import (
     _RecordingMonitor,
     plain_occurrences,
     run,
+    unwrap,
     uses_provider,
     value,
 )
@@ -305,6 +306,52 @@ def _run_program(config: dict[str, Any], **other_keys: str) -> None:
         pulumi.runtime.set_all_config({})
 
 
+def _run_program_on_folder(folder: Path, credentials: dict[str, Any]) -> None:
+    """Run ``__main__.py`` with ``folder`` as the stack's inventory and ``credentials`` as its sets."""
+    pulumi.runtime.set_all_config(
+        {"composable-gpu:inventory": str(folder), "composable-gpu:credentials": json.dumps(credentials)},
+        ["composable-gpu:credentials"],
+    )
+    try:
+        run(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"))
+    finally:
+        pulumi.runtime.set_all_config({})
+
+
+DEV_CREDENTIALS = {"director": {"username": "admin", "password": "lab-director-password"},
+                   "bmc": {"username": "root", "password": "lab-bmc-password"}}
+
+
+def test_program_reads_the_inventory_folder(mocks: Recorder) -> None:
+    _run_program_on_folder(ROOT / "environments" / "dev", DEV_CREDENTIALS)
+    creds = mocks.named("blade-slot-2-bmc-credentials", "kubernetes:core/v1:Secret").inputs
+    assert "blade-slot-2" in {r.name for r in mocks.of_type("composable:infra:Host")}
+    assert unwrap(creds["stringData"]) == {"username": "root", "password": "lab-bmc-password"}
+
+
+def test_program_names_the_inventory_file_of_a_problem_and_registers_nothing(
+    mocks: Recorder, tmp_path: Path
+) -> None:
+    import shutil
+
+    folder = Path(shutil.copytree(ROOT / "environments" / "dev", tmp_path / "dev"))
+    hosts = folder / "hosts" / "lab-workers.yaml"
+    hosts.write_text(hosts.read_text().replace('"52:54:00:00:01:02"', '"52:54:00:00:01"'))
+    with pytest.raises(pulumi.RunError) as err:
+        _run_program_on_folder(folder, DEV_CREDENTIALS)
+    assert f"  - {hosts}: hosts[1].boot_mac: " in str(err.value)
+    assert mocks.registrations == []
+    # a password written in an inventory file is refused the same way, naming file and key
+    with_password = "      credential: bmc\n      password: hunter2\n"
+    hosts.write_text(hosts.read_text().replace("      credential: bmc\n", with_password, 1))
+    with pytest.raises(pulumi.RunError) as err:
+        _run_program_on_folder(folder, DEV_CREDENTIALS)
+    assert f"  - {hosts}: hosts[0].bmc.password: a secret in plain text in an inventory file is refused" \
+        in str(err.value)
+    assert "hunter2" not in str(err.value)
+    assert mocks.registrations == []
+
+
 def test_program_registers_nothing_for_an_invalid_config(mocks: Recorder) -> None:
     raw = valid_estate()
     raw["tenants"][1]["networks"][0]["vxlan_id"] = 16777216
@@ -321,7 +368,8 @@ def test_program_refuses_a_key_of_its_namespace_it_does_not_read(mocks: Recorder
         _run_program(valid_estate(), **other_keys)
     assert str(err.value).splitlines()[1:] == [
         "  - composable-gpu:idle_timeout: unknown config key "
-        "(composable-gpu reads only 'composable-gpu:estate')"
+        "(composable-gpu reads only 'composable-gpu:estate', 'composable-gpu:inventory', "
+        "'composable-gpu:credentials')"
     ]
     assert mocks.registrations == []
 

@@ -133,28 +133,33 @@ def test_fill_missing_secrets_touches_only_secret_fields() -> None:
     assert raw["fabric"]["director"].get("password") is None  # input untouched
 
 
+NO_ESTATE = (
+    "Pulumi.x.yaml has no config key composable-gpu:inventory (the estate's folder) nor composable-gpu:estate"
+)
+
+
 @pytest.mark.parametrize(
     ("keys", "problem"),
     [
-        (["other:key"], "Pulumi.x.yaml has no config key composable-gpu:estate"),
+        (["other:key"], NO_ESTATE),
         (
             ["aws:region", "composable-gpu:estat", "composable-gpu:region"],
-            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'composable-gpu:estat', "
+            f"{NO_ESTATE} (it has 'composable-gpu:estat', "
             "'composable-gpu:region'; rename 'composable-gpu:estat' to 'composable-gpu:estate'?)",
         ),
         (
             ["composable-gpu:region"],  # ours, but nothing close: listed, no suggestion
-            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'composable-gpu:region')",
+            f"{NO_ESTATE} (it has 'composable-gpu:region')",
         ),
         (
             ["composible-gpu:estate"],
-            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'composible-gpu:estate'; "
+            f"{NO_ESTATE} (it has 'composible-gpu:estate'; "
             "rename 'composible-gpu:estate' to 'composable-gpu:estate'?)",
         ),
-        (["aws:estate"], "Pulumi.x.yaml has no config key composable-gpu:estate"),  # another project's
+        (["aws:estate"], NO_ESTATE),  # another project's
         (
             ["estate"],
-            "Pulumi.x.yaml has no config key composable-gpu:estate (it has 'estate'; "
+            f"{NO_ESTATE} (it has 'estate'; "
             "rename 'estate' to 'composable-gpu:estate'?)",
         ),
     ],

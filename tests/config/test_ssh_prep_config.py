@@ -222,7 +222,9 @@ def test_stack_file_with_an_encrypted_key_loads_and_the_schema_refuses_plain_tex
 def test_stack_file_with_a_plaintext_private_key_is_refused_naming_the_key(tmp_path) -> None:
     from stack_config.loader import plaintext_secrets_in_stack_file
 
-    dev = yaml.safe_load((Path(__file__).resolve().parents[2] / "Pulumi.dev.yaml").read_text())
+    # an inline stack file, as before the inventory folders (the dev stack before its migration)
+    legacy = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "legacy" / "Pulumi.dev.yaml"
+    dev = yaml.safe_load(legacy.read_text())
     estate = dev["config"]["composable-gpu:estate"]
     estate["hosts"][0]["prep"] = {**host_prep(), "private_key": SSH_PRIVATE_KEY}
     path = tmp_path / "Pulumi.plain.yaml"

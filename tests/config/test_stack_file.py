@@ -17,6 +17,8 @@ from tests.config.factories import ALL_PASSWORDS, ENCRYPTED, encrypted, host_pre
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = ROOT / "Pulumi.dev.yaml"
+#: The dev stack file as it was before its estate moved into environments/dev (inline estate).
+LEGACY_DEV = ROOT / "tests" / "fixtures" / "legacy" / "Pulumi.dev.yaml"
 
 #: Every secret leaf a stack file can hold, with the command the message names for it.
 SECRET_PATHS = [
@@ -76,8 +78,9 @@ def test_a_secret_in_plain_text_is_refused_naming_its_path_and_the_command(
 def test_the_validator_refuses_a_plain_password_in_a_copy_of_the_dev_stack(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The reported case: the dev stack file with the Director password set without ``--secret``."""
-    doc = yaml.safe_load(DEV.read_text())
+    """The reported case: the dev stack file (inline, as before its migration) with the Director
+    password set without ``--secret``."""
+    doc = yaml.safe_load(LEGACY_DEV.read_text())
     doc["config"]["composable-gpu:estate"]["fabric"]["director"]["password"] = "lab-director-password"
     stack = tmp_path / "Pulumi.dev.yaml"
     stack.write_text(yaml.safe_dump(doc))
@@ -143,7 +146,7 @@ def test_every_committed_stack_file_passes_the_validator(capsys: pytest.CaptureF
         (
             "composable-gpu:idle_timeout",
             "composable-gpu:idle_timeout: unknown config key (composable-gpu reads only "
-            "'composable-gpu:estate')",
+            "'composable-gpu:estate', 'composable-gpu:inventory', 'composable-gpu:credentials')",
         ),
         (
             "composable-gpu:estates",

@@ -1,9 +1,10 @@
 """The preview-for-review command on the real program's dev stack against the lab.
 
 The dev stack is created afresh in a temporary local backend (so the shared ``.pulumi-state``
-is never touched), from the committed ``Pulumi.dev.yaml``; its preview is then a plan to
-create the whole estate, checked by the real policy pack with its ``lab`` config. The
-expected rows are derived from ``Pulumi.dev.yaml`` itself, so the test follows config edits.
+is never touched), from the committed ``Pulumi.dev.yaml`` and its inventory folder
+``environments/dev``; its preview is then a plan to create the whole estate, checked by the real
+policy pack with its ``lab`` config. The expected rows are derived from the same estate, so the
+test follows config edits.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ops.preview_events import parse_events
+from stack_config import load_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV_PASSPHRASE = "dev-lab-only-passphrase"  # the lab constant of the Makefile's STACK=dev
@@ -52,12 +53,12 @@ def test_preview_report_on_the_dev_stack(lab, tmp_path: Path) -> None:
             "composable-gpu-tenant-isolation/tenant-host-dpu-zero-trust"} <= preview.policies_passed
     assert set(preview.change_counts) == {"create"}  # a fresh stack: the whole estate is new
 
-    estate = yaml.safe_load(before)["config"]["composable-gpu:estate"]
+    estate = load_stack_file(stack_file)  # its inventory folder, environments/dev
     assert md.startswith("## Pulumi preview: `composable-gpu` / `dev`\n\n✅ **Preview succeeded** · ✅ all ")
-    for tenant in estate["tenants"]:
-        for net in tenant["networks"]:
-            details = f"{net['cidr']}, VXLAN {net['vxlan_id']}, VLAN {net['vlan_id']}"
-            assert f"| ➕ added | `{tenant['name']}` | `{net['name']}` | {details} |" in md
-    for host in estate["hosts"]:
-        assert f"| Host `{host['name']}` | ➕ added | role={host['role']}" in md
+    for tenant in estate.tenants:
+        for net in tenant.networks:
+            details = f"{net.cidr}, VXLAN {net.vxlan_id}, VLAN {net.vlan_id}"
+            assert f"| ➕ added | `{tenant.name}` | `{net.name}` | {details} |" in md
+    for host in estate.hosts:
+        assert f"| Host `{host.name}` | ➕ added | role={host.role}" in md
     assert "[!CAUTION]" not in md  # nothing is replaced or deleted on a first deployment

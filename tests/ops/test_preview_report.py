@@ -243,6 +243,12 @@ def test_policy_config_follows_the_stack_environment(tmp_path: Path) -> None:
     (pack / "config").mkdir(parents=True)
     assert stack_environment(tmp_path, "qa") == "staging"
     assert stack_environment(tmp_path, "missing") is None
+    # a stack whose estate is an inventory folder: the environment is in one of its files
+    (tmp_path / "Pulumi.inv.yaml").write_text("config:\n  composable-gpu:inventory: envs/inv\n")
+    (tmp_path / "envs" / "inv" / "hosts").mkdir(parents=True)
+    (tmp_path / "envs" / "inv" / "hosts" / "a.yaml").write_text("hosts: []\n")
+    (tmp_path / "envs" / "inv" / "estate.yaml").write_text("environment: production\n")
+    assert stack_environment(tmp_path, "inv") == "production"
     assert default_policy_config(pack, tmp_path, "qa") is None  # no staging.json in this pack
     (pack / "config" / "staging.json").write_text("{}")
     assert default_policy_config(pack, tmp_path, "qa") == pack / "config" / "staging.json"
