@@ -51,3 +51,14 @@ def test_language_host_and_shims_are_installed_executable() -> None:
     for name in ("pulumi-language-python", "pulumi-language-python-exec", "pulumi-resource-pulumi-python"):
         path = BIN / name
         assert path.exists() and path.stat().st_mode & 0o111, name
+
+
+def test_source_controller_is_built_from_the_release_its_lab_crds_come_from() -> None:
+    """The lab runs the source-controller of the pin against the CRDs of that same module release
+    (lab/crds/flux, ``module:`` in lab/crds/sources.yaml)."""
+    from lab.crdsync import load_sources
+
+    pin = _pins()["SOURCE_CONTROLLER_VERSION"]
+    flux = {s.commit for s in load_sources() if s.project == "flux"}
+    assert flux == {f"github.com/fluxcd/source-controller@{pin}"}
+    assert (BIN / "source-controller").stat().st_mode & 0o111
