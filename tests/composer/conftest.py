@@ -10,12 +10,16 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.composer import harness
 from tests.composer.fakes import Clock
+
+if TYPE_CHECKING:
+    from lab import image as lab_image
+    from tests.composer import deployed as dep
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm")
@@ -69,3 +73,43 @@ def make_scenario(
 def clock() -> Clock:
     """A settable clock starting at 1,800,000,000 s."""
     return Clock()
+
+
+# The chart's Deployment on the lab's real kubelet node (tests/composer/deployed.py); the lab
+# modules are imported when a lab test asks for these, not by every composer test.
+@pytest.fixture(scope="module")
+def composer_image() -> lab_image.Built:
+    """The image built from ``Containerfile`` (warm: seconds)."""
+    from lab import image as lab_image
+
+    if not (shutil.which("podman") and shutil.which("mmdebstrap")):
+        pytest.skip("podman or mmdebstrap missing (make setup installs them)")
+    return lab_image.build(log=lambda _msg: None)
+
+
+@pytest.fixture(scope="module")
+def real_node(composer_lab: Any, composer_image: lab_image.Built) -> Iterator[Any]:
+    """The lab's real kubelet node with the composer image loaded (left running)."""
+    from lab import node as lab_node
+
+    reason = lab_node.unavailable_reason(composer_lab)
+    if reason:
+        pytest.skip(f"real node unavailable: {reason}")
+    lab_node.start(composer_lab, images=(composer_image.ref,))
+    yield composer_lab
+
+
+@pytest.fixture
+def make_deployed(real_node: Any, lab_api: Any, composer_image: lab_image.Built,
+                  tmp_path: Path) -> Callable[..., AbstractContextManager[dep.Deployed]]:
+    """``with make_deployed() as d:`` -> the chart's Deployment serving a fresh scenario."""
+    from tests.composer import deployed as dep
+
+    if shutil.which("helm") is None:
+        pytest.skip("helm is not on PATH: run `make setup`")
+
+    def make(**kw: Any) -> AbstractContextManager[dep.Deployed]:
+        return dep.deployed(lab_api, real_node.kubeconfig, composer_image.ref, tmp_path,
+                            image_id=composer_image.image_id, **kw)
+
+    return make

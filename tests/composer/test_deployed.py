@@ -2,57 +2,18 @@
 ``Containerfile`` on the lab's real kubelet node (``mgmt-1``).
 
 The article's scenario, the two-replica failover and the killed-mid-compose case, with a
-forced delete of the leader's Pod (``--grace-period=0 --force``) as the kill.
+forced delete of the leader's Pod (``--grace-period=0 --force``) as the kill. The fixtures
+(``make_deployed``: the Deployment serving a fresh scenario) are in ``conftest.py``.
 """
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from lab import image as lab_image
-from lab import node as lab_node
 from tests.composer import deployed as dep
 from tests.composer.harness import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def composer_image() -> lab_image.Built:
-    """The image built from ``Containerfile`` (warm: seconds)."""
-    if not (shutil.which("podman") and shutil.which("mmdebstrap")):
-        pytest.skip("podman or mmdebstrap missing (make setup installs them)")
-    return lab_image.build(log=lambda _msg: None)
-
-
-@pytest.fixture(scope="module")
-def real_node(composer_lab: Any, composer_image: lab_image.Built) -> Iterator[Any]:
-    """The lab's real kubelet node with the composer image loaded (left running)."""
-    reason = lab_node.unavailable_reason(composer_lab)
-    if reason:
-        pytest.skip(f"real node unavailable: {reason}")
-    lab_node.start(composer_lab, images=(composer_image.ref,))
-    yield composer_lab
-
-
-@pytest.fixture
-def make_deployed(real_node: Any, lab_api: Any, composer_image: lab_image.Built,
-                  tmp_path: Path) -> Callable[..., AbstractContextManager[dep.Deployed]]:
-    """``with make_deployed() as d:`` -> the chart's Deployment serving a fresh scenario."""
-    if shutil.which("helm") is None:
-        pytest.skip("helm is not on PATH: run `make setup`")
-
-    def make(**kw: Any) -> AbstractContextManager[dep.Deployed]:
-        return dep.deployed(lab_api, real_node.kubeconfig, composer_image.ref, tmp_path,
-                            image_id=composer_image.image_id, **kw)
-
-    return make
 
 
 def _one_leader(d: dep.Deployed) -> str:
