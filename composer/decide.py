@@ -13,16 +13,21 @@ Convergence rules:
 
 - intents are reconciled against the Director first: devices of a ``Composing`` intent that
   the Director shows attached are adopted (a restart mid-compose never composes twice); an
-  intent whose pod is bound, gone or finished is dropped;
+  intent whose pod is bound, gone or finished is dropped; a GPU attached to the node with the
+  composer's owner tag that the record does not name is adopted into it (``AdoptedGpus``);
 - a node is *busy* while a non-terminal GPU pod is bound or nominated to it, or an intent is
   open on it; only composer-managed devices (annotation ``composer.liqid.io/devices``) of a
-  node idle for ``idle_timeout_seconds`` are reclaimed, never static ones (configured as
-  excluded, or carrying the Pulumi program's owner tag in the Director);
+  node idle for ``idle_timeout_seconds`` (counted from its ``idle-since`` annotation) are
+  reclaimed, never static ones (configured as excluded, or carrying the Pulumi program's owner
+  tag in the Director, or none);
 - a reclaim taints the node first, re-checks, decomposes, and lifts the taint once the node
   stops advertising the GPUs (or after ``advertise_timeout_seconds``);
-- a request nothing can satisfy gets one Warning Event per reason change, and nothing is
-  attached for it, so there is no attach/detach loop; a pod composed for but never scheduled
-  is given up after ``schedule_timeout_seconds`` and not planned again.
+- a request nothing can satisfy gets one Warning Event per cause, its reason the cause
+  (:class:`~composer.models.Reason`; ``TooManyGpus`` and ``ModelNotInPool`` from
+  :mod:`composer.capacity` before planning, the others from the planner), a repeat counted on
+  that Event (``series``), and nothing is attached for it, so there is no attach/detach loop; a
+  pod composed for but never scheduled is given up after ``schedule_timeout_seconds`` and not
+  planned again.
 
 Reclaim guards and out-of-band changes (:mod:`composer.reclaim_guard`, ``docs/composer-reclaim.md``):
 
@@ -47,8 +52,10 @@ unschedulable pods, with these rules:
 - once the node advertises the reserved units the pod is released: pinned to the node and
   ungated in one patch (``Released``);
 - a pod nothing can serve is ungated unchanged ``unserved_wait_seconds`` after its creation;
-  one that can never be served here (more GPUs than any host takes, an invalid request, an
-  unknown pinned host, given up) at once (``Ungated`` with the reason).
+  one that can never be served here (:data:`NEVER_HERE`: an invalid request, more GPUs than a
+  host of its pool takes or its pool has, a model its pool lacks, an unknown pinned host; or
+  given up) at once. The ungate is a Normal ``Ungated`` Event naming the cause, whose Warning
+  is the one above.
 """
 
 from __future__ import annotations
