@@ -59,7 +59,7 @@ class Source:
         repository: the upstream repository's URL.
         path: the file's path inside the upstream repository.
         commit: the upstream commit the file was taken at (40 hex digits), or the Go module
-            release it was taken from (``github.com/fluxcd/source-controller@v1.9.6``).
+            release it was taken from (``github.com/fluxcd/source-controller@v1.9.0``).
         license: the SPDX identifier of the upstream file's licence.
     """
 

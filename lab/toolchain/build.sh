@@ -214,9 +214,11 @@ build_helm() {
   stamp_write helm "$key"
 }
 
-# Flux source-controller, which fetches the k0rdent templates' charts in the lab (lab/charts.py).
+# Flux source-controller, which fetches the k0rdent templates' charts in the lab.
 # Built from a copy of its module: its go.mod points the api module at ./api, a nested module the
-# module zip leaves out, so the api module is required at the same release instead.
+# module zip leaves out, so the api module is required at the same release instead; and it
+# requires github.com/fluxcd/pkg/helmtestserver, used only by its tests, whose go.mod this
+# machine's Go proxy refuses (403), so that requirement is dropped.
 build_source_controller() {
   local key="source-controller=$SOURCE_CONTROLLER_VERSION"
   stamp_ok source-controller "$key" source-controller && { log "source-controller $SOURCE_CONTROLLER_VERSION: cached"; return; }
@@ -228,7 +230,8 @@ build_source_controller() {
   cp -r "$MODCACHE/$mod@$SOURCE_CONTROLLER_VERSION/." "$src/"
   chmod -R u+w "$src"
   (cd "$src"
-    go mod edit -dropreplace="$mod/api" -require="$mod/api@$SOURCE_CONTROLLER_VERSION"
+    go mod edit -dropreplace="$mod/api" -require="$mod/api@$SOURCE_CONTROLLER_VERSION" \
+                -droprequire=github.com/fluxcd/pkg/helmtestserver
     go build -trimpath -ldflags "-s -w" -o "$BIN/source-controller" .)
   stamp_write source-controller "$key"
 }
