@@ -55,7 +55,9 @@ def test_two_pods_of_different_sizes_racing_each_get_their_own_gpus(make_scenari
                 assert {"Gated", "Reserved", "Composed", "Released"} <= set(reasons), reasons
                 assert "GpusTakenByAnotherPod" not in reasons
             huge = [e for e in sc.events("huge") if e[1] == "Ungated"]
-            assert huge and huge[0][0] == "Warning" and "no host takes more than 2" in huge[0][2]
+            assert huge and huge[0][0] == "Normal" and "TooManyGpus" in huge[0][2]
+            (cause,) = [e for e in sc.events("huge") if e[0] == "Warning" and e[1] != "FailedScheduling"]
+            assert cause[1] == "TooManyGpus" and "GPU slot limit 2" in cause[2], cause
             assert _gates(sc, "huge") == []
             m = sc.metrics()
             assert _metric(m, "composer_compositions_total") == 2
@@ -131,7 +133,8 @@ def test_pool_empty_pod_is_ungated_with_an_event_after_the_wait(make_scenario):
     with make_scenario(inventory="dev.yaml") as sc:
         sc.start_agent()
         hook = sc.enable_gating()
-        sc.start_composer("--unserved-wait-seconds", "3", *hook)
+        # both GPUs static: the pool has none (GPUs may come: the pod waits, then goes unchanged)
+        sc.start_composer("--unserved-wait-seconds", "3", "--excluded-devices", '["gpu0", "gpu1"]', *hook)
         try:
             sc.gpu_pod("no-a100", 1, product=A100)
             assert _gates(sc, "no-a100") == [ann.GATE]
@@ -142,10 +145,51 @@ def test_pool_empty_pod_is_ungated_with_an_event_after_the_wait(make_scenario):
                 timeout=30,
                 what="Ungated event",
             )
-            assert ev[0][0] == "Warning" and "NoFreeGpus" in ev[0][2]
+            assert ev[0][0] == "Normal" and "NoFreeGpus" in ev[0][2]
+            warnings = [r for t, r, _ in sc.events("no-a100") if t == "Warning" and r != "FailedScheduling"]
+            assert warnings == ["NoFreeGpus"]  # the cause, once; the ungate is no second Warning
             p = sc.pod("no-a100")
             assert not p.spec.scheduling_gates
             assert "kubernetes.io/hostname" not in (p.spec.node_selector or {})  # unchanged
+            assert sc.attached() == {}
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_gated_pods_the_pool_cannot_serve_get_one_warning_each_naming_the_cause(make_scenario):
+    """Gated pods asking for three GPUs (the pool has two), a model the pool lacks, a host that is
+    no Node: each is ungated at once (Normal ``Ungated``) and has, after many rounds and a restart
+    of the composer, exactly one Warning from it, its reason the cause, counted twice."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        sc.start_agent()
+        hook = sc.enable_gating()
+        sc.start_composer(*hook)
+        try:
+            sc.gpu_pod("three", 3)
+            sc.gpu_pod("h100", 1, product="NVIDIA-H100-NVL")
+            sc.gpu_pod("nowhere", 1, host=f"e{sc.sid}-no-such-host")
+            causes = {"three": "TooManyGpus", "h100": "ModelNotInPool", "nowhere": "UnknownHost"}
+
+            def composer_events(name: str) -> list:
+                evs = sc.core.list_namespaced_event(sc.ns, field_selector=f"involvedObject.name={name}").items
+                return [e for e in evs if (e.reporting_instance or "").startswith(f"e2e-{sc.sid}-")]
+
+            def settled() -> bool:
+                return all({e.reason for e in composer_events(p)} == {"Gated", c, "Ungated"}
+                           for p, c in causes.items())
+
+            wait_for(settled, timeout=30, what="each pod gated, refused once and ungated")
+            time.sleep(3)  # many rounds (resync 0.3 s)
+            sc.procs["composer"].stop()  # a new composer: its memory is empty
+            sc.start_composer(*hook)
+            wait_for(lambda: all(e.count == 2 for p, c in causes.items() for e in composer_events(p)
+                                 if e.reason == c), timeout=30, what="the repeat counted on the same Event")
+            time.sleep(2)
+            for pod, cause in causes.items():
+                evs = composer_events(pod)
+                assert sorted((e.type, e.reason, e.count) for e in evs) == [
+                    ("Normal", "Gated", 1), ("Normal", "Ungated", 1), ("Warning", cause, 2)], (pod, evs)
             assert sc.attached() == {}
         except AssertionError:
             print(sc.diagnostics())
