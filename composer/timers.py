@@ -12,8 +12,9 @@ the leader keeps it in the ConfigMap ``<leaseName>-orphans`` of its own namespac
 :class:`OrphanTimers` loads it into ``Memory.orphan_since`` on the controller's first round
 (a replica only runs rounds while it leads, and one that loses the Lease exits) and saves it
 after every round that changed it. A failed load is tried again next round and merged (the
-earlier time of each device wins); a failed save is tried again next round. Either way a timer
-only ever runs longer than the grace, never shorter.
+earlier time of each device wins), unless it was refused (403: the timers count from this
+leader's start); a failed save is tried again next round. Either way a timer only ever runs
+longer than the grace, never shorter.
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ class OrphanTimers:
         try:
             data = self.kube.read_configmap_data(self.namespace, self.name)
         except KubeError as exc:
+            if exc.status == 403:  # not allowed (RBAC without the timers' Role): not worth a retry
+                log.warning("orphan timers not readable, counted from this leader's start: %s", exc)
+                self.loaded = True
+                return
             log.warning("orphan timers not read (tried again next round): %s", exc)
             return
         self.loaded = True

@@ -8,6 +8,8 @@ in the ConfigMap ``<leaseName>-orphans`` (:mod:`composer.timers`). A leader chan
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 
 from composer import annotations as ann
@@ -132,6 +134,16 @@ def test_a_failed_load_is_tried_again_and_the_earlier_time_wins():
     assert timers.decode(kube.configmaps[CM][timers.ORPHAN_SINCE_KEY]) == since
     t.save(dict(since))
     assert len(kube.writes) == 1  # unchanged: not written again
+
+
+def test_a_refused_load_is_not_tried_again_every_round():
+    kube = _Flaky()
+    kube.read_configmap_data = mock.Mock(side_effect=KubeError("GET", "cm", 403, "forbidden"))  # type: ignore[method-assign]
+    t = timers.OrphanTimers(kube, "gpu-composer", "gpu-composer-orphans")
+    since: dict[str, float] = {"gpu0": 5.0}
+    t.load_into(since)
+    t.load_into(since)
+    assert kube.read_configmap_data.call_count == 1 and since == {"gpu0": 5.0}
 
 
 @pytest.mark.parametrize("value", [None, "", "[]", "{\"gpu0\": \"x\"}", "{\"gpu0\": NaN}", "nope"])
