@@ -2,8 +2,9 @@
 
 The lab installs the CustomResourceDefinitions of the projects whose objects the program creates
 (k0rdent kcm, Metal3, DPF, the GPU Operator, Cluster API, its KubeVirt and Metal3 providers,
-k0smotron, Multus, Flux source-controller), so that its API server validates every custom resource
-the way the real management cluster would. The repository keeps them as schema facts only: each
+k0smotron, Multus, Flux source-controller, and prometheus-operator's monitoring kinds the composer
+chart creates), so that its API server validates every custom resource the way the real
+management cluster would. The repository keeps them as schema facts only: each
 upstream file with every ``description`` removed (from the schemas and from the printer columns);
 names, versions, types, enums, patterns, required lists, defaults, formats and every
 ``x-kubernetes-*`` marker (CEL rules with their messages included) are kept as upstream wrote
@@ -19,7 +20,9 @@ that module, whose content the Go checksum database pins.
 ``DIR/<project>/<file name>`` (the project folders and file names of ``sources.yaml``). Updating a
 CRD is: fetch the new upstream file into that layout, change the commit in ``sources.yaml``, run
 this command, review the diff. ``--check`` writes nothing and exits 1 listing every file that
-would change (the repository's copy drifted from what its sources produce).
+would change (the repository's copy drifted from what its sources produce). ``--project NAME``
+(repeatable) limits both to those project folders, so adding or updating one project needs only
+that project's upstream files in ``DIR``.
 """
 
 from __future__ import annotations
@@ -210,9 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upstream", type=Path, required=True,
                     help="folder holding the upstream files as <project>/<file>")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when lab/crds differs")
+    ap.add_argument("--project", action="append", default=[],
+                    help="only this project folder (repeatable; default: every project)")
     args = ap.parse_args(argv)
     try:
-        tree = expected_tree(args.upstream, load_sources())
+        sources = load_sources()
+        unknown = sorted(set(args.project) - {s.project for s in sources})
+        if unknown:
+            raise CrdSyncError(f"{SOURCES_FILE}: no project {', '.join(unknown)}")
+        if args.project:
+            sources = [s for s in sources if s.project in args.project]
+        tree = expected_tree(args.upstream, sources)
     except CrdSyncError as exc:
         print(f"crdsync: {exc}", file=sys.stderr)
         return 2

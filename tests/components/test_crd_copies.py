@@ -119,3 +119,16 @@ def test_differences_names_a_drifted_a_missing_and_an_extra_file(tmp_path: Path)
     assert crdsync.differences(expected, tmp_path) == [
         "p/a.yaml", "p/b.yaml", "p/old.yaml (not produced by sources.yaml)"
     ]
+
+
+def test_project_option_needs_only_that_projects_upstream_files(tmp_path: Path) -> None:
+    # The repository's copy is already stripped, so it serves as its own upstream: a fresh run
+    # over it is identical. Only one project's files are in the folder.
+    project = "prometheus-operator"
+    (tmp_path / project).mkdir()
+    for f in (crdsync.CRD_DIR / project).glob("*.yaml"):
+        (tmp_path / project / f.name).write_text(f.read_text())
+    assert crdsync.main(["--upstream", str(tmp_path), "--project", project, "--check"]) == 0
+    # every project is needed without the option, and a project sources.yaml lacks is refused
+    assert crdsync.main(["--upstream", str(tmp_path), "--check"]) == 2
+    assert crdsync.main(["--upstream", str(tmp_path), "--project", "no-such", "--check"]) == 2
