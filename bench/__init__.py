@@ -10,8 +10,10 @@ Parts, one module each, every one a pure ``run(...) -> dict`` that returns JSON-
   periodic-scan baseline (:mod:`bench.baseline`).
 - :mod:`bench.savings` (3): a discrete-event replay of a pod trace (:mod:`bench.trace` defines
   the file format) through the planner: GPUs needed for a pending-time target, pool vs fixed.
-- :mod:`bench.preview` (4): ``pulumi preview`` wall time and peak memory for the dev stack and
-  generated fleets, with the program's own Python time measured apart under Pulumi mocks.
+- :mod:`bench.preview` (4): ``pulumi preview`` (with the policy pack) wall time, peak memory and the
+  configuration bytes handed to the program and the analyzer for the dev stack and generated
+  fleets (inventory folders), with the program's own Python time measured apart under Pulumi
+  mocks; a 10,000-host fleet is generated and validated only.
 
 :mod:`bench.report` writes ``bench/results/<part>.json``, ``REPORT.md`` and PNG plots;
 :mod:`bench.machine` records the machine and the versions. ``--quick`` shrinks every part to a

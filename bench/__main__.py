@@ -9,6 +9,11 @@ Examples::
     python -m bench --report-only          # rebuild REPORT.md and plots from the JSONs
 
 Exit code 1 when a part failed (its JSON then holds ``error``), else 0.
+
+Run outside ``lab/env.sh`` (no ``COMPOSABLE_GPU_ROOT`` in the environment), it runs itself again
+inside it (``bash -c 'source lab/env.sh && exec python -m bench ...'``), so the toolchain, the
+virtualenv and the Pulumi home with its plugins are the ones ``make setup`` made; without the
+toolchain it stops with one line naming the command to run.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from typing import Any
 
 from bench import machine, report
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "bench" / "results"
+#: Parts that drive the toolchain's binaries (pulumi, kube-apiserver, ...).
+TOOLCHAIN_PARTS = ("preview", "reaction")
 #: Run order: the lab-bound reaction part, the longest, last.
 RUN_ORDER = ("planner", "savings", "preview", "reaction")
 
@@ -57,6 +65,8 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 kubeconfig=lab.kubeconfig,
                 ca_pem=lab.cfg.pki_dir / "ca.crt",
                 fleets=args.fleets,
+                repeats=args.repeats,
+                validate_sizes=args.validate_fleets,
             )
     if name == "reaction":
         from bench import reaction
@@ -91,6 +101,25 @@ def _keep_other_workloads(
             cmd += " --workloads " + ",".join(sorted({r["workload"] for r in keep}))
         result["carried_over"] = {"workloads": sorted({r["workload"] for r in keep}), "from": cmd}
     return result
+
+
+def toolchain_missing(root: Path = ROOT) -> str | None:
+    """One line saying what to run when the toolchain (``.toolchain/bin/pulumi``) is not built."""
+    if (root / ".toolchain" / "bin" / "pulumi").exists():
+        return None
+    return "python -m bench: the toolchain is not built (.toolchain/bin/pulumi is missing): run make setup"
+
+
+def in_lab_env(environ: dict[str, str]) -> bool:
+    """True inside ``lab/env.sh`` (it sets ``COMPOSABLE_GPU_ROOT`` with PATH and ``PULUMI_HOME``)."""
+    return environ.get("COMPOSABLE_GPU_ROOT") is not None
+
+
+def _reexec_in_env(argv: list[str]) -> None:
+    """Replace this process by ``python -m bench argv`` inside ``lab/env.sh`` (never returns)."""
+    script = 'source lab/env.sh && exec python -m bench "$@"'
+    os.chdir(ROOT)
+    os.execvp("bash", ["bash", "-c", script, "bench", *argv])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +160,13 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument(
         "--fleets", type=_ints, default=None, help="preview: generated fleet sizes, e.g. 16,64,256"
     )
+    ap.add_argument("--repeats", type=int, default=None, help="preview: runs per stack (default 3, quick 1)")
+    ap.add_argument(
+        "--validate-fleets",
+        type=_ints,
+        default=None,
+        help="preview: fleet sizes generated and validated only, no preview (default 10000)",
+    )
     ap.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md and plots")
     args = ap.parse_args(argv)
     out = args.out or (DEFAULT_OUT / "quick" if args.quick else DEFAULT_OUT)
@@ -142,6 +178,17 @@ def _main(argv: list[str] | None) -> int:
         if unknown:
             print(f"unknown part(s): {', '.join(unknown)}", file=sys.stderr)
             return 2
+        if set(parts) & set(TOOLCHAIN_PARTS):
+            missing = toolchain_missing()
+            if missing:
+                print(missing, file=sys.stderr)
+                return 2
+            if not in_lab_env(dict(os.environ)):
+                if argv is None:  # run as a command: the same command inside lab/env.sh
+                    _reexec_in_env(sys.argv[1:])
+                print("python -m bench: not inside lab/env.sh: run source lab/env.sh && python -m bench",
+                      file=sys.stderr)
+                return 2
         (out / "machine.json").write_text(json.dumps(machine.describe(), indent=1))
         for name in RUN_ORDER:
             if name not in parts:

@@ -677,6 +677,45 @@ def _mock_profile(row: dict[str, Any]) -> list[str]:
     ]
 
 
+def _env_bytes(p: dict[str, Any], kind: str) -> Any:
+    """The config bytes measured in the environment of the process kind ``kind`` (``program``: the
+    language host's runner of ``__main__.py``; ``analyzer``: the policy pack), or None."""
+    seen = p.get("config_env_bytes_by_process") or {}
+    if kind == "program":
+        found = [v for k, v in seen.items() if "language-python-exec" in k]
+        if not found and p.get("program", {}).get("config_env_bytes") is not None:
+            found = [p["program"]["config_env_bytes"]]
+    else:
+        found = [v for k, v in seen.items() if k.endswith("policies")]
+    return max(found) if found else None
+
+
+def _config_table(d: dict[str, Any]) -> list[str]:
+    """The configuration handed to the program and the analyzer, per previewed or validated stack."""
+    rows = []
+    for r in d["stacks"]:
+        config = r.get("config") or {}
+        rows.append([r["stack"], r["hosts"], config.get("config_bytes"), _env_bytes(r["preview"], "program"),
+                     _env_bytes(r["preview"], "analyzer"), config.get("inline_config_bytes"), "preview"])
+    rows += [
+        [v["stack"], v["hosts"], v.get("config_bytes"), None, None, v.get("inline_config_bytes"),
+         f"validated in {v.get('validation_seconds')} s" + ("" if v.get("ok") else " (FAILED)")]
+        for v in d.get("validated", [])
+    ]
+    if not any(r[2] is not None for r in rows):
+        return []
+    return [
+        "",
+        "Configuration handed over in the environment (`PULUMI_CONFIG`, one variable; Linux caps one at "
+        "128 KiB): the stack file's config as the engine passes it (secrets counted as their ciphertext, an "
+        "upper bound), the bytes measured in the program's and the policy pack's environment during the "
+        "preview, and what the same estate would weigh inline in `composable-gpu:estate`:",
+        "",
+        _table(["stack", "hosts", "config bytes", "program env bytes", "analyzer env bytes",
+                "inline estate bytes", "run"], rows, nd=0),
+    ]
+
+
 def _preview(d: dict[str, Any], plotted: bool) -> str:
     rows = []
     for r in d["stacks"]:
@@ -710,9 +749,9 @@ def _preview(d: dict[str, Any], plotted: bool) -> str:
         [
             "## 4. Preview cost",
             "",
-            "`pulumi preview` of the dev stack and of generated fleets, each in a temporary copy of the "
-            "program with its own file backend, against the benchmark's own control plane. Program time is "
-            "measured "
+            "`pulumi preview` (with the policy pack) of the dev stack and of generated fleets, each in a "
+            "temporary copy of the program with its own file backend, against the benchmark's own control "
+            "plane; every estate is an inventory folder (hosts in files of 32). Program time is measured "
             "inside the real run (wrapper around `__main__.py`) and again under Pulumi mocks (no engine).",
             "",
             _table(
@@ -747,6 +786,7 @@ def _preview(d: dict[str, Any], plotted: bool) -> str:
             "for the engine); engine after = wall − program alive (CLI start, plugins, provider checks/diffs "
             "that finish after the program).",
             *fails,
+            *_config_table(d),
             *_mock_profile(biggest),
             "",
             "![preview](preview.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",

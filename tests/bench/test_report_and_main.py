@@ -71,6 +71,7 @@ PREVIEW = {
         {
             "stack": s,
             "hosts": n,
+            "config": {"config_bytes": 355 + n, "inline_config_bytes": 600 * n},
             "mocks": {"ok": True, "seconds": 0.5 * n, "tracemalloc_peak_mib": 30.0},
             "preview": {
                 "ok": ok,
@@ -78,6 +79,10 @@ PREVIEW = {
                 "wall_seconds": 3.0 + n,
                 "peak_tree_rss_mib": 400.0,
                 "peak_rss_by_process_mib": {"pulumi": 120.0},
+                "config_env_bytes_by_process": {
+                    "python pulumi-language-python-exec": 300,
+                    "python policies": 310,
+                },
                 "resources": 10 * n,
                 "engine_seconds": 1.0,
                 "program": {
@@ -90,6 +95,10 @@ PREVIEW = {
             },
         }
         for s, n, ok in (("dev", 2, True), ("fleet16", 16, False))
+    ],
+    "validated": [
+        {"stack": "fleet10000", "hosts": 10000, "files": 317, "validation_seconds": 13.7, "ok": True,
+         "config_bytes": 362, "inline_config_bytes": 5860987}
     ],
     "command": "python -m bench --only preview",
 }
@@ -111,6 +120,45 @@ def test_unknown_part_is_refused(tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
 
 
+def test_a_toolchain_part_without_the_toolchain_stops_with_one_line(tmp_path, capsys, monkeypatch):
+    import bench.__main__ as entry
+
+    monkeypatch.setattr(entry, "toolchain_missing", lambda: "python -m bench: ... run make setup")
+    assert main(["--only", "preview", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "python -m bench: ... run make setup\n"
+    assert not (tmp_path / "preview.json").exists()
+
+
+def test_outside_lab_env_a_toolchain_part_is_refused_naming_what_to_run(tmp_path, capsys, monkeypatch):
+    import bench.__main__ as entry
+
+    monkeypatch.setattr(entry, "toolchain_missing", lambda: None)
+    monkeypatch.delenv("COMPOSABLE_GPU_ROOT", raising=False)
+    assert main(["--only", "reaction", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m bench: not inside lab/env.sh: run source lab/env.sh && python -m bench"
+    ]
+    # the pure parts need neither
+    assert main(["--quick", "--only", "planner", "--out", str(tmp_path)]) == 0
+
+
+def test_outside_lab_env_the_command_runs_itself_again_inside_it(tmp_path):
+    """What ``python -m bench`` does when started outside lab/env.sh: the same arguments, run by
+    ``python -m bench`` inside it (here a report rebuild, which needs nothing else)."""
+    import os
+    import subprocess
+    import sys
+
+    from bench.__main__ import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COMPOSABLE_GPU_ROOT", "PULUMI_HOME")}
+    code = f"import bench.__main__ as m; m._reexec_in_env(['--report-only', '--out', {str(tmp_path)!r}])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"[bench] report: {tmp_path / 'REPORT.md'}" in out.stdout
+
+
 def test_report_renders_reaction_and_preview_including_failures(tmp_path):
     (tmp_path / "reaction.json").write_text(json.dumps(REACTION))
     (tmp_path / "preview.json").write_text(json.dumps(PREVIEW))
@@ -125,6 +173,8 @@ def test_report_renders_reaction_and_preview_including_failures(tmp_path):
     assert "Baseline (10.0 s periodic scan)" in text
     assert "| dev | 2 | 20 | 5.00 | 400.00 |" in text
     assert "exit 255" in text and "error: boom" in text
+    assert "| dev | 2 | 357 | 300 | 310 | 1200 | preview |" in text
+    assert "| fleet10000 | 10000 | 362 | – | – | 5860987 | validated in 13.7 s |" in text
     assert "CPU:" in text
     if HAVE_MPL:
         assert (tmp_path / "reaction.png").stat().st_size > 1000
