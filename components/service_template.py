@@ -85,21 +85,19 @@ def helm_repository(
 ) -> k8s.apiextensions.CustomResource:
     """Register the Flux HelmRepository ``repository.name`` in ``namespace``
     (:func:`components.manifests.helm_repository_spec`) and, when the repository has credentials, the
-    Secret ``<name>-credentials`` it names in ``secretRef`` (``username`` / ``password``, Pulumi
-    secrets; resource ``<resource_name>-credentials``)."""
+    Secret ``<name>-credentials`` it names in ``secretRef`` (``username`` / ``password`` of
+    ``repository.credentials``, Pulumi secrets; resource ``<resource_name>-credentials``)."""
     secret_name: str | None = None
     deps = list(depends_on)
-    if repository.username is not None and repository.password is not None:
+    login = repository.credentials
+    if login is not None:
         secret_name = f"{repository.name}-credentials"
         deps.append(
             k8s.core.v1.Secret(
                 f"{resource_name}-credentials",
                 metadata={"name": secret_name, "namespace": namespace, "labels": common_labels()},
                 type="Opaque",
-                string_data={
-                    "username": secret(repository.username),
-                    "password": secret(repository.password),
-                },
+                string_data={"username": secret(login.username), "password": secret(login.password)},
                 opts=child_opts(parent, provider=provider, depends_on=depends_on),
             )
         )

@@ -792,6 +792,16 @@ KCM_TEMPLATES_REPOSITORY = "kcm-templates"
 PLATFORM_TEMPLATES_REPOSITORY = "composable-gpu-templates"
 
 
+class RepositoryCredentialsConfig(_Model):
+    """The login of a private Helm repository or OCI registry (HelmRepository ``secretRef``: a
+    Secret ``<repository>-credentials`` with ``username`` and ``password``)."""
+
+    username: NonEmptyStr
+    """User name (a robot account)."""
+    password: Secret
+    """Password or token (secret)."""
+
+
 class HelmRepositoryConfig(_Model):
     """A Helm chart repository the program's k0rdent templates fetch from: a Flux HelmRepository
     (``source.toolkit.fluxcd.io/v1``) of this name in every namespace holding a template that
@@ -803,17 +813,8 @@ class HelmRepositoryConfig(_Model):
     url: str = Field(pattern=r"^(https?|oci)://[^\s]+$")
     """Repository URL: ``https://`` (or ``http://``) for an index-based repository, ``oci://`` for
     an OCI registry (HelmRepository ``type: oci``)."""
-    username: NonEmptyStr | None = None
-    """User name for the repository, with ``password`` (HelmRepository ``secretRef``: a Secret
-    ``<name>-credentials`` with ``username`` and ``password``)."""
-    password: Secret | None = None
-    """Password or token for ``username`` (secret)."""
-
-    @model_validator(mode="after")
-    def _credentials_in_pairs(self) -> HelmRepositoryConfig:
-        if (self.username is None) != (self.password is None):
-            raise ValueError("username and password go together (HelmRepository secretRef needs both)")
-        return self
+    credentials: RepositoryCredentialsConfig | None = None
+    """Login of a private repository; default: anonymous."""
 
     @property
     def oci(self) -> bool:

@@ -57,7 +57,7 @@ def test_template_repositories_once_each_in_order_without_kcms_own() -> None:
         ([{"name": "nvidia", "url": "https://x.example"}], "not in catalog.repositories: capm3-hosted-cp"),
         ([{"name": "kcm-templates", "url": "https://x.example"}], "kcm-templates is kcm's own"),
         ([{"name": "a", "url": "https://x"}, {"name": "a", "url": "https://y"}], "declared twice: a"),
-        ([{"name": "a", "url": "https://x", "username": "u"}], "username and password go together"),
+        ([{"name": "a", "url": "https://x", "credentials": {"username": "u"}}], "credentials.password"),
         ([{"name": "a", "url": "ftp://x"}], "should match pattern"),
     ],
 )
@@ -98,7 +98,7 @@ def test_repository_credentials_are_a_secret_the_repository_names(mocks: Recorde
     raw["catalog"] = {
         "repositories": [
             {"name": "composable-gpu-templates", "url": "oci://registry.example/charts",
-             "username": "robot", "password": password},
+             "credentials": {"username": "robot", "password": password}},
             {"name": "nvidia", "url": "https://helm.ngc.nvidia.com/nvidia"},
             {"name": "k0rdent-catalog", "url": "oci://ghcr.io/k0rdent/catalog/charts"},
             {"name": "cilium", "url": "https://helm.cilium.io"},
