@@ -214,10 +214,9 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     assert bmh["spec"]["bootMACAddress"] == "52:54:00:00:01:01" and bmh["spec"]["online"] is True
     creds = core.read_namespaced_secret("blade-slot-1-bmc-credentials", infra)
     assert base64.b64decode(creds.data["password"]).decode() == "lab-bmc-password"
-    user_data = base64.b64decode(
-        core.read_namespaced_secret("blade-slot-1-user-data", infra).data["userData"]
-    )
-    assert b"intel_iommu=on iommu=pt pci=realloc" in user_data and b"blacklist nouveau" in user_data
+    # a cluster's host gets no userData (CAPM3 writes the bootstrap data there): its kernel args
+    # travel in the ClusterDeployment's worker config, which the template renders into bootstrap data
+    assert "userData" not in bmh["spec"]
     flavor = _custom(
         api, "provisioning.dpu.nvidia.com", "v1alpha1", "dpuflavors", infra, "dpu-blade-slot-1-flavor"
     )
@@ -226,6 +225,8 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     assert dpu_cluster["spec"]["type"] == "static" and dpu_cluster["spec"]["maxNodes"] == 2
     workers = _custom(api, "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", infra, "lab-workers")
     assert [s["name"] for s in workers["spec"]["serviceSpec"]["services"]] == ["gpu-operator", "kubevirt"]
+    assert workers["spec"]["config"]["worker"]["kernelArgs"] == ["intel_iommu=on", "iommu=pt", "pci=realloc"]
+    assert workers["spec"]["config"]["worker"]["blacklistedModules"] == ["nouveau"]
     tenant_cluster = _custom(
         api, "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", f"{run}-beta", "beta-k8s"
     )
@@ -249,6 +250,10 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     assert tpl["metadata"]["labels"]["composable-gpu.io/control-plane"] == "K0smotronControlPlane"
     infra_tpl = _custom(api, "k0rdent.mirantis.com", "v1beta1", "clustertemplates", infra, "capm3-hosted-cp")
     assert "infrastructure-metal3" in infra_tpl["spec"]["providers"]
+    # ... beside the HelmRepository their chart comes from (the Flux CRD validated it)
+    source = infra_tpl["spec"]["helm"]["chartSpec"]["sourceRef"]["name"]
+    repo = _custom(api, "source.toolkit.fluxcd.io", "v1", "helmrepositories", infra, source)
+    assert repo["spec"]["url"].startswith(("http://", "https://", "oci://"))
     # the GPU Operator settings the hypervisor cluster carries are ClusterPolicy fields
     gpu_operator = yaml.safe_load(workers["spec"]["serviceSpec"]["services"][0]["values"])
     assert gpu_operator["sandboxWorkloads"] == {"enabled": False, "defaultWorkload": "container"}
