@@ -3,8 +3,8 @@
 ``lab.controlplane`` listens on fixed ports (etcd 12379/12380, kube-apiserver 16443) that the
 dev stack and other engineers' tests use. The benchmarks must neither stop nor load that lab,
 so :func:`isolated_control_plane` starts the same binaries, through the same
-``lab.controlplane.start``, with the three port constants pointed at free ports for the
-duration of the call and its own ``lab_dir``; kube-controller-manager and kube-scheduler run
+``lab.controlplane.start``, as one more ``lab.settings.LabConfig``: free ports and its own
+``lab_dir``; kube-controller-manager and kube-scheduler run
 with ``--secure-port=0`` and kwok without a server, so nothing else binds a port. It stops only
 the processes recorded in its own ``lab_dir`` (by pid, ``lab.processes.stop_all``).
 
@@ -15,16 +15,13 @@ ports are free.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import controlplane
-
-_PORTS_LOCK = threading.Lock()
+from lab import controlplane, settings
 
 
 def free_port() -> int:
@@ -39,13 +36,13 @@ class IsolatedLab:
     """A running isolated control plane.
 
     Attributes:
-        cfg: its ``lab.controlplane.LabConfig`` (``lab_dir``, node names).
+        cfg: its ``lab.settings.LabConfig`` (``lab_dir``, node names).
         apiserver_port: the kube-apiserver's HTTPS port on 127.0.0.1.
         etcd_port: etcd's client port.
         start_seconds: how long starting it took (including Nodes Ready).
     """
 
-    cfg: controlplane.LabConfig
+    cfg: settings.LabConfig
     apiserver_port: int
     etcd_port: int
     start_seconds: float
@@ -57,17 +54,6 @@ class IsolatedLab:
 
 
 @contextmanager
-def _ports(etcd: int, peer: int, api: int) -> Iterator[None]:
-    saved = (controlplane.ETCD_PORT, controlplane.ETCD_PEER_PORT, controlplane.APISERVER_PORT)
-    with _PORTS_LOCK:
-        controlplane.ETCD_PORT, controlplane.ETCD_PEER_PORT, controlplane.APISERVER_PORT = etcd, peer, api
-        try:
-            yield
-        finally:
-            controlplane.ETCD_PORT, controlplane.ETCD_PEER_PORT, controlplane.APISERVER_PORT = saved
-
-
-@contextmanager
 def isolated_control_plane(lab_dir: Path, nodes: tuple[str, ...]) -> Iterator[IsolatedLab]:
     """Start etcd, kube-apiserver, controller-manager, scheduler and kwok on free ports in
     ``lab_dir`` with kwok Nodes ``nodes``; stop them (and only them) on exit.
@@ -76,12 +62,11 @@ def isolated_control_plane(lab_dir: Path, nodes: tuple[str, ...]) -> Iterator[Is
         lab.processes.LabProcessError: a component did not start (the message quotes its log).
     """
     etcd, peer, api = free_port(), free_port(), free_port()
-    cfg = controlplane.LabConfig(lab_dir=Path(lab_dir), nodes=nodes)
+    ports = settings.ControlPlanePorts(etcd=etcd, etcd_peer=peer, apiserver=api)
+    cfg = settings.LabConfig(lab_dir=Path(lab_dir), nodes=nodes, ports=ports)
     t0 = time.monotonic()
     try:
-        with _ports(etcd, peer, api):
-            controlplane.start(cfg)
+        controlplane.start(cfg)
         yield IsolatedLab(cfg, api, etcd, time.monotonic() - t0)
     finally:
-        with _ports(etcd, peer, api):
-            controlplane.stop(cfg, wipe=True)
+        controlplane.stop(cfg, wipe=True)

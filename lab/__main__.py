@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 
-from lab import controlplane, node, processes, services
+from lab import controlplane, node, processes, services, settings, sshd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.cmd == "up":
         t0 = time.monotonic()
-        cfg = controlplane.LabConfig(nodes=tuple(f"blade-slot-{i}" for i in range(1, args.nodes + 1)))
+        cfg = settings.LabConfig(nodes=tuple(f"blade-slot-{i}" for i in range(1, args.nodes + 1)))
         try:
             controlplane.start(cfg)
             if not args.no_simulators:
@@ -58,19 +58,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lab up in {time.monotonic() - t0:.1f} s; KUBECONFIG={cfg.kubeconfig}")
         return 0
     if args.cmd == "down":
-        cfg = controlplane.LabConfig()
+        cfg = settings.LabConfig()
         sshd_stopped = services.stop_sshd(cfg, wipe=args.wipe)
         stopped = controlplane.stop(cfg, wipe=args.wipe) + (["sshd"] if sshd_stopped else [])
         if args.wipe:
             services.wipe_state(cfg)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
-    cfg = controlplane.LabConfig()
+    cfg = settings.LabConfig()
     for name in [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *node.PROCESSES]:
         pid = processes.running(cfg.lab_dir, name)
         print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")
-    from lab import sshd
-
     pid = sshd.status(services.sshd_dir(cfg))
     print(f"{'sshd':26} {'running, pid ' + str(pid) if pid else 'stopped'}")
     return 0

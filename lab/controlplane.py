@@ -8,66 +8,23 @@ by ``lab.crdsync``) are installed and each is waited for until Established, so t
 validates every custom resource the program creates; a CRD that cannot be installed fails the
 start with one line naming it and its file.
 
-Ports (fixed, so that ``Pulumi.dev.yaml`` can name them): etcd 12379 (peer 12380),
-kube-apiserver 16443 (https).
+Where it lives, its ports and its Nodes are one ``lab.settings.LabConfig``; the management
+cluster's ports are fixed (``lab.settings.MOTHERSHIP_PORTS``: etcd 12379, peer 12380,
+kube-apiserver 16443), so that ``Pulumi.dev.yaml`` can name them.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import ssl
 import time
 import urllib.request
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import yaml
+from lab import kube, node, pki, processes
+from lab.settings import LabConfig
 
-from lab import pki, processes
-from lab.crdsync import CRD_DIR
-
-ROOT = Path(__file__).resolve().parent.parent
-ETCD_PORT = 12379
-ETCD_PEER_PORT = 12380
-APISERVER_PORT = 16443
 #: Control-plane process names in start order; stopped in reverse.
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-
-
-@dataclass(frozen=True)
-class LabConfig:
-    """Where the lab lives and what it runs.
-
-    Attributes:
-        lab_dir: runtime directory (kubeconfig, pki, etcd data, logs, pids).
-        bin_dir: directory of the Go-built toolchain binaries.
-        crd_dirs: directories whose ``*.yaml`` CRDs are installed after start.
-        nodes: names of the kwok-managed Nodes to create.
-        node_cpu: CPU capacity of each Node (cores).
-        node_memory_mib: memory capacity of each Node (MiB).
-    """
-
-    lab_dir: Path = field(default_factory=lambda: Path(os.environ.get("LAB_DIR", ROOT / ".lab")))
-    bin_dir: Path = field(default_factory=lambda: ROOT / ".toolchain" / "bin")
-    crd_dirs: tuple[Path, ...] = field(default_factory=lambda: default_crd_dirs())
-    nodes: tuple[str, ...] = ("blade-slot-1", "blade-slot-2")
-    node_cpu: int = 64
-    node_memory_mib: int = 512 * 1024
-
-    @property
-    def kubeconfig(self) -> Path:
-        """Admin kubeconfig of the lab API server."""
-        return self.lab_dir / "kubeconfig"
-
-    @property
-    def pki_dir(self) -> Path:
-        return self.lab_dir / "pki"
-
-
-def default_crd_dirs() -> tuple[Path, ...]:
-    """The project folders of ``lab/crds`` (one per upstream project), sorted by name."""
-    return tuple(sorted(p for p in CRD_DIR.iterdir() if p.is_dir()))
 
 
 def _bin(cfg: LabConfig, name: str) -> str:
@@ -77,45 +34,10 @@ def _bin(cfg: LabConfig, name: str) -> str:
     return str(path)
 
 
-def write_kubeconfig(cfg: LabConfig, path: Path | None = None, *, token: str | None = None,
-                     user: str = "lab-admin", client_cert: tuple[Path, Path] | None = None) -> Path:
-    """Write a kubeconfig for the lab API server.
-
-    With ``token`` the user authenticates with that bearer token (for example a
-    ServiceAccount token from the TokenRequest API); with ``client_cert`` (cert, key paths) with
-    that certificate; otherwise with the admin client cert.
-    """
-    path = path or cfg.kubeconfig
-    crt, key = client_cert or (cfg.pki_dir / "admin.crt", cfg.pki_dir / "admin.key")
-    user_entry: dict[str, str] = (
-        {"token": token} if token else {"client-certificate": str(crt), "client-key": str(key)}
-    )
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "lab",
-                "cluster": {
-                    "server": f"https://127.0.0.1:{APISERVER_PORT}",
-                    "certificate-authority": str(cfg.pki_dir / "ca.crt"),
-                },
-            }
-        ],
-        "users": [{"name": user, "user": user_entry}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": user}}],
-        "current-context": "lab",
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc))
-    path.chmod(0o600)
-    return path
-
-
 def _apiserver_ready(cfg: LabConfig) -> bool:
     ctx = ssl.create_default_context(cafile=str(cfg.pki_dir / "ca.crt"))
     ctx.load_cert_chain(str(cfg.pki_dir / "admin.crt"), str(cfg.pki_dir / "admin.key"))
-    with urllib.request.urlopen(f"https://127.0.0.1:{APISERVER_PORT}/readyz", context=ctx, timeout=2) as r:
+    with urllib.request.urlopen(f"{cfg.apiserver_url}/readyz", context=ctx, timeout=2) as r:
         return r.status == 200
 
 
@@ -130,7 +52,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
     cfg = cfg or LabConfig()
     cfg.lab_dir.mkdir(parents=True, exist_ok=True)
     pki.ensure_pki(cfg.pki_dir)
-    write_kubeconfig(cfg)
+    kube.write_kubeconfig(cfg)
     p = str(cfg.pki_dir)
     kubeconfig = str(cfg.kubeconfig)
 
@@ -138,24 +60,24 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         _bin(cfg, "etcd"),
         "--name", "lab",
         "--data-dir", str(cfg.lab_dir / "etcd"),
-        "--listen-client-urls", f"http://127.0.0.1:{ETCD_PORT}",
-        "--advertise-client-urls", f"http://127.0.0.1:{ETCD_PORT}",
-        "--listen-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
-        "--initial-advertise-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
-        "--initial-cluster", f"lab=http://127.0.0.1:{ETCD_PEER_PORT}",
+        "--listen-client-urls", f"http://127.0.0.1:{cfg.ports.etcd}",
+        "--advertise-client-urls", f"http://127.0.0.1:{cfg.ports.etcd}",
+        "--listen-peer-urls", f"http://127.0.0.1:{cfg.ports.etcd_peer}",
+        "--initial-advertise-peer-urls", f"http://127.0.0.1:{cfg.ports.etcd_peer}",
+        "--initial-cluster", f"lab=http://127.0.0.1:{cfg.ports.etcd_peer}",
         "--listen-metrics-urls", "",
         "--quota-backend-bytes", str(2 * 1024**3),
         "--log-level", "warn",
-    ], ports=[ETCD_PORT, ETCD_PEER_PORT])
-    processes.wait_until(lambda: processes.port_open(ETCD_PORT), what="etcd",
+    ], ports=[cfg.ports.etcd, cfg.ports.etcd_peer])
+    processes.wait_until(lambda: processes.port_open(cfg.ports.etcd), what="etcd",
                          timeout_seconds=60, lab_dir=cfg.lab_dir, name="etcd")
 
     processes.start(cfg.lab_dir, "kube-apiserver", [
         _bin(cfg, "kube-apiserver"),
-        f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}",
+        f"--etcd-servers=http://127.0.0.1:{cfg.ports.etcd}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
-        f"--secure-port={APISERVER_PORT}",
+        f"--secure-port={cfg.ports.apiserver}",
         f"--tls-cert-file={p}/apiserver.crt",
         f"--tls-private-key-file={p}/apiserver.key",
         f"--client-ca-file={p}/ca.crt",
@@ -179,7 +101,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         # the admission webhooks use (pkg/controlplane/apiserver/config.go:364).
         "--enable-aggregator-routing=true",
         "--v=1",
-    ], ports=[APISERVER_PORT])
+    ], ports=[cfg.ports.apiserver])
     processes.wait_until(lambda: _apiserver_ready(cfg), what="kube-apiserver /readyz",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="kube-apiserver")
 
@@ -220,8 +142,6 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         "--server-address=",
     ])
 
-    from lab import kube  # the Kubernetes client is only needed once the API is up
-
     api = kube.admin_client(cfg)
     kube.install_crds(api, cfg.crd_dirs)
     kube.ensure_nodes(api, cfg.nodes, cpu=cfg.node_cpu, memory_mib=cfg.node_memory_mib)
@@ -245,15 +165,13 @@ def stop(cfg: LabConfig | None = None, *, wipe: bool = False) -> list[str]:
     Returns the names of the processes that were stopped.
     """
     cfg = cfg or LabConfig()
-    from lab import node  # the real node first: its pods are killed through its containerd
-
-    node.stop(cfg)
+    node.stop(cfg)  # the real node first: its pods are killed through its containerd
     services = [n for n in processes.recorded(cfg.lab_dir) if n not in CONTROL_PLANE]
     stopped = processes.stop_all(cfg.lab_dir, order=[*services, *reversed(CONTROL_PLANE)])
     if wipe:
         shutil.rmtree(cfg.lab_dir / "etcd", ignore_errors=True)
     # Give the kernel a moment to release the listening sockets.
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and processes.port_open(APISERVER_PORT):
+    while time.monotonic() < deadline and processes.port_open(cfg.ports.apiserver):
         time.sleep(0.2)
     return stopped

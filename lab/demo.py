@@ -24,12 +24,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from lab import controlplane, image, node, processes, scenario, services
-
-ROOT = Path(__file__).resolve().parent.parent
+from lab import controlplane, image, node, processes, scenario, services, settings
 
 
 class DemoError(RuntimeError):
@@ -39,15 +36,15 @@ class DemoError(RuntimeError):
 def _pulumi(stack: str, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["pulumi", *args, "--stack", stack, "--non-interactive"],
-        cwd=ROOT, text=True, capture_output=capture, timeout=1800,
+        cwd=settings.ROOT, text=True, capture_output=capture, timeout=1800,
     )
 
 
 def ensure_stack(stack: str) -> None:
     """Select the stack in the configured backend, creating it (config file kept) if needed."""
-    (ROOT / ".pulumi-state").mkdir(exist_ok=True)
+    (settings.ROOT / ".pulumi-state").mkdir(exist_ok=True)
     if _pulumi(stack, "stack", "select").returncode != 0:
-        created = subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=ROOT,
+        created = subprocess.run(["pulumi", "stack", "init", stack, "--non-interactive"], cwd=settings.ROOT,
                                  text=True, capture_output=True)
         if created.returncode != 0:
             raise DemoError(f"pulumi stack init {stack} failed:\n{created.stderr}")
@@ -60,8 +57,8 @@ def pulumi_up(stack: str) -> dict[str, Any]:
     mandatory violation stops the update before any resource is touched (``--skip-preview`` would
     report it only after the resources were changed).
     """
-    policy_cfg = ROOT / "policies" / "config" / "lab.json"
-    up = _pulumi(stack, "up", "--yes", "--policy-pack", str(ROOT / "policies"),
+    policy_cfg = settings.ROOT / "policies" / "config" / "lab.json"
+    up = _pulumi(stack, "up", "--yes", "--policy-pack", str(settings.ROOT / "policies"),
                  "--policy-pack-config", str(policy_cfg), capture=False)
     if up.returncode != 0:
         raise DemoError(f"pulumi up --stack {stack} failed (output above)")
@@ -104,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{int(size) / 1e6:.0f} MB) in {built.seconds:.0f} s")
 
         say = step("lab: control plane and hardware simulators on 127.0.0.1, real node mgmt-1")
-        cfg = controlplane.start(controlplane.LabConfig())
+        cfg = controlplane.start(settings.LabConfig())
         services.start_simulators(cfg)
         lab_ref = f"{image.IMAGE_REPOSITORY}:{image.LAB_TAG}"
         if not args.local_composer:

@@ -35,7 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from lab import settings
+from lab.settings import ROOT
+
 CACHE = Path(os.environ.get("COMPOSABLE_GPU_CACHE", Path.home() / ".cache" / "composable-gpu")) / "images"
 #: Local image name of the composer (the chart's default repository is the published one).
 IMAGE_REPOSITORY = "localhost/composable-gpu/composer"
@@ -259,9 +261,7 @@ def exported_members(tar_path: Path, *,
 
 def lab_secrets() -> list[str]:
     """The lab's literal secrets (Director/BMC passwords, dev stack passphrase)."""
-    from lab import services
-
-    secrets = [services.DIRECTOR_PASSWORD, services.BMC_PASSWORD]
+    secrets = [settings.DIRECTOR_PASSWORD, settings.BMC_PASSWORD]
     make = (ROOT / "Makefile").read_text()
     m = re.search(r"PULUMI_CONFIG_PASSPHRASE=(\S+)", make)
     if m:

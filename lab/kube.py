@@ -18,13 +18,48 @@ from kubernetes.client.exceptions import ApiException
 from lab.processes import LabProcessError
 
 if TYPE_CHECKING:
-    from lab.controlplane import LabConfig
+    from lab.settings import LabConfig
 
 #: Annotation that tells kwok (started with a matching selector) to play this Node's kubelet.
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 #: Label of the lab's own blade Nodes (served by the lab Director and the lab gpu-agent);
 #: tests that create Nodes of their own leave it off.
 LAB_FABRIC_LABEL = ("lab.composable-gpu/fabric", "dev")
+
+
+def write_kubeconfig(cfg: LabConfig, path: Path | None = None, *, token: str | None = None,
+                     user: str = "lab-admin", client_cert: tuple[Path, Path] | None = None) -> Path:
+    """Write a kubeconfig for the lab API server of ``cfg`` (default path ``cfg.kubeconfig``).
+
+    With ``token`` the user authenticates with that bearer token (for example a
+    ServiceAccount token from the TokenRequest API); with ``client_cert`` (cert, key paths) with
+    that certificate; otherwise with the admin client cert. Returns the path (mode 0600).
+    """
+    path = path or cfg.kubeconfig
+    crt, key = client_cert or (cfg.pki_dir / "admin.crt", cfg.pki_dir / "admin.key")
+    user_entry: dict[str, str] = (
+        {"token": token} if token else {"client-certificate": str(crt), "client-key": str(key)}
+    )
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "lab",
+                "cluster": {
+                    "server": cfg.apiserver_url,
+                    "certificate-authority": str(cfg.pki_dir / "ca.crt"),
+                },
+            }
+        ],
+        "users": [{"name": user, "user": user_entry}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": user}}],
+        "current-context": "lab",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return path
 
 
 def admin_client(cfg: LabConfig) -> client.ApiClient:

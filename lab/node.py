@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import pki, processes
+from lab import image, kube, pki, processes, settings
 
 if TYPE_CHECKING:
-    from lab.controlplane import LabConfig
+    from lab.settings import LabConfig
 
 NODE_NAME = "mgmt-1"
 #: Taint of the real node and the toleration a system workload needs to land there.
@@ -224,8 +224,6 @@ def load_image(p: NodePaths, ref: str) -> str:
     Returns the image's config digest (``sha256:...``), as the kubelet reports it in
     ``imageID``. Skips the copy when containerd already holds ``ref`` with that config.
     """
-    from lab import image
-
     image_id = "sha256:" + image.inspect(ref)["Id"].removeprefix("sha256:")
     marker = p.base / "images" / (ref.replace("/", "_").replace(":", "_") + ".id")
     listed = ctr(p, "images", "ls", "-q").split()
@@ -246,8 +244,6 @@ def load_image(p: NodePaths, ref: str) -> str:
 
 def ensure_pause_image(cfg: LabConfig) -> str:
     """Podman image ``localhost/composable-gpu/pause:lab``: one file, the lab's ``pause``."""
-    from lab import image
-
     if image.image_exists(PAUSE_IMAGE):
         return PAUSE_IMAGE
     import tarfile
@@ -265,8 +261,6 @@ def ensure_pause_image(cfg: LabConfig) -> str:
 def built_images(cfg: LabConfig) -> tuple[str, ...]:
     """The composer image ``make image`` last built (``<lab dir>/composer-image``) and its ``:lab``
     tag (the one the dev stack names), those podman has."""
-    from lab import image
-
     ref_file = cfg.lab_dir / "composer-image"
     ref = ref_file.read_text().strip() if ref_file.exists() else ""
     lab_ref = f"{image.IMAGE_REPOSITORY}:{image.LAB_TAG}"
@@ -275,8 +269,6 @@ def built_images(cfg: LabConfig) -> tuple[str, ...]:
 
 def write_configs(cfg: LabConfig) -> NodePaths:
     """Write containerd, CNI and kubelet configuration and the kubelet's kubeconfig."""
-    from lab.controlplane import write_kubeconfig
-
     p = paths(cfg)
     for d in (p.base / "cni", p.base / "containerd", p.kubelet_root, p.base / "kubelet-pki"):
         d.mkdir(parents=True, exist_ok=True)
@@ -284,7 +276,7 @@ def write_configs(cfg: LabConfig) -> NodePaths:
     (p.base / "cni" / "10-lab-node.conflist").write_text(json.dumps(cni_config(), indent=2))
     (p.base / "kubelet-config.yaml").write_text(json.dumps(kubelet_config(p, cfg.pki_dir), indent=2))
     crt, key = pki.ensure_node_cert(cfg.pki_dir, NODE_NAME)
-    write_kubeconfig(cfg, p.base / "kubelet.kubeconfig", user=f"system:node:{NODE_NAME}",
+    kube.write_kubeconfig(cfg, p.base / "kubelet.kubeconfig", user=f"system:node:{NODE_NAME}",
                      client_cert=(crt, key))
     return p
 
@@ -315,13 +307,10 @@ def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
     load_image(p, ensure_pause_image(cfg))
     for ref in images:
         load_image(p, ref)
-    from lab import services
-    from lab.controlplane import APISERVER_PORT
-
     processes.start(cfg.lab_dir, "node-proxy", [
         sys.executable, "-m", "lab.node_proxy", "--listen", NODE_IP,
-        "--port", str(APISERVER_PORT), "--port", str(services.DIRECTOR_PORT)])
-    processes.wait_until(lambda: processes.port_open(APISERVER_PORT, NODE_IP), what="node-proxy",
+        "--port", str(cfg.ports.apiserver), "--port", str(settings.DIRECTOR_PORT)])
+    processes.wait_until(lambda: processes.port_open(cfg.ports.apiserver, NODE_IP), what="node-proxy",
                          timeout_seconds=30, lab_dir=cfg.lab_dir, name="node-proxy")
     processes.start(cfg.lab_dir, "kubelet", [
         str(cfg.bin_dir / "kubelet"),
@@ -336,8 +325,6 @@ def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
     ])
     processes.wait_until(_kubelet_healthy, what="kubelet /healthz", timeout_seconds=90,
                          lab_dir=cfg.lab_dir, name="kubelet")
-    from lab import kube
-
     api = kube.admin_client(cfg)
     processes.wait_until(lambda: kube.nodes_ready(api, (NODE_NAME,)), what=f"Node {NODE_NAME} Ready",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="kubelet")
@@ -404,8 +391,6 @@ def stop(cfg: LabConfig) -> list[str]:
 def image_digests(cfg: LabConfig, ref: str) -> set[str]:
     """``sha256:...`` digests that name image ``ref`` in the node's containerd: its manifest
     digest (``ctr images ls``) and its config digest (podman's image id)."""
-    from lab import image
-
     found = {"sha256:" + image.inspect(ref)["Id"].removeprefix("sha256:")}
     for line in ctr(paths(cfg), "images", "ls").splitlines()[1:]:
         cols = line.split()
@@ -426,8 +411,6 @@ def roll_if_stale(cfg: LabConfig, namespace: str, ref: str, *, timeout_seconds: 
     from datetime import UTC, datetime
 
     from kubernetes import client
-
-    from lab import kube
 
     api = kube.admin_client(cfg)
     want = image_digests(cfg, ref)

@@ -33,7 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from domain import labels
 from dynamic_providers.director.client import DirectorClient
-from lab import controlplane, kube, processes, services
+from lab import kube, processes, settings
 
 DEMO_NAMESPACE = "gpu-demo"
 GPU_RESOURCE = labels.GPU_RESOURCE
@@ -71,7 +71,7 @@ def chart_webhook_name(api: client.ApiClient) -> str | None:
     return hooks.items[0].metadata.name if hooks.items else None
 
 
-def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
+def start_composer(cfg: settings.LabConfig, composer_out: dict[str, Any], *,
                    idle_timeout_seconds: float) -> int:
     """Start the controller as lab process ``composer`` with the chart's ServiceAccount token.
 
@@ -86,13 +86,13 @@ def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
     token = core.create_namespaced_service_account_token(
         sa, ns, {"spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 86400}}
     ).status.token
-    kubeconfig = controlplane.write_kubeconfig(cfg, cfg.lab_dir / "composer.kubeconfig", token=token,
+    kubeconfig = kube.write_kubeconfig(cfg, cfg.lab_dir / "composer.kubeconfig", token=token,
                                                user=f"system:serviceaccount:{ns}:{sa}")
     processes.stop(cfg.lab_dir, "composer")  # a fresh token and idle timeout each run
     argv = [
         sys.executable, "-m", "composer",
-        "--director-url", services.director_url(),
-        "--director-username", services.DIRECTOR_USER,
+        "--director-url", settings.director_url(),
+        "--director-username", settings.DIRECTOR_USER,
         "--kubeconfig", str(kubeconfig),
         "--namespace", ns,
         "--pool", str(composer_out.get("pool") or "default"),
@@ -112,8 +112,8 @@ def start_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
                                                  replace_name=hook)
         argv += webhook_flags(port, crt, key)
     pid = processes.start(cfg.lab_dir, "composer", argv,
-                          env={"COMPOSER_DIRECTOR_PASSWORD": services.DIRECTOR_PASSWORD},
-                          cwd=controlplane.ROOT)
+                          env={"COMPOSER_DIRECTOR_PASSWORD": settings.DIRECTOR_PASSWORD},
+                          cwd=settings.ROOT)
     if hook is not None:  # a pod created before the webhook listens is not gated
         _wait(lambda: processes.port_open(port), what="composer webhook listening", timeout_seconds=60,
               interval=0.2)
@@ -140,7 +140,7 @@ def local_gating_webhook(api: client.ApiClient, *, namespace: str, release: str,
         subprocess.CalledProcessError: helm failed; ApiException: the API server refused.
     """
     port = port or _free_port()
-    argv = ["helm", "template", release, str(controlplane.ROOT / "charts" / "composer"),
+    argv = ["helm", "template", release, str(settings.ROOT / "charts" / "composer"),
             "--namespace", namespace, "--show-only", "templates/webhook.yaml"]
     for v in ("director.existingSecret=unused", f"webhook.url=https://127.0.0.1:{port}",
               "webhook.ipSANs[0]=127.0.0.1", f"composer.namespaces[0]={namespace}"):
@@ -219,7 +219,7 @@ def composer_pods(core: client.CoreV1Api, namespace: str) -> list[ComposerPod]:
     return sorted(out, key=lambda c: c.name)
 
 
-def deployed_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any], *,
+def deployed_composer(cfg: settings.LabConfig, composer_out: dict[str, Any], *,
                       timeout_seconds: float = 180) -> tuple[ComposerPod, list[ComposerPod]]:
     """Wait until the chart's composer Pods are Ready and one of them holds the Lease.
 
@@ -254,7 +254,7 @@ def deployed_composer(cfg: controlplane.LabConfig, composer_out: dict[str, Any],
         raise ScenarioError(f"{exc}; pods: {states or 'none'}") from exc
 
 
-def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
+def run_article_scenario(cfg: settings.LabConfig, estate: dict[str, Any], *,
                          idle_timeout_seconds: float | None = None, local_process: bool = False,
                          step: Callable[[str], Callable[[str], None]]) -> list[str]:
     """Run the scenario; returns the device names that moved from host A to host B.
@@ -269,8 +269,8 @@ def run_article_scenario(cfg: controlplane.LabConfig, estate: dict[str, Any], *,
         raise ScenarioError("the stack declares no composer")
     api = kube.admin_client(cfg)
     core = client.CoreV1Api(api)
-    director = DirectorClient(services.director_url(), username=services.DIRECTOR_USER,
-                              password=services.DIRECTOR_PASSWORD, timeout=10.0)
+    director = DirectorClient(settings.director_url(), username=settings.DIRECTOR_USER,
+                              password=settings.DIRECTOR_PASSWORD, timeout=10.0)
     try:
         core.create_namespace({"metadata": {"name": DEMO_NAMESPACE}})
     except ApiException as exc:

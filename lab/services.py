@@ -7,10 +7,8 @@
 - ``redfish-sim``: BlueField-3 DPU BMCs on 127.0.0.1:18441-18442 and host BMCs on
   18451-18452 (``lab.redfish_sim``), HTTPS with a self-signed certificate.
 
-These ports and the lab credentials below are what ``Pulumi.dev.yaml`` names (its
-passwords are stored there encrypted with the dev stack's lab-only passphrase). The
-credentials are lab constants, passed to the simulators through the environment, never
-on the command line.
+Their ports and the lab credentials are ``lab.settings``'s (the ones ``Pulumi.dev.yaml``
+names); the credentials reach the simulators through the environment, never the command line.
 """
 
 from __future__ import annotations
@@ -22,25 +20,25 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import processes
+from lab import processes, sshd
 from lab.kube import LAB_FABRIC_LABEL
+from lab.settings import (
+    BMC_PASSWORD,
+    BMC_USER,
+    DIRECTOR_PASSWORD,
+    DIRECTOR_PORT,
+    DIRECTOR_USER,
+    DPU_BMC_PORTS,
+    HOST_BMC_PORTS,
+    ROOT,
+    SSHD_PORT,
+    director_url,
+)
 
 if TYPE_CHECKING:
-    from lab.controlplane import LabConfig
+    from lab.settings import LabConfig
 
-ROOT = Path(__file__).resolve().parent.parent
-DIRECTOR_PORT = 18080
-DPU_BMC_PORTS = {"dpu-blade-slot-1": 18441, "dpu-blade-slot-2": 18442}
-HOST_BMC_PORTS = {"bmc-blade-slot-1": 18451, "bmc-blade-slot-2": 18452}
-#: Lab-only credentials (also in Pulumi.dev.yaml, encrypted).
-DIRECTOR_USER, DIRECTOR_PASSWORD = "admin", "lab-director-password"
-BMC_USER, BMC_PASSWORD = "root", "lab-bmc-password"
 SIMULATORS = ("director-sim", "redfish-sim", "gpu-agent")
-
-
-def director_url() -> str:
-    """Base URL of the lab Director simulator."""
-    return f"http://127.0.0.1:{DIRECTOR_PORT}"
 
 
 def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
@@ -87,9 +85,6 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="redfish-sim")
 
 
-SSHD_PORT = 18022
-
-
 def sshd_dir(cfg: LabConfig) -> Path:
     """Instance directory of the lab sshd: under /tmp, because the unprivileged SSH user must
     be able to traverse its parents (a checkout under /root would not allow that)."""
@@ -103,8 +98,6 @@ def start_sshd(cfg: LabConfig) -> str | None:
     Returns None when it runs, or the reason it could not start (not root, no sshd): the
     rest of the lab does not need it, so ``lab up`` reports it and goes on.
     """
-    from lab import sshd
-
     try:
         sshd.start(sshd_dir(cfg), port=SSHD_PORT)
     except processes.LabProcessError as exc:
@@ -114,8 +107,6 @@ def start_sshd(cfg: LabConfig) -> str | None:
 
 def stop_sshd(cfg: LabConfig, *, wipe: bool = False) -> bool:
     """Stop the lab sshd (and delete its user); True if it was running."""
-    from lab import sshd
-
     return sshd.stop(sshd_dir(cfg), wipe=wipe)
 
 

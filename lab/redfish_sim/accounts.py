@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, abort
 
-from lab.redfish_sim.app import bmc, json_response
+from lab.redfish_sim.context import bmc, json_response
 from lab.redfish_sim.state import etag_of
 
 bp = Blueprint("accounts", __name__)

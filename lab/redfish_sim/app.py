@@ -10,54 +10,12 @@ from __future__ import annotations
 
 import base64
 import time
-from typing import Any
 
-from flask import Flask, Response, current_app, g, jsonify, request
+from flask import Flask, Response, g, request
 
-from lab.redfish_sim import fixtures
+from lab.redfish_sim import accounts, control, fixtures, managers, privileges, protocol, service, systems
+from lab.redfish_sim.context import EXTENSION, LOGIN_PATHS, OPEN_PATHS, error_response
 from lab.redfish_sim.state import BmcState, SimHttpError
-
-#: Paths served without authentication (DSP0266: service root, OData docs, login).
-OPEN_PATHS = frozenset({"/redfish", "/redfish/v1", "/redfish/v1/odata", "/redfish/v1/$metadata"})
-SESSIONS_PATH = "/redfish/v1/SessionService/Sessions"
-#: DSP0266 "POST (create)": a collection also takes a create at its ``Members`` property URI.
-LOGIN_PATHS = frozenset({SESSIONS_PATH, f"{SESSIONS_PATH}/Members"})
-
-
-def bmc() -> BmcState:
-    """The BMC state behind the current request."""
-    return current_app.extensions["redfish_bmc"]
-
-
-def json_response(body: Any, status: int = 200, *, etag: str | None = None,
-                  headers: dict[str, str] | None = None) -> Response:
-    """A JSON response with OData-Version and, when given, an ETag header."""
-    resp = jsonify(body)
-    resp.status_code = status
-    resp.headers["OData-Version"] = "4.0"
-    if etag:
-        resp.headers["ETag"] = etag
-    for k, v in (headers or {}).items():
-        resp.headers[k] = v
-    return resp
-
-
-def error_response(status: int, messages: list[dict[str, Any]],
-                   headers: dict[str, str] | None = None) -> Response:
-    """A Redfish error response."""
-    return json_response(fixtures.error_body(messages), status, headers=headers)
-
-
-def request_json() -> dict[str, Any]:
-    """The request body as a JSON object.
-
-    Raises:
-        SimHttpError: 400 MalformedJSON when the body is not a JSON object.
-    """
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise SimHttpError(400, [fixtures.message("MalformedJSON")])
-    return body
 
 
 def _authenticate(state: BmcState) -> Response | None:
@@ -89,11 +47,9 @@ def create_app(state: BmcState) -> Flask:
     """The Flask app serving ``state``'s BMC. Routes live in ``service``, ``systems``,
     ``managers``, ``privileges``, ``accounts`` (the Redfish tree), ``protocol`` (OData documents
     and the header/query rules every answer follows) and ``control`` (``/_sim``)."""
-    from lab.redfish_sim import accounts, control, managers, privileges, protocol, service, systems
-
     app = Flask(f"redfish_sim.{state.spec.name}")
     app.url_map.strict_slashes = False
-    app.extensions["redfish_bmc"] = state
+    app.extensions[EXTENSION] = state
     app.json.sort_keys = True  # type: ignore[attr-defined]
 
     @app.before_request

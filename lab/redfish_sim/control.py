@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from lab.redfish_sim.app import bmc, json_response
+from lab.redfish_sim.context import bmc, json_response
 
 bp = Blueprint("control", __name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, abort
 
 from lab.redfish_sim import fixtures
-from lab.redfish_sim.app import bmc, json_response
+from lab.redfish_sim.context import bmc, json_response
 
 bp = Blueprint("managers", __name__)
 MANAGERS = "/redfish/v1/Managers"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, abort, request
 
 from lab.redfish_sim import fixtures
-from lab.redfish_sim.app import bmc, json_response, request_json
+from lab.redfish_sim.context import bmc, json_response, request_json
 from lab.redfish_sim.state import BmcState, privilege_mode_of
 
 bp = Blueprint("privileges", __name__)

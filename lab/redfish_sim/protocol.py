@@ -22,7 +22,7 @@ from xml.sax.saxutils import quoteattr
 from flask import Blueprint, Response, current_app, request
 
 from lab.redfish_sim import fixtures
-from lab.redfish_sim.app import error_response, json_response
+from lab.redfish_sim.context import error_response, json_response
 
 bp = Blueprint("protocol", __name__)
 SCHEMA_BASE = "https://redfish.dmtf.org/schemas/v1"

@@ -14,7 +14,7 @@ import uuid
 from flask import Blueprint, Response, g, request
 
 from lab.redfish_sim import fixtures
-from lab.redfish_sim.app import SESSIONS_PATH, bmc, error_response, json_response, request_json
+from lab.redfish_sim.context import SESSIONS_PATH, bmc, error_response, json_response, request_json
 from lab.redfish_sim.state import SimHttpError
 
 bp = Blueprint("service", __name__)

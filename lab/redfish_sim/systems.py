@@ -23,7 +23,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, request
 
 from lab.redfish_sim import fixtures
-from lab.redfish_sim.app import bmc, json_response, request_json
+from lab.redfish_sim.context import bmc, json_response, request_json
 from lab.redfish_sim.state import BmcState, SimHttpError
 
 bp = Blueprint("systems", __name__)

@@ -299,10 +299,10 @@ def test_every_custom_resource_matches_its_crd(mocks, tmp_path: Path, stack_file
 
 
 def test_the_lab_installs_every_crd_the_program_creates_objects_of() -> None:
-    """The lab installs each folder of lab/crds (lab.controlplane.default_crd_dirs), so the
+    """The lab installs each folder of lab/crds (lab.settings.default_crd_dirs), so the
     NetworkAttachmentDefinition, ClusterTemplate and ClusterPolicy schemas validate the objects the
     program sends to the lab API server."""
-    from lab.controlplane import default_crd_dirs
+    from lab.settings import default_crd_dirs
 
     installed = {p.name for p in default_crd_dirs()}
     assert {"multus", "kcm", "gpu-operator", "metal3", "dpf"} <= installed

@@ -27,6 +27,7 @@ import pytest
 
 from components import Estate, EstateArgs, Host, HostArgs
 from components._base import Mothership
+from lab import settings
 from stack_config import load_estate
 from stack_config.models import DEFAULT_MLXCONFIG
 from stack_config.summary import render_summary
@@ -255,7 +256,6 @@ def prep_sshd() -> Iterator[Any]:
 def _estate_config(lab: Any, lab_sshd: Any, run_id: str) -> dict[str, Any]:
     """A one-host lab estate whose host and DPU are prepared over SSH on ``lab_sshd``; the secrets
     (passwords, private key) are set encrypted afterwards."""
-    from lab import services
 
     ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
     connection = {
@@ -268,7 +268,7 @@ def _estate_config(lab: Any, lab_sshd: Any, run_id: str) -> dict[str, Any]:
         "environment": "lab",
         "mothership": {"kubeconfig": str(lab.kubeconfig), "namespace": f"{run_id}-infra"},
         "fabric": {
-            "director": {"endpoint": services.director_url(), "username": services.DIRECTOR_USER},
+            "director": {"endpoint": settings.director_url(), "username": settings.DIRECTOR_USER},
             "pools": [{"name": "gpu-pool", "models": ["Tesla-T4"]}],
         },
         "hosts": [
@@ -276,12 +276,12 @@ def _estate_config(lab: Any, lab_sshd: Any, run_id: str) -> dict[str, Any]:
                 "name": "prep-host",
                 "role": "baremetal-worker",
                 "boot_mac": "52:54:00:00:0c:01",
-                "bmc": {"endpoint": "https://127.0.0.1:18451", "username": services.BMC_USER},
+                "bmc": {"endpoint": "https://127.0.0.1:18451", "username": settings.BMC_USER},
                 "prep": {**connection, "sysroot": str(lab_sshd.sysroot)},
                 "dpu": {
                     "bmc": {
-                        "endpoint": f"https://127.0.0.1:{services.DPU_BMC_PORTS['dpu-blade-slot-1']}",
-                        "username": services.BMC_USER,
+                        "endpoint": f"https://127.0.0.1:{settings.DPU_BMC_PORTS['dpu-blade-slot-1']}",
+                        "username": settings.BMC_USER,
                         "ca_bundle": ca,
                     },
                     "prep": {**connection, "device": lab_sshd.device},
@@ -298,7 +298,7 @@ def _estate_config(lab: Any, lab_sshd: Any, run_id: str) -> dict[str, Any]:
 def test_pulumi_up_prepares_host_and_dpu_then_converges(lab: Any, prep_sshd: Any, tmp_path: Path) -> None:
     from pulumi import automation as auto
 
-    from lab import services, sshd
+    from lab import sshd
 
     sshd.reset_state(prep_sshd)
     run_id = f"prep-{secrets.token_hex(3)}"
@@ -308,9 +308,9 @@ def test_pulumi_up_prepares_host_and_dpu_then_converges(lab: Any, prep_sshd: Any
     env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": "test-only"}
     stack = auto.create_stack("prep", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
     for path, secret_value in (
-        ("fabric.director.password", services.DIRECTOR_PASSWORD),
-        ("hosts[0].bmc.password", services.BMC_PASSWORD),
-        ("hosts[0].dpu.bmc.password", services.BMC_PASSWORD),
+        ("fabric.director.password", settings.DIRECTOR_PASSWORD),
+        ("hosts[0].bmc.password", settings.BMC_PASSWORD),
+        ("hosts[0].dpu.bmc.password", settings.BMC_PASSWORD),
         ("hosts[0].prep.private_key", prep_sshd.client_private_key()),
         ("hosts[0].dpu.prep.private_key", prep_sshd.client_private_key()),
     ):

@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from lab import node as lab_node
 from lab import readiness
-from lab.controlplane import APISERVER_PORT
+from lab.settings import MOTHERSHIP_PORTS
 from tests.composer.harness import (
     CHART,
     E2E_LABEL,
@@ -160,7 +160,7 @@ def values_for(*, sid: str, image: str, director_url: str, plugin_namespace: str
     return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
         "replicaCount": 2,
-        "kubernetesService": {"host": lab_node.NODE_IP, "port": APISERVER_PORT},
+        "kubernetesService": {"host": lab_node.NODE_IP, "port": MOTHERSHIP_PORTS.apiserver},
         "director": {"url": director_url, "username": SIM_USER, "password": SIM_PASSWORD,
                      "retries": 0, "timeoutSeconds": 5},
         "composer": {

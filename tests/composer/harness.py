@@ -143,7 +143,7 @@ def apply_chart_rbac(api: client.ApiClient, lab_cfg: Any, tmp: Path) -> RbacIden
 
 
 def _apply_rbac(api: client.ApiClient, lab_cfg: Any, ident: RbacIdentity) -> RbacIdentity:
-    from lab.controlplane import write_kubeconfig
+    from lab.kube import write_kubeconfig
 
     ns, plugin_ns, release = ident.namespace, ident.plugin_namespace, ident.release
     core = client.CoreV1Api(api)

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import controlplane, processes
+from lab import controlplane, processes, settings
 
 pytestmark = pytest.mark.lab
 
 
 def _copy_crds(tmp_path: Path) -> tuple[Path, ...]:
     dirs = []
-    for d in controlplane.default_crd_dirs():
+    for d in settings.default_crd_dirs():
         shutil.copytree(d, tmp_path / d.name)
         dirs.append(tmp_path / d.name)
     return tuple(dirs)
@@ -33,8 +33,8 @@ def _make_unreadable(path: Path) -> None:
 
 
 def test_the_default_crds_are_the_repository_folders() -> None:
-    dirs = controlplane.default_crd_dirs()
-    assert dirs and all(d.is_relative_to(controlplane.ROOT / "lab" / "crds") for d in dirs)
+    dirs = settings.default_crd_dirs()
+    assert dirs and all(d.is_relative_to(settings.ROOT / "lab" / "crds") for d in dirs)
     assert {"kcm", "metal3", "dpf", "multus", "gpu-operator", "capi"} <= {d.name for d in dirs}
 
 
@@ -42,7 +42,7 @@ def test_start_fails_naming_an_unreadable_crd_file(lab, tmp_path: Path) -> None:
     dirs = _copy_crds(tmp_path)
     broken = tmp_path / "kcm" / "k0rdent.mirantis.com_servicetemplates.yaml"
     _make_unreadable(broken)
-    cfg = controlplane.LabConfig(crd_dirs=dirs, nodes=lab.nodes)
+    cfg = settings.LabConfig(crd_dirs=dirs, nodes=lab.nodes)
     with pytest.raises(processes.LabProcessError) as err:
         controlplane.start(cfg)
     message = str(err.value)
@@ -57,7 +57,7 @@ def test_start_fails_naming_a_crd_the_api_server_refuses(lab, tmp_path: Path) ->
     doc["spec"]["names"]["plural"] = "Not_A_Plural"  # the plural must be a lowercase DNS label
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(processes.LabProcessError) as err:
-        controlplane.start(controlplane.LabConfig(crd_dirs=dirs, nodes=lab.nodes))
+        controlplane.start(settings.LabConfig(crd_dirs=dirs, nodes=lab.nodes))
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith(
@@ -68,4 +68,4 @@ def test_start_fails_naming_a_crd_the_api_server_refuses(lab, tmp_path: Path) ->
 
 def test_a_missing_crd_folder_fails_the_start(lab, tmp_path: Path) -> None:
     with pytest.raises(processes.LabProcessError, match=f"CRD folder {tmp_path / 'nothing'}: missing"):
-        controlplane.start(controlplane.LabConfig(crd_dirs=(tmp_path / "nothing",), nodes=lab.nodes))
+        controlplane.start(settings.LabConfig(crd_dirs=(tmp_path / "nothing",), nodes=lab.nodes))
