@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +136,15 @@ def test_the_lab_repository_has_a_stand_in_for_every_upstream_chart_of_the_catal
     doc = kubevirt_cp.chart_yaml()
     assert doc["description"].startswith("Lab stand-in for the upstream chart kubevirt-hosted-cp 1.0.11")
     assert doc["annotations"]["cluster.x-k8s.io/provider"].startswith("infrastructure-kubevirt")
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not built: run `make setup`")
+def test_the_lab_repository_is_built_by_helm_with_an_index_of_every_chart(tmp_path: Path) -> None:
+    files = chart_repo.build(tmp_path / "repo", helm=Path(str(shutil.which("helm"))), url="http://127.0.0.1:1/")
+    assert files == ["capm3-hosted-cp-1.0.0.tgz", "cilium-1.17.4.tgz", "dpu-hosted-cp-1.0.0.tgz",
+                     "gpu-operator-v25.3.0.tgz", "kubevirt-1.5.0.tgz", "kubevirt-hosted-cp-1.0.11.tgz"]
+    index = yaml.safe_load((tmp_path / "repo" / "index.yaml").read_text())
+    assert index["entries"]["capm3-hosted-cp"][0]["urls"] == ["http://127.0.0.1:1/capm3-hosted-cp-1.0.0.tgz"]
+    archive = (tmp_path / "repo" / "capm3-hosted-cp-1.0.0.tgz").read_bytes()
+    info = read_chart(archive, "sha256:" + hashlib.sha256(archive).hexdigest())
+    assert info.values["controlPlaneNumber"] == 3  # the platform chart itself, not a stand-in
