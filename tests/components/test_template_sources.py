@@ -147,3 +147,13 @@ def test_hypervisor_cluster_bootstrap_carries_its_hosts_kernel_args(mocks: Recor
     }
     bmh = mocks.named("hv-1", "kubernetes:metal3.io/v1alpha1:BareMetalHost").inputs["spec"]
     assert "userData" not in bmh
+
+
+def test_the_dev_stack_fetches_every_chart_from_the_lab_repository() -> None:
+    from lab.template_sources import chart_repo_url
+    from stack_config import load_stack_file
+
+    root = Path(__file__).resolve().parents[2]
+    catalog = load_stack_file(root / "Pulumi.dev.yaml", require_secrets=False).catalog
+    assert {r.name: r.url for r in catalog.repositories} == dict.fromkeys(
+        ["composable-gpu-templates", "nvidia", "k0rdent-catalog", "cilium"], chart_repo_url())
