@@ -236,7 +236,33 @@ build_source_controller() {
   stamp_write source-controller "$key"
 }
 
-all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause kwok helm source_controller)
+# Prometheus and promtool: the lab's Prometheus scrapes the composer Pods (lab/prometheus.py), and
+# promtool checks and unit-tests the chart's alert rules (tests/observability). Only the file,
+# HTTP and Kubernetes service discoveries are compiled in (upstream's build tags remove_all_sd and
+# enable_kubernetes_sd, plugins/*.go of the module), and without upstream's builtinassets tag the
+# web UI's pages are left out: the HTTP API (/api/v1/...) is all the lab uses. Module v0.N.M is
+# Prometheus release 3.N.M (the module's VERSION file), which the binaries report.
+build_prometheus() {
+  local key="prometheus=$PROMETHEUS_VERSION"
+  stamp_ok prometheus "$key" prometheus promtool && { log "prometheus $PROMETHEUS_VERSION: cached"; return; }
+  log "prometheus $PROMETHEUS_VERSION: building prometheus, promtool (cold: ~10 min)"
+  local mod="github.com/prometheus/prometheus"
+  go mod download "$mod@$PROMETHEUS_VERSION"
+  local release; release="$(cat "$MODCACHE/$mod@$PROMETHEUS_VERSION/VERSION")"
+  local v="github.com/prometheus/common/version"
+  local dir; dir="$(wrapper prometheus)"
+  (cd "$dir"
+    go mod edit -require="$mod@$PROMETHEUS_VERSION"
+    for cmd in prometheus promtool; do
+      log "  $cmd"
+      nice -n 10 go build -tags netgo,remove_all_sd,enable_kubernetes_sd -trimpath \
+        -ldflags "-s -w -X $v.Version=$release -X $v.Branch=HEAD -X $v.Revision=$PROMETHEUS_VERSION" \
+        -o "$BIN/$cmd" "$mod/cmd/$cmd"
+    done)
+  stamp_write prometheus "$key"
+}
+
+all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause kwok helm source_controller prometheus)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do "build_$t"; done
 log "toolchain ready in $BIN"

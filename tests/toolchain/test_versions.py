@@ -62,3 +62,12 @@ def test_source_controller_is_built_from_the_release_its_lab_crds_come_from() ->
     flux = {s.commit for s in load_sources() if s.project == "flux"}
     assert flux == {f"github.com/fluxcd/source-controller@{pin}"}
     assert (BIN / "source-controller").stat().st_mode & 0o111
+
+
+def test_prometheus_and_promtool_report_the_release_of_the_pinned_module() -> None:
+    """Module v0.N.M carries Prometheus release 3.N.M (lab/toolchain/versions.env)."""
+    pin = _pins()["PROMETHEUS_VERSION"]
+    minor = int(pin.split(".")[1])
+    release = f"{minor // 100}.{minor % 100}.{pin.split('.')[2]}"
+    for name in ("prometheus", "promtool"):
+        assert f"version {release} " in _run(str(BIN / name), "--version"), name
