@@ -4,7 +4,8 @@
   kube-scheduler, kwok and the hardware simulators on 127.0.0.1; install the upstream CRDs;
   create Nodes ``blade-slot-1..N``; write ``.lab/kubeconfig``; start the real node ``mgmt-1``
   (containerd, runc, kubelet: ``lab.node``) and load the composer image last built by
-  ``make image`` into it. Idempotent.
+  ``make image`` into it; start a Prometheus scraping the composer Pods on 127.0.0.1:19090
+  (``lab.prometheus``). Idempotent.
 - ``down [--wipe]``: stop every lab process (and with ``--wipe`` delete cluster and
   simulator state).
 - ``status``: one line per process.
@@ -16,7 +17,7 @@ import argparse
 import sys
 import time
 
-from lab import controlplane, node, processes, services, settings, sshd
+from lab import controlplane, node, processes, prometheus, services, settings, sshd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"note: real node {node.NODE_NAME} not started: {exc}\nThe rest of the lab "
                           "runs; the composer cannot run as a Pod (make lab-down stops what started).",
                           file=sys.stderr)
+            problem = prometheus.start_lab(cfg)
+            if problem:
+                print(f"note: Prometheus not started ({problem})", file=sys.stderr)
         except processes.LabProcessError as exc:
             print(f"lab up failed: {exc}", file=sys.stderr)
             print("Stop what started with: make lab-down", file=sys.stderr)
@@ -66,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     cfg = settings.LabConfig()
-    for name in [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *node.PROCESSES]:
+    names = [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *node.PROCESSES, prometheus.PROCESS]
+    for name in names:
         pid = processes.running(cfg.lab_dir, name)
         print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")
     pid = sshd.status(services.sshd_dir(cfg))

@@ -11,6 +11,9 @@
    go back to the free pool after the stack's idle timeout, and a pod pinned to
    ``blade-slot-2`` gets the same two GPUs. Each step is printed with its time.
    ``--local-composer`` runs the controller as a local process instead (the kwok-only mode).
+6. With the chart's Pods, draw the dashboard's main panels over the scenario from the lab's
+   Prometheus (``lab.prometheus``, which scrapes them) into ``.lab/composer-dashboard.png``
+   (``ops.dashboard_png``).
 
 Exit code 0 on success; on failure the message says which step failed and where its log is.
 """
@@ -26,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lab import controlplane, image, node, processes, scenario, services, settings
+from lab import controlplane, image, node, processes, prometheus, scenario, services, settings
 
 
 class DemoError(RuntimeError):
@@ -107,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.local_composer:
             node.start(cfg, images=(lab_ref,))
             say(f"node {node.NODE_NAME} Ready (containerd + runc, kubelet); {lab_ref} loaded")
+            problem = prometheus.start_lab(cfg)
+            say(f"Prometheus not started: {problem}" if problem else
+                f"Prometheus on 127.0.0.1:{prometheus.PROMETHEUS_PORT} scraping the composer Pods")
         say(f"ready; KUBECONFIG={cfg.kubeconfig}")
 
         say = step(f"pulumi up --stack {args.stack} (policy pack: policies/, lab enforcement)")
@@ -124,9 +130,19 @@ def main(argv: list[str] | None = None) -> int:
         print(render_summary(outputs["estate"]), flush=True)
 
         if not args.no_scenario:
+            t0 = time.time()
             scenario.run_article_scenario(cfg, outputs["estate"], step=step,
                                           local_process=args.local_composer,
                                           idle_timeout_seconds=args.idle_timeout_seconds)
+            if not args.local_composer and processes.running(cfg.lab_dir, prometheus.PROCESS):
+                from ops import dashboard_png
+
+                say = step("dashboard: the main panels over the scenario, from the lab's Prometheus")
+                png = dashboard_png.render(f"http://127.0.0.1:{prometheus.PROMETHEUS_PORT}",
+                                           cfg.lab_dir / "composer-dashboard.png",
+                                           namespace=outputs["estate"]["composer"]["namespace"],
+                                           start=t0, end=time.time(), scrape_seconds=5)
+                say(str(png))
     except (DemoError, processes.LabProcessError, scenario.ScenarioError, image.ImageError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         print("Lab logs: .lab/logs/; stop everything with: make lab-down", file=sys.stderr)
