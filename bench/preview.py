@@ -20,11 +20,13 @@ Every preview runs with the policy pack (``policies``, lab config), as ``make pr
 
 Figures per stack:
 
-- ``config_bytes``: the configuration the engine hands the program and the analyzer (policy pack),
-  each in one environment variable (``PULUMI_CONFIG``, Linux caps one at 128 KiB): measured in
-  the previews from ``/proc/<pid>/environ`` (``config_env_bytes_by_process``), and computed for
-  every stack from its file (:func:`engine_config_bytes`: secrets counted as their ciphertext, an
-  upper bound) beside what the same estate would weigh inline in ``composable-gpu:estate``.
+- ``config_bytes``: the configuration the engine hands the program (in one environment variable,
+  ``PULUMI_CONFIG``; Linux caps one at 128 KiB) and the analyzer (the policy pack; the CLI this
+  project pins passes it in the analyzer's ``ConfigureStack`` call, not its environment): measured
+  in the previews from each process's ``/proc/<pid>/environ`` (``config_env_bytes_by_process``),
+  and computed for every stack from its file (:func:`engine_config_bytes`: secrets counted as
+  their ciphertext, an upper bound) beside what the same estate would weigh inline in
+  ``composable-gpu:estate``.
 
 - ``wall_seconds``: ``pulumi preview`` from start to exit (``time.perf_counter``).
 - ``peak_tree_rss_mib``: highest sum of RSS over the CLI and all its descendant processes
@@ -44,6 +46,7 @@ Figures per stack:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -323,6 +326,7 @@ def inline_estate(stack: BenchStack, project: Path | None = None) -> dict[str, A
     else:
         files = read_inventory((project or ROOT) / stack.folder)
     raw, _origins, _problems = join_inventory(files, stack.folder)
+    raw = copy.deepcopy(raw)  # the joined lists hold the files' own mappings
     sets = stack.doc["config"].get(CREDENTIALS_KEY) or {}
     for holder, model, _path in list(_secret_holders(EstateConfig, raw)):
         cred = dict(sets.get(holder.pop("credential", None)) or {})
@@ -448,8 +452,7 @@ class TreeSampler:
             if name and p not in self._environ_read:
                 self._environ_read.add(p)
                 size = self._config_env_bytes(p)
-                if size:
-                    self.config_env_bytes[name] = max(self.config_env_bytes.get(name, 0), size)
+                self.config_env_bytes[name] = max(self.config_env_bytes.get(name, 0), size)
             stack.extend(kids.get(p, []))
         self.peak_mib = max(self.peak_mib, total)
 

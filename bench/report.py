@@ -706,10 +706,12 @@ def _config_table(d: dict[str, Any]) -> list[str]:
         return []
     return [
         "",
-        "Configuration handed over in the environment (`PULUMI_CONFIG`, one variable; Linux caps one at "
-        "128 KiB): the stack file's config as the engine passes it (secrets counted as their ciphertext, an "
-        "upper bound), the bytes measured in the program's and the policy pack's environment during the "
-        "preview, and what the same estate would weigh inline in `composable-gpu:estate`:",
+        "Configuration handed to the program (in one environment variable, `PULUMI_CONFIG`; Linux caps one "
+        "at 128 KiB) and to the analyzer (the policy pack; this CLI passes it in the analyzer's "
+        "`ConfigureStack` call, so its environment holds none): the stack file's config as the engine "
+        "passes it (secrets counted as their ciphertext, an upper bound), the bytes measured in the "
+        "program's and the policy pack's environment during the preview, and what the same estate would "
+        "weigh inline in `composable-gpu:estate`:",
         "",
         _table(["stack", "hosts", "config bytes", "program env bytes", "analyzer env bytes",
                 "inline estate bytes", "run"], rows, nd=0),

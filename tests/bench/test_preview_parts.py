@@ -110,3 +110,10 @@ def test_dev_stack_program_runs_under_mocks(tmp_path):
     assert out["seconds"] > 0 and out["tracemalloc_peak_mib"] > 1
     fleet = run_mocks(proj, fleet_stack(8))
     assert fleet["ok"], fleet.get("tail")
+
+
+def test_config_figures_leave_the_generated_files_as_they_are():
+    stack = fleet_stack(4)
+    before = yaml.safe_dump(stack.files)
+    config_figures(stack)
+    assert yaml.safe_dump(stack.files) == before  # no credential copied into a host's file
