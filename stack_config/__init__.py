@@ -3,6 +3,9 @@
 Public names:
 
 - :func:`load_estate` / :func:`load_stack_file`: validate raw config -> :class:`EstateConfig`;
+- :mod:`stack_config.inventory`: the estate as a folder of YAML files with credential sets
+  (``composable-gpu:inventory``, ``composable-gpu:credentials``); :mod:`stack_config.migrate`:
+  the one-time move of an inline estate into such a folder;
 - :class:`EstateConfigError` / :class:`ConfigProblem`: every problem, with its key path;
 - :data:`FULL_CONFIG_KEY`: ``composable-gpu:estate``;
 - :func:`render_summary` (in :mod:`stack_config.summary`): stack outputs -> readable report.

@@ -1,10 +1,13 @@
 """The program through the real pulumi CLI (Automation API) on the lab.
 
-- dev: ``pulumi up`` of the dev stack (its own ``Pulumi.dev.yaml``, encrypted lab secrets and all)
-  on the lab's API server with the upstream CRDs and the Redfish/Director simulators; the custom
-  resources are read back from the API server; a second preview changes nothing; no password is
-  in the exported state; ``destroy`` removes everything. An invalid config fails the preview
-  with the key path before anything is registered. ``up`` runs with the policy pack (lab config).
+- dev: ``pulumi up`` of the dev stack (its own ``Pulumi.dev.yaml`` with its encrypted credential
+  sets, and a copy of its inventory folder ``environments/dev``) on the lab's API server with the
+  upstream CRDs and the Redfish/Director simulators; the custom resources are read back from the
+  API server; a second preview changes nothing; no password is in the exported state; ``destroy``
+  removes everything. An invalid inventory file, and a password written in one, fail the preview
+  naming the file and the key in it. ``up`` runs with the policy pack (lab config).
+- migration: the dev stack as it was (estate inline) is deployed, migrated with ``python -m
+  stack_config migrate`` and previewed again: no change.
 - production: the example production stack previews cleanly (policy pack included) with its
   Director pointed at a simulator loaded with ``lab/inventories/production.yaml`` and its clusters
   at the lab.
