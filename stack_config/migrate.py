@@ -50,7 +50,7 @@ FILE_KEYS: dict[str, tuple[str, ...]] = {
 }
 #: The set names given to credentials found at each kind of place, by the end of the mapping's path.
 _KIND_NAMES = (("fabric.director", "director"), ("dpu.bmc", "dpu-bmc"), ("dpu.prep", "dpu-ssh"),
-               ("bmc", "bmc"), ("prep", "ssh"))
+               ("bmc", "bmc"), ("prep", "ssh"), ("credentials", "repository"))
 
 
 @dataclass

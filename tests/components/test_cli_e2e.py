@@ -383,6 +383,8 @@ def test_production_stack_previews_against_simulators(lab: Any, tmp_path: Path) 
     inventory = load_inventory(ROOT / "lab" / "inventories" / "production.yaml")
     app = create_app(Fabric(inventory), username="pulumi", password="prod-director-test")
     work, env = _project(tmp_path, "Pulumi.production.yaml")
+    folder = work / "environments" / "production"
+    shutil.copytree(ROOT / "environments" / "production", folder)
     env["PULUMI_CONFIG_PASSPHRASE"] = "test-only"
     # The example's BMCs (*.mgmt.example.net) do not exist: preview it the way an air-gapped preview
     # runs, without the endpoint probes (dynamic_providers/preflight.py).
@@ -391,13 +393,17 @@ def test_production_stack_previews_against_simulators(lab: Any, tmp_path: Path) 
         stack = auto.create_stack(
             "production", work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env)
         )
-        _set(stack, "fabric.director.endpoint", director.url)
-        _set(stack, "fabric.director.password", "prod-director-test", secret=True)
-        _set(stack, "mothership.kubeconfig", str(lab.kubeconfig))
-        _set(stack, "composer.kubeconfig", str(lab.kubeconfig))
-        for i in range(16):
-            _set(stack, f"hosts[{i}].bmc.password", "prod-bmc-test", secret=True)
-            _set(stack, f"hosts[{i}].dpu.bmc.password", "prod-bmc-test", secret=True)
+        fabric = folder / "fabric.yaml"
+        fabric.write_text(fabric.read_text().replace("https://director.mgmt.example.net:8443", director.url))
+        estate = folder / "estate.yaml"
+        doc = yaml.safe_load(estate.read_text())
+        doc["mothership"]["kubeconfig"] = doc["composer"]["kubeconfig"] = str(lab.kubeconfig)
+        estate.write_text(yaml.safe_dump(doc, sort_keys=False))
+        # the stack's credential sets, as a deployment sets them (one per kind, not one per host)
+        for name, password in (("director", "prod-director-test"), ("bmc", "prod-bmc-test"),
+                               ("dpu-bmc", "prod-bmc-test"), ("repository", "prod-registry-test")):
+            secret = auto.ConfigValue(password, secret=True)
+            stack.set_config(f"credentials.{name}.password", secret, path=True)
         events: list[auto.EngineEvent] = []
         preview = stack.preview(on_event=events.append, **_policy_args("production"))
     assert set(preview.change_summary) == {"create"}
