@@ -314,9 +314,8 @@ def resolve_credentials(
 ) -> tuple[dict[str, Any], list[ConfigProblem]]:
     """Copy of the joined estate with every ``credential: <name>`` replaced by the set's fields (pure).
 
-    Each mapping of a model that requires a secret must name a set (one whose secrets are optional
-    may); the set's ``username``, ``password`` and ``private_key`` land in the model's fields
-    (``username`` is an SSH connection's ``user``).
+    Each mapping of a model that takes a secret must name a set; the set's ``username``, ``password``
+    and ``private_key`` land in the model's fields (``username`` is an SSH connection's ``user``).
 
     Args:
         raw: the joined raw estate (:func:`join_inventory`).
@@ -338,8 +337,6 @@ def resolve_credentials(
         name = holder.pop(CREDENTIAL_REF, None)
         secret_keys = [k for k, f in fields.items() if _is_secret(f.annotation)]
         if name is None:
-            if not any(fields[k].is_required() for k in secret_keys):
-                continue  # its secrets are optional: no set needed
             if not any(k in holder for k in secret_keys):  # a secret written in a file is reported apart
                 problems.append(ConfigProblem(
                     f"{path}.{CREDENTIAL_REF}",

@@ -152,9 +152,17 @@ def _problem_from_pydantic(err: Mapping[str, Any], root: type[BaseModel]) -> Con
         + ("gfd_product", "reclaim_budget", "reclaim_window", "owner_tag")
     ):
         return ConfigProblem(path, msg)  # our own messages already quote the value
-    if secret or "input" not in err:
+    if secret or "input" not in err or _holds_secret(err["input"]):
         return ConfigProblem(path, msg)
     return ConfigProblem(path, f"{msg} (got {err['input']!r})")
+
+
+def _holds_secret(value: Any) -> bool:
+    """True when ``value`` (an input a message would quote) holds a secret field at any depth, e.g.
+    a mapping whose model validator failed above a password: such input is never echoed."""
+    if isinstance(value, Mapping):
+        return any(k in _SECRET_FIELDS or _holds_secret(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_secret(v) for v in value)
 
 
 def load_estate(raw: Any) -> EstateConfig:

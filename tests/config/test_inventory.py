@@ -242,3 +242,28 @@ def _decrypted(value: Any, path: str = "") -> Any:
     if isinstance(value, list):
         return [_decrypted(v, path) for v in value]
     return value
+
+
+def test_a_private_chart_repository_names_its_credential_set(tmp_path: Path) -> None:
+    """Chart repositories: a public one has no ``credentials``; a private one's name a set, and a
+    problem above them never quotes the set's password."""
+    files = _split(valid_estate())
+    files["estate.yaml"]["catalog"] = {"repositories": [
+        {"name": "internal", "url": "oci://registry.example/charts",
+         "credentials": {"credential": "registry"}},
+        {"name": "nvidia", "url": "https://helm.ngc.nvidia.com/nvidia"},
+        {"name": "k0rdent-catalog", "url": "oci://ghcr.io/k0rdent/catalog/charts"},
+        {"name": "cilium", "url": "https://helm.cilium.io"},
+        {"name": "composable-gpu-templates", "url": "oci://ghcr.io/composable-gpu/charts"},
+    ]}
+    folder = _write_folder(tmp_path / "inv", files)
+    creds = {**_credentials(), "registry": {"username": "robot", "password": "registry-pw"}}
+    repos = _load(folder, creds).catalog.repositories
+    internal = next(r for r in repos if r.name == "internal")
+    assert internal.credentials is not None
+    assert internal.credentials.password.get_secret_value() == "registry-pw"
+    assert all(r.credentials is None for r in repos if r.name != "internal")
+    # a model-level problem above a resolved secret never quotes it
+    files["estate.yaml"]["catalog"]["repositories"].append({"name": "kcm-templates", "url": "oci://x.example/c"})
+    problems = _problems(_write_folder(tmp_path / "bad" / "inv", files), creds)
+    assert problems and not any("registry-pw" in p for p in problems), problems
