@@ -1,14 +1,17 @@
 """The lab's CRDs (``lab/crds``) are what ``lab.crdsync`` makes from their upstream files.
 
 The stripping rules are checked on small documents; the copy itself is compared with a fresh run
-over the upstream files when a folder holding them (laid out ``<project>/<file>`` as in
-``lab/crds/sources.yaml``) is named by ``$COMPOSABLE_GPU_UPSTREAM_CRDS`` or sits near the
-checkout. Without one that comparison skips (and under ``CI=true`` fails, tests/ci_skips.py).
+over the upstream files of every project they can be found for: a folder holding them (laid out
+``<project>/<file>`` as in ``lab/crds/sources.yaml``) named by ``$COMPOSABLE_GPU_UPSTREAM_CRDS`` or
+sitting near the checkout, and the Go module cache for projects taken from a Go module release.
+When none is found that comparison skips (and under ``CI=true`` fails, tests/ci_skips.py).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,22 +22,74 @@ from lab import crdsync
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _holds_upstream(folder: Path, sources: list[crdsync.Source]) -> bool:
-    return all((folder / s.project / s.file).is_file() for s in sources)
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
 
 
-def upstream_dir() -> Path | None:
-    """``$COMPOSABLE_GPU_UPSTREAM_CRDS``, else the first folder outside the checkout, at most two
-    levels below one of its ancestors, that holds every upstream file of ``sources.yaml``."""
-    sources = crdsync.load_sources()
+def _shelf_projects(folder: Path, sources: list[crdsync.Source]) -> set[str]:
+    """The projects of ``sources`` whose every file ``folder`` holds as ``<project>/<file>``."""
+    projects = {s.project for s in sources}
+    return {p for p in projects if all((folder / s.project / s.file).is_file()
+                                       for s in sources if s.project == p)}
+
+
+def upstream_shelf(sources: list[crdsync.Source]) -> Path | None:
+    """``$COMPOSABLE_GPU_UPSTREAM_CRDS``, else the folder outside the checkout, one or two levels
+    below one of its ancestors (the filesystem root left out), that holds the upstream files of
+    the most projects of ``sources``; None when there is none."""
     if os.environ.get("COMPOSABLE_GPU_UPSTREAM_CRDS"):
         return Path(os.environ["COMPOSABLE_GPU_UPSTREAM_CRDS"])
-    for ancestor in list(ROOT.parents)[:3]:
-        for child in sorted(p for p in ancestor.iterdir() if p.is_dir() and p != ROOT):
-            for folder in (child, *sorted(p for p in child.iterdir() if p.is_dir())):
-                if _holds_upstream(folder, sources):
-                    return folder
-    return None
+    best: tuple[int, Path] | None = None
+    for ancestor in ROOT.parents:
+        if ancestor == ancestor.parent:
+            break
+        for child in _subfolders(ancestor):
+            if child == ROOT:
+                continue
+            for folder in (child, *_subfolders(child)):
+                found = len(_shelf_projects(folder, sources))
+                if found and (best is None or found > best[0]):
+                    best = (found, folder)
+    return best[1] if best else None
+
+
+def _module_file(source: crdsync.Source) -> Path | None:
+    """The upstream file of a source taken from a Go module release (``module@version``), in
+    the Go module cache (``go env GOMODCACHE``), or None when it is not there."""
+    if "@" not in source.commit:
+        return None
+    try:
+        cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True,
+                               timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    module, _, version = source.commit.partition("@")
+    escaped = "".join(f"!{c.lower()}" if c.isupper() else c for c in module)  # the cache's case escaping
+    path = Path(cache) / f"{escaped}@{version}" / source.path
+    return path if cache and path.is_file() else None
+
+
+def gather_upstream(into: Path) -> list[str]:
+    """Copy every upstream file that can be found (the shelf near the checkout, the Go module
+    cache) into ``into`` laid out ``<project>/<file>``; returns the projects gathered whole."""
+    sources = crdsync.load_sources()
+    shelf = upstream_shelf(sources)
+    on_shelf = _shelf_projects(shelf, sources) if shelf else set()
+    gathered = []
+    for project in sorted({s.project for s in sources}):
+        files = [s for s in sources if s.project == project]
+        found = {s.file: (shelf / project / s.file if project in on_shelf and shelf else _module_file(s))
+                 for s in files}
+        if all(found.values()):
+            (into / project).mkdir(parents=True)
+            for name, path in found.items():
+                assert path is not None
+                shutil.copyfile(path, into / project / name)
+            gathered.append(project)
+    return gathered
 
 
 def test_strip_keeps_schema_facts_and_property_names() -> None:
@@ -101,13 +156,14 @@ def test_every_source_has_its_file_and_readme_and_no_prose() -> None:
         assert s.repository in readme and s.commit in readme and s.path in readme
 
 
-def test_the_copy_matches_a_fresh_run_over_the_upstream_files() -> None:
-    found = upstream_dir()
-    if found is None:
+def test_the_copy_matches_a_fresh_run_over_the_upstream_files(tmp_path: Path) -> None:
+    gathered = gather_upstream(tmp_path)
+    if not gathered:
         pytest.skip("upstream CRD files not found near the checkout (set COMPOSABLE_GPU_UPSTREAM_CRDS "
                     "to a folder holding them as <project>/<file>)")
-    expected = crdsync.expected_tree(found, crdsync.load_sources())
-    assert crdsync.differences(expected) == []
+    sources = [s for s in crdsync.load_sources() if s.project in gathered]
+    expected = crdsync.expected_tree(tmp_path, sources)
+    assert crdsync.differences(expected) == [], f"compared projects: {gathered}"
 
 
 def test_differences_names_a_drifted_a_missing_and_an_extra_file(tmp_path: Path) -> None:
