@@ -37,7 +37,7 @@ def _host(index: int, **kwargs: object) -> Host:
     return Host(cfg.name, HostArgs(config=cfg, mothership=_mothership(), **kwargs))  # type: ignore[arg-type]
 
 
-def test_host_registers_credentials_and_bare_metal_host_without_user_data_in_a_cluster(mocks: Recorder) -> None:
+def test_host_in_a_cluster_registers_credentials_and_bare_metal_host_without_user_data(mocks) -> None:
     """A cluster's host leaves ``userData`` to CAPM3 (it writes the Machine's bootstrap data there
     when it provisions the host): no user-data Secret, no ``spec.userData``."""
     host = run(
@@ -78,7 +78,8 @@ def test_host_registers_credentials_and_bare_metal_host_without_user_data_in_a_c
 
 def test_host_outside_a_cluster_carries_kernel_args_in_its_user_data(mocks: Recorder) -> None:
     host = run(lambda: _host(0))
-    assert mocks.named("hv-1", BMH).inputs["spec"]["userData"] == {"name": "hv-1-user-data", "namespace": "infra"}
+    assert mocks.named("hv-1", BMH).inputs["spec"]["userData"] == {
+        "name": "hv-1-user-data", "namespace": "infra"}
     user_data = yaml.safe_load(unwrap(mocks.named("hv-1-user-data", SECRET).inputs["stringData"])["userData"])
     grub = next(f["content"] for f in user_data["write_files"] if "grub" in f["path"])
     assert "intel_iommu=on iommu=pt pci=realloc" in grub
