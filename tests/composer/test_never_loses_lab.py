@@ -109,7 +109,8 @@ def test_adopt_a_lost_record_keep_the_gpu_under_its_pod_reclaim_it_idle_and_comp
             wait_for(lambda: sc.attached() == {b: [other]}, timeout=idle + 2 * ROUND + WORK + 5,
                      what="adopted GPU reclaimed after the pod")
             assert time.monotonic() - ended >= idle - 1
-            assert _udesc(d) == {mine: "", other: pulumi}  # the static GPU keeps its tag
+            # the adopted GPU is untagged after its detach; the static GPU keeps its tag
+            wait_for(lambda: _udesc(d) == {mine: "", other: pulumi}, timeout=WORK, what="owner tags")
 
             with DirectorClient(sc.director_url, username=SIM_USER, password=SIM_PASSWORD) as director:
                 director.decompose(b, [other])  # the program gives its static GPU back
