@@ -27,8 +27,9 @@ def composer_rbac_rules(
 
     ClusterRole: pods list/watch/patch (patch: the scheduling gate), pods/status patch (unless
     ``nominate_node`` is ``off``: ``status.nominatedNodeName``), nodes get/list/watch/patch,
-    namespaces list/watch, events create;
-    Role in the release namespace: leases create and get/update of its own Lease; Role in the
+    namespaces list/watch, events create/get/patch (a repeated cause raises its Event's count);
+    Role in the release namespace: leases create and get/update of its own Lease, configmaps create
+    and get/patch of ``<lease>-orphans`` (the orphan timers); Role in the
     device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders the chart
     with ``helm template`` and compares, so this list cannot drift from what is deployed.
     """
@@ -38,7 +39,7 @@ def composer_rbac_rules(
         *(nominate if nominate_node != "off" else []),
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},
     ]
     if leader_election:
         rules += [
@@ -50,6 +51,11 @@ def composer_rbac_rules(
                 "verbs": ["get", "update"],
             },
         ]
+    rules += [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{LEASE_NAME}-orphans"],
+         "verbs": ["get", "patch"]},
+    ]
     if restart_device_plugin:
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
     return rules
