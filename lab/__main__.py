@@ -5,7 +5,8 @@
   create Nodes ``blade-slot-1..N``; write ``.lab/kubeconfig``; start the real node ``mgmt-1``
   (containerd, runc, kubelet: ``lab.node``) and load the composer image last built by
   ``make image`` into it; start a Prometheus scraping the composer Pods on 127.0.0.1:19090
-  (``lab.prometheus``). Idempotent.
+  (``lab.prometheus``); start the k0rdent templates' chart path (``lab.template_sources``: the
+  lab's chart repository, Flux source-controller, the kcm stand-in). Idempotent.
 - ``down [--wipe]``: stop every lab process (and with ``--wipe`` delete cluster and
   simulator state).
 - ``status``: one line per process.
@@ -17,7 +18,7 @@ import argparse
 import sys
 import time
 
-from lab import controlplane, node, processes, prometheus, services, settings, sshd
+from lab import controlplane, node, processes, prometheus, services, settings, sshd, template_sources
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
                 if problem:
                     print(f"note: lab sshd not started ({problem}); host preparation over SSH "
                           "is unavailable", file=sys.stderr)
+                try:
+                    template_sources.start(cfg)
+                except processes.LabProcessError as exc:
+                    print(f"note: the templates' chart path is not running ({exc}); no template "
+                          "gets a verdict", file=sys.stderr)
             if not args.no_node:
                 try:
                     node.start(cfg, images=node.built_images(cfg))
@@ -70,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     cfg = settings.LabConfig()
-    names = [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *node.PROCESSES, prometheus.PROCESS]
+    names = [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *template_sources.PROCESSES,
+             *node.PROCESSES, prometheus.PROCESS]
     for name in names:
         pid = processes.running(cfg.lab_dir, name)
         print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")

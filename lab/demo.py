@@ -5,7 +5,10 @@
    kubelet node ``mgmt-1`` (``lab.node``), and load the image into the node's containerd.
 3. ``pulumi up`` the dev stack with the policy pack (lab enforcement), through the real CLI: it
    installs ``charts/composer``, whose Pods run the image on ``mgmt-1``.
-4. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs).
+4. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs), then
+   every k0rdent template of the stack valid or invalid: each chart fetched by the lab's Flux
+   source-controller from the lab's chart repository, the verdict written by the kcm stand-in
+   (``lab.template_sources``); an invalid template fails the demo.
 5. Run the article's scenario against the composer Pods (their names and image digest are
    printed): a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets both, it ends, the GPUs
    go back to the free pool after the stack's idle timeout, and a pod pinned to
@@ -29,7 +32,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lab import controlplane, image, node, processes, prometheus, scenario, services, settings
+from lab import (
+    controlplane,
+    image,
+    kube,
+    node,
+    processes,
+    prometheus,
+    scenario,
+    services,
+    settings,
+    template_sources,
+)
 
 
 class DemoError(RuntimeError):
@@ -71,6 +85,25 @@ def pulumi_up(stack: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
+def check_templates(cfg: settings.LabConfig, stack: str, *, say: Callable[[str], None]) -> None:
+    """Print every template of the stack's namespaces (the mothership's, the tenants') with its
+    verdict (``lab.template_sources``).
+
+    Raises:
+        DemoError: a template is invalid or got no verdict within two minutes.
+    """
+    from stack_config.loader import load_stack_file
+
+    estate = load_stack_file(settings.ROOT / f"Pulumi.{stack}.yaml", require_secrets=False)
+    namespaces = [estate.mothership.namespace, *(t.namespace_name for t in estate.tenants)]
+    states = template_sources.wait_for_verdicts(kube.admin_client(cfg), namespaces)
+    for line in template_sources.render(states).splitlines():
+        say(line)
+    if not states or not all(s.valid for s in states):
+        raise DemoError("a k0rdent template is not valid (above; .lab/logs/source-controller.log, "
+                        ".lab/logs/kcm-standin.log)")
+
+
 def step(title: str) -> Callable[[str], None]:
     """Print a step header; returns a function printing timed lines under it."""
     t0 = time.monotonic()
@@ -106,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         say = step("lab: control plane and hardware simulators on 127.0.0.1, real node mgmt-1")
         cfg = controlplane.start(settings.LabConfig())
         services.start_simulators(cfg)
+        template_sources.start(cfg)
+        say(f"chart repository {template_sources.chart_repo_url()}, Flux source-controller, kcm stand-in")
         lab_ref = f"{image.IMAGE_REPOSITORY}:{image.LAB_TAG}"
         if not args.local_composer:
             node.start(cfg, images=(lab_ref,))
@@ -128,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         from stack_config.summary import render_summary
 
         print(render_summary(outputs["estate"]), flush=True)
+
+        check_templates(cfg, args.stack, say=step("k0rdent templates: each chart fetched by Flux "
+                                                  "source-controller, the verdict kcm would write"))
 
         if not args.no_scenario:
             t0 = time.time()

@@ -146,3 +146,18 @@ def render(states: Sequence[TemplateState]) -> str:
         verdict = "valid" if s.valid else ("no verdict yet" if s.valid is None else f"INVALID: {s.error}")
         lines.append(f"{s.namespace}/{s.kind} {s.name} ({s.chart}): {verdict}")
     return "\n".join(lines)
+
+
+def wait_for_verdicts(
+    api: client.ApiClient, namespaces: Sequence[str], *, timeout_seconds: float = 120.0
+) -> list[TemplateState]:
+    """The templates of ``namespaces`` once each has a verdict (or ``timeout_seconds`` passed:
+    those without one are returned as they are)."""
+    import time
+
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        states = template_states(api, namespaces)
+        if (states and all(s.valid is not None for s in states)) or time.monotonic() > deadline:
+            return states
+        time.sleep(1.0)
