@@ -48,6 +48,7 @@ from stack_config.models import (
     GpuSharingConfig,
     HelmRepositoryConfig,
     HostConfig,
+    HostImageConfig,
     HypervisorClusterConfig,
     ServiceTemplateConfig,
     TenantClusterConfig,
@@ -144,6 +145,16 @@ def host_user_data(*, kernel_args: Sequence[str], blacklisted_modules: Sequence[
     return "#cloud-config\n" + to_yaml(doc)
 
 
+def image_spec(image: HostImageConfig) -> dict[str, Any]:
+    """The Metal3 ``image`` of a host, as BareMetalHost ``spec.image`` and the capm3-hosted-cp
+    chart's ``worker.image`` take it: ``url``, ``checksum``, ``checksumType`` and, when set,
+    ``format`` (metal3.io/v1alpha1 BareMetalHost ``Image``, ``lab/crds/metal3``)."""
+    out: dict[str, Any] = {"url": image.url, "checksum": image.checksum, "checksumType": image.checksum_type}
+    if image.format:
+        out["format"] = image.format
+    return out
+
+
 def bare_metal_host_spec(
     host: HostConfig, *, credentials_secret: str, user_data_secret: str | None, namespace: str
 ) -> dict[str, Any]:
@@ -169,14 +180,7 @@ def bare_metal_host_spec(
     if user_data_secret is not None:
         spec["userData"] = {"name": user_data_secret, "namespace": namespace}
     if host.image is not None:
-        image: dict[str, Any] = {
-            "url": host.image.url,
-            "checksum": host.image.checksum,
-            "checksumType": host.image.checksum_type,
-        }
-        if host.image.format:
-            image["format"] = host.image.format
-        spec["image"] = image
+        spec["image"] = image_spec(host.image)
     return spec
 
 
@@ -576,14 +580,7 @@ def hypervisor_cluster_spec(
         "blacklistedModules": list(blacklisted_modules),
     }
     if cluster.image is not None:
-        image: dict[str, Any] = {
-            "url": cluster.image.url,
-            "checksum": cluster.image.checksum,
-            "checksumType": cluster.image.checksum_type,
-        }
-        if cluster.image.format:
-            image["format"] = cluster.image.format
-        worker["image"] = image
+        worker["image"] = image_spec(cluster.image)
     return {
         "template": cluster.template,
         "credential": cluster.credential,

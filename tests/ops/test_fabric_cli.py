@@ -13,48 +13,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import processes, readiness
+from lab import processes
 from lab.settings import ROOT
-from tests.composer.harness import SIM_PASSWORD, SIM_USER, Proc, start_proc
+from tests.director.conftest import PASSWORD, USER, start_sim
 
 
 @pytest.fixture
-def director(tmp_path: Path) -> Iterator[str]:
-    port = processes.free_port()
-    sim: Proc = start_proc(
-        "director-sim",
-        [
-            sys.executable,
-            "-m",
-            "lab.director_sim",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--inventory",
-            str(ROOT / "lab" / "inventories" / "dev.yaml"),
-            "--state-file",
-            str(tmp_path / "d.json"),
-        ],
-        tmp_path,
-        env={"DIRECTOR_SIM_USERNAME": SIM_USER, "DIRECTOR_SIM_PASSWORD": SIM_PASSWORD},
-    )
-    url = f"http://127.0.0.1:{port}"
+def director() -> Iterator[str]:
+    """The Director simulator (dev inventory) on a free 127.0.0.1 port; yields its URL."""
+    sim = start_sim("dev.yaml")
     try:
-        readiness.wait_until(
-            readiness.http_probe(f"{url}/_sim/health"),
-            what="director-sim",
-            timeout_seconds=60,
-            alive=lambda: sim.popen.poll() is None,
-            log=sim.log,
-        )
-        yield url
+        yield sim.url
     finally:
-        sim.stop()
+        sim.server.stop()
 
 
 def status(
-    url: str, kubeconfig: Path, password: str | None = SIM_PASSWORD
+    url: str, kubeconfig: Path, password: str | None = PASSWORD
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIQID_")}
     if password is not None:
@@ -68,7 +43,7 @@ def status(
             "--director-url",
             url,
             "--director-username",
-            SIM_USER,
+            USER,
             "--kubeconfig",
             str(kubeconfig),
         ],
