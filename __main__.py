@@ -25,7 +25,8 @@ from components import Estate, EstateArgs
 from stack_config import EstateConfigError
 from stack_config.hints import CONFIG_KEY, CREDENTIALS_KEY, INVENTORY_KEY
 from stack_config.inventory import estate_from_config
-from stack_config.loader import plaintext_secrets_in_stack_file, unknown_config_keys
+from stack_config.loader import unknown_config_keys
+from stack_config.stack_file import plaintext_secrets_in_stack_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 #: The folder of the ``Pulumi.yaml`` the CLI runs (its project root, which is not this folder when a

@@ -81,7 +81,6 @@ from composer.nodestate import NodeView, host_state, max_gpus_of
 from composer.planner import pinned_hosts
 from composer.planner import plan as make_plan
 from composer.podspec import InvalidRequest, PodView, gpu_request
-from composer.pools import with_pools
 from composer.reclaim import ReclaimGuards, orphan_jobs, reclaim_step
 from composer.round_types import (
     FREE_POOL,
@@ -112,7 +111,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     Returns:
         The :class:`Decision`.
     """
-    snapshot = with_pools(snapshot, policy.pool_map)  # configured pools win over labels
+    snapshot = snapshot.with_pools(policy.pool_map)  # configured pools win over labels
     now = snapshot.now
     fabric = snapshot.fabric
     tagged = fabric.tagged_other_than(policy.owner_tag)

@@ -6,21 +6,17 @@ so membership needs no label written by anyone else on that cluster (``docs/comp
 The configured map wins over the labels ``composer.liqid.io/pool`` on Nodes and namespaces;
 labels still place what the map does not name.
 
-Pure functions; :func:`with_pools` is applied to each round's snapshot before deciding, and the
-controller writes the label onto the Nodes :func:`label_changes` names.
+Pure functions; :meth:`composer.round_types.Snapshot.with_pools` applies the map to each round's
+snapshot before deciding, and the controller writes the label onto the Nodes :func:`label_changes` names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from composer import annotations as ann
 from composer.nodestate import NodeView
-
-if TYPE_CHECKING:  # decide imports this module
-    from composer.round_types import Snapshot
 
 
 @dataclass(frozen=True)
@@ -51,16 +47,3 @@ def label_changes(nodes: Iterable[NodeView], hosts: Mapping[str, str]) -> dict[s
     name keep their label)."""
     wanted = ((n, hosts.get(n.name)) for n in nodes)
     return {n.name: pool for n, pool in wanted if pool is not None and n.labels.get(ann.POOL_LABEL) != pool}
-
-
-def with_pools(snapshot: Snapshot, pools: PoolMap) -> Snapshot:
-    """The round's snapshot with the configured membership applied to its nodes (the hidden ones too)
-    and its namespace pools."""
-    if not pools.hosts and not pools.namespaces:
-        return snapshot
-    return replace(
-        snapshot,
-        nodes=tuple(node_with_pool(n, pools.hosts) for n in snapshot.nodes),
-        hidden=tuple(node_with_pool(n, pools.hosts) for n in snapshot.hidden),
-        namespace_pools={**snapshot.namespace_pools, **pools.namespaces},
-    )

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from composer import annotations as ann
@@ -24,7 +24,7 @@ from composer.gating import PodAction
 from composer.models import EventSpec, GpuRequest, Placement, Plan
 from composer.nodestate import NodeUsage, NodeView, usage_by_node
 from composer.podspec import PodView
-from composer.pools import PoolMap
+from composer.pools import PoolMap, node_with_pool
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,18 @@ class Snapshot:
     fabric: FabricView
     hidden: tuple[NodeView, ...] = ()
     hidden_reclaiming: frozenset[str] = frozenset()
+
+    def with_pools(self, pools: PoolMap) -> Snapshot:
+        """This snapshot with the configured membership applied to its nodes (the hidden ones too)
+        and its namespace pools; the configured map wins over the labels."""
+        if not pools.hosts and not pools.namespaces:
+            return self
+        return replace(
+            self,
+            nodes=tuple(node_with_pool(n, pools.hosts) for n in self.nodes),
+            hidden=tuple(node_with_pool(n, pools.hosts) for n in self.hidden),
+            namespace_pools={**self.namespace_pools, **pools.namespaces},
+        )
 
 
 #: The requests on a node no pod is bound to or nominated onto.

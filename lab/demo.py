@@ -92,7 +92,7 @@ def check_templates(cfg: settings.LabConfig, stack: str, *, say: Callable[[str],
     Raises:
         DemoError: a template is invalid or got no verdict within two minutes.
     """
-    from stack_config.loader import load_stack_file
+    from stack_config.stack_file import load_stack_file
 
     estate = load_stack_file(settings.ROOT / f"Pulumi.{stack}.yaml", require_secrets=False)
     namespaces = [estate.mothership.namespace, *(t.namespace_name for t in estate.tenants)]

@@ -13,8 +13,9 @@ Public names:
 
 from stack_config.errors import ConfigProblem, EstateConfigError
 from stack_config.hints import CONFIG_KEY, CONFIG_NAMESPACE, FULL_CONFIG_KEY
-from stack_config.loader import load_estate, load_stack_file
+from stack_config.loader import load_estate
 from stack_config.models import EstateConfig
+from stack_config.stack_file import load_stack_file
 
 __all__ = [
     "CONFIG_KEY",

@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 from stack_config.errors import EstateConfigError, StackFileError
-from stack_config.loader import load_stack_file
 from stack_config.schema import SCHEMA_PATH, render_schema, write_schema
+from stack_config.stack_file import load_stack_file
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,9 @@ from stack_config.loader import (
     _yaml_error_summary,
     load_estate,
 )
+from stack_config.loader import (
+    fill_missing_secrets as fill_missing_secrets_in,
+)
 from stack_config.models import EstateConfig
 from stack_config.types import DnsLabel, EncryptedSecret, NonEmptyStr, Secret
 
@@ -478,9 +481,7 @@ def estate_from_config(
             raise EstateConfigError([ConfigProblem(
                 "", f"the stack config has neither {FULL_INVENTORY_KEY} (the estate's folder) nor "
                 f"{FULL_CONFIG_KEY}")])
-        from stack_config.loader import fill_missing_secrets as fill
-
-        return load_estate(fill(EstateConfig, estate) if fill_missing_secrets else estate)
+        return load_estate(fill_missing_secrets_in(EstateConfig, estate) if fill_missing_secrets else estate)
     if not isinstance(folder, str) or not folder.strip():
         raise EstateConfigError([ConfigProblem(
             FULL_INVENTORY_KEY, f"expected the inventory folder's path, got {folder!r}")])

@@ -255,7 +255,7 @@ def test_offline_crd_validation_catches_mistakes() -> None:
 
 @pytest.mark.parametrize("stack_file", ["valid_estate", "Pulumi.dev.yaml", "Pulumi.production.yaml"])
 def test_every_custom_resource_matches_its_crd(mocks, tmp_path: Path, stack_file: str) -> None:
-    from stack_config.loader import load_stack_file
+    from stack_config.stack_file import load_stack_file
     from tests.config.factories import valid_estate
 
     root = Path(__file__).resolve().parents[2]
@@ -368,7 +368,7 @@ def test_cluster_policy_check_catches_mistakes() -> None:
 
 @pytest.mark.parametrize("stack_file", ["Pulumi.dev.yaml", "Pulumi.staging.yaml", "Pulumi.production.yaml"])
 def test_gpu_operator_values_match_the_cluster_policy_schema(mocks, tmp_path: Path, stack_file: str) -> None:
-    from stack_config.loader import load_stack_file
+    from stack_config.stack_file import load_stack_file
 
     root = Path(__file__).resolve().parents[2]
     cfg = load_stack_file(root / stack_file, require_secrets=False)

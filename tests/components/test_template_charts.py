@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from components import Estate, EstateArgs
-from stack_config.loader import load_stack_file
+from stack_config.stack_file import load_stack_file
 from tests.components.conftest import Recorder
 from tests.components.crd_schemas import validation_errors
 

@@ -11,12 +11,10 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.imports import ROOT, imported_names
+
 PURE = (
     "models",
     "scheduling",
@@ -59,26 +57,13 @@ FORBIDDEN_IN_PURE = (
 )
 
 
-def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
-    tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
-    out: set[str] = set()
-    for n in nodes:
-        if isinstance(n, ast.Import):
-            out.update(a.name for a in n.names)
-        elif isinstance(n, ast.ImportFrom) and n.module:
-            out.add(n.module)
-            out.update(f"{n.module}.{a.name}" for a in n.names)
-    return out
-
-
 def _hits(mods: set[str], banned: tuple[str, ...]) -> list[str]:
     return sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in banned))
 
 
 @pytest.mark.parametrize("module", PURE)
 def test_decision_modules_are_pure(module):
-    mods = imports(ROOT / "composer" / f"{module}.py", top_level_only=True)
+    mods = imported_names(ROOT / "composer" / f"{module}.py", top_level_only=True)
     assert _hits(mods, FORBIDDEN_IN_PURE) == []
     assert _hits(mods, ("dynamic_providers",)) == []
 
@@ -87,11 +72,10 @@ def test_only_kube_module_uses_the_kubernetes_api():
     for path in (ROOT / "composer").glob("*.py"):
         if path.stem in ("kube", "cache"):
             continue
-        assert _hits(imports(path), ("kubernetes.client", "kubernetes.config", "kubernetes.watch")) == [], (
-            path
-        )
+        kube_api = ("kubernetes.client", "kubernetes.config", "kubernetes.watch")
+        assert _hits(imported_names(path), kube_api) == [], path
 
 
 def test_lab_agent_does_not_import_the_product():
     for path in (ROOT / "lab" / "gpu_agent").glob("*.py"):
-        assert _hits(imports(path), ("composer", "dynamic_providers")) == [], path
+        assert _hits(imported_names(path), ("composer", "dynamic_providers")) == [], path

@@ -12,7 +12,7 @@ from composer.fabric import FabricGpu, FabricView
 from composer.models import Reason
 from composer.nodestate import NodeUsage, NodeView, host_state, node_view
 from composer.podspec import pod_view
-from composer.pools import PoolMap, node_with_pool, with_pools
+from composer.pools import PoolMap, node_with_pool
 from tests.composer import fakes
 
 
@@ -43,7 +43,7 @@ def test_configured_pool_wins_over_the_label() -> None:
     assert node_with_pool(labelled, {}).labels[ann.POOL_LABEL] == "other"  # not named: the label
     nodes = (labelled, NodeView("n2"))
     snap = Snapshot(0.0, (), nodes, {"ns": "other"}, FabricView(), hidden=(NodeView("n3"),))
-    out = with_pools(snap, PoolMap({"n2": "beta", "n3": "beta"}, {"tenant-beta": "beta"}))
+    out = snap.with_pools(PoolMap({"n2": "beta", "n3": "beta"}, {"tenant-beta": "beta"}))
     assert [n.labels.get(ann.POOL_LABEL) for n in (*out.nodes, *out.hidden)] == ["other", "beta", "beta"]
     assert out.namespace_pools == {"ns": "other", "tenant-beta": "beta"}
 

@@ -14,10 +14,10 @@ from stack_config.loader import (
     _problem_from_pydantic,
     fill_missing_secrets,
     format_path,
-    load_stack_file,
     resolve_path,
 )
 from stack_config.models import EstateConfig
+from stack_config.stack_file import load_stack_file
 from tests.config.factories import encrypted, valid_estate
 
 

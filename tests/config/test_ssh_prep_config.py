@@ -220,7 +220,7 @@ def test_stack_file_with_an_encrypted_key_loads_and_the_schema_refuses_plain_tex
 
 
 def test_stack_file_with_a_plaintext_private_key_is_refused_naming_the_key(tmp_path) -> None:
-    from stack_config.loader import plaintext_secrets_in_stack_file
+    from stack_config.stack_file import plaintext_secrets_in_stack_file
 
     # an inline stack file, as before the inventory folders (the dev stack before its migration)
     legacy = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "legacy" / "Pulumi.dev.yaml"

@@ -12,7 +12,8 @@ import yaml
 
 from stack_config import EstateConfigError, load_stack_file
 from stack_config.__main__ import main
-from stack_config.loader import plaintext_secrets_in_stack_file, unknown_config_keys
+from stack_config.loader import unknown_config_keys
+from stack_config.stack_file import plaintext_secrets_in_stack_file
 from tests.config.factories import ALL_PASSWORDS, ENCRYPTED, encrypted, host_prep, valid_estate
 
 ROOT = Path(__file__).resolve().parents[2]
