@@ -350,7 +350,7 @@ def validate_only(n_hosts: int, work: Path) -> dict[str, Any]:
     validate`` does; ``{"stack", "hosts", "files", "validation_seconds", "ok", "config_bytes",
     "inline_config_bytes"}`` (``problems``: the first ones when it is not valid)."""
     from stack_config.errors import EstateConfigError
-    from stack_config.loader import load_stack_file
+    from stack_config.stack_file import load_stack_file
 
     stack = fleet_stack(n_hosts)
     stack_file = stack.write(work)

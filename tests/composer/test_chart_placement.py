@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from components.composer import composer_values
-from stack_config.loader import load_stack_file
 from stack_config.models import ComposerConfig
+from stack_config.stack_file import load_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "composer"
