@@ -185,7 +185,8 @@ def test_orphan_grace_and_idle_timeout_outlive_a_leader_change(make_deployed):
             for n in (a, b):  # not before the grace, and no later than grace + two rounds + takeover
                 assert grace - 1 <= back[n] - ended[n] and back[n] - started[n] <= deadline, (
                     n, back[n] - started[n], takeover)
-            assert set(_udesc(d).values()) == {""}
+            # each GPU is untagged after its detach (the untag follows the decompose)
+            wait_for(lambda: set(_udesc(d).values()) == {""}, timeout=WORK, what="owner tags cleared")
         except AssertionError:
             print(d.describe(), sc.diagnostics())
             raise
