@@ -13,7 +13,8 @@ server returns them (core/v1 JSON objects). :func:`build` joins them:
   that holds it;
 - **hosts**: per Director machine, its Node's composer pool label, GPUs, GPU pods and timers;
 - **gated**: pods held by the composer's scheduling gate, with why (their reservation on a node,
-  else the composer's latest Event about them);
+  else the composer's latest Event about them, its Warning when a Normal one carries the same
+  second);
 - **failures**: the composer's Warning Events newer than ``since``, newest first.
 
 With ``namespaces`` the gated pods and the failures are those of pods (and the composer's Lease)
@@ -175,6 +176,21 @@ def _event_time(ev: Mapping[str, Any]) -> float:
     )
 
 
+def _event_order(ev: Mapping[str, Any]) -> tuple[float, bool, str, str]:
+    """Sort key of an Event, oldest first: its time (:func:`_event_time`, whole seconds as the
+    API server's ``lastTimestamp`` carries them), then on a tie a Warning after a Normal (a pod's
+    ``Gated`` and the Warning saying why it waits are often written in the same second; the
+    Warning is the answer), then its namespace and name, so the order never depends on the order
+    the API server listed them in."""
+    meta = ev.get("metadata") or {}
+    return (
+        _event_time(ev),
+        ev.get("type") == "Warning",
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
 def _is_composers(ev: Mapping[str, Any]) -> bool:
     return COMPONENT in (ev.get("reportingComponent"), (ev.get("source") or {}).get("component"))
 
@@ -205,7 +221,7 @@ def _held_by(
             return f"do-not-reclaim (pod {p.key})"
     if record.idle_since is None:
         return None
-    for ev in sorted(held_events, key=_event_time, reverse=True):
+    for ev in sorted(held_events, key=_event_order, reverse=True):
         if _event_time(ev) + 1.0 < record.idle_since:
             break  # held before this idle period began
         m = _HELD.search(ev.get("message") or "")
@@ -340,7 +356,7 @@ def build(
 
     intents = {uid: (node, it) for node, rec in records.items() for uid, it in rec.intents.items()}
     latest_about: dict[str, Mapping[str, Any]] = {}
-    for e in sorted(composer_events, key=_event_time):
+    for e in sorted(composer_events, key=_event_order):
         obj = e.get("involvedObject") or {}
         if obj.get("kind") == "Pod":
             latest_about[f"{obj.get('namespace')}/{obj.get('name')}"] = e
@@ -362,7 +378,7 @@ def build(
         gated.append(GatedPod(v.key, v.created, why))
 
     failures = []
-    for e in sorted(composer_events, key=_event_time, reverse=True):
+    for e in sorted(composer_events, key=_event_order, reverse=True):
         if e.get("type") != "Warning" or _event_time(e) < since:
             continue
         obj = e.get("involvedObject") or {}

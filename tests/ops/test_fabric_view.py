@@ -6,6 +6,8 @@ import json
 import re
 from datetime import UTC, datetime
 
+import pytest
+
 from composer.annotations import COMPONENT, Intent, IntentPhase, encode_idle_since, encode_intents
 from domain.labels import DEVICES, DO_NOT_RECLAIM, GATE, GPU_RESOURCE, POOL_LABEL, RESERVATION
 from dynamic_providers.director.models import Gpu
@@ -286,6 +288,26 @@ def test_gated_pods_say_why_and_failures_are_the_composers_recent_warnings() -> 
     assert {g.reserved_for for g in s.gpus} == {"team/a"}
     assert json.loads(json.dumps(s.to_json()))["gated"][0]["pod"] == "team/a"
     assert "NoFreeGpus (x3): again" in render_text(s)
+
+
+@pytest.mark.parametrize("normal_listed_last", [True, False])
+def test_a_gated_pods_why_is_its_warning_when_a_normal_event_has_the_same_second(
+    normal_listed_last: bool,
+) -> None:
+    warning = event("Pod", "b", "NoFreeGpus", "needs 2 free GPU(s)", at=NOW - 2)
+    normal = event("Pod", "b", "Gated", "held by the scheduling gate", type_="Normal", at=NOW - 2)
+    s = build(
+        director="d",
+        cluster="k",
+        read_at=NOW,
+        gpus=[],
+        machines=[],
+        nodes=[],
+        pods=[pod("b", gated=True, phase="Pending")],
+        events=[warning, normal] if normal_listed_last else [normal, warning],
+        since=NOW - 3600,
+    )
+    assert [g.why for g in s.gated] == ["NoFreeGpus: needs 2 free GPU(s)"]
 
 
 def test_namespaces_limit_gated_pods_and_failures_but_not_the_hosts_events() -> None:
