@@ -8,7 +8,7 @@
   (``lab.prometheus``); start the k0rdent templates' chart path (``lab.template_sources``: the
   lab's chart repository, Flux source-controller, the kcm stand-in). Idempotent.
 - ``down [--wipe]``: stop every lab process (and with ``--wipe`` delete cluster and
-  simulator state).
+  simulator state, the lab's chart repository and source-controller's artifacts).
 - ``status``: one line per process.
 """
 
@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--no-simulators", action="store_true", help="control plane only")
     up.add_argument("--no-node", action="store_true", help="without the real kubelet node mgmt-1")
     down = sub.add_parser("down", help="stop the lab")
-    down.add_argument("--wipe", action="store_true", help="also delete cluster and simulator state")
+    down.add_argument("--wipe", action="store_true",
+                      help="also delete cluster, simulator and chart-path state")
     sub.add_parser("status", help="show lab processes")
     args = ap.parse_args(argv)
 
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped = controlplane.stop(cfg, wipe=args.wipe) + (["sshd"] if sshd_stopped else [])
         if args.wipe:
             services.wipe_state(cfg)
+            template_sources.wipe_state(cfg)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     cfg = settings.LabConfig()

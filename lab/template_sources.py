@@ -17,6 +17,7 @@ processes:
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,19 @@ class TemplateState:
     chart: str
     valid: bool | None
     error: str
+
+
+#: What the chart path keeps under the lab directory: the packaged and indexed repository, and
+#: source-controller's artifact storage.
+STATE_DIRS = ("charts", "source-controller")
+
+
+def wipe_state(cfg: LabConfig) -> None:
+    """Delete :data:`STATE_DIRS` under ``cfg.lab_dir`` (``python -m lab down --wipe``, after the
+    processes stopped), so the next start packages the charts again and source-controller fetches
+    every artifact anew. Missing folders are fine."""
+    for name in STATE_DIRS:
+        shutil.rmtree(cfg.lab_dir / name, ignore_errors=True)
 
 
 def start(cfg: LabConfig) -> None:
