@@ -50,6 +50,36 @@ class DemoError(RuntimeError):
     """A demo step failed; the message says which and what to look at."""
 
 
+#: Where step 6 draws the dashboard, in the lab directory.
+DASHBOARD_PNG = "composer-dashboard.png"
+
+
+def draw_dashboard(cfg: settings.LabConfig, namespace: str, start: float, end: float,
+                   *, prometheus_url: str | None = None) -> str:
+    """Step 6: the dashboard's main panels for the composer in ``namespace`` from ``start`` to
+    ``end`` (seconds since the epoch) drawn from the lab's Prometheus (``prometheus_url``, default
+    its 127.0.0.1 port, 5 s scrapes) into ``<lab_dir>/composer-dashboard.png`` by
+    ``ops.dashboard_png``.
+
+    Returns the line the demo prints: the PNG's path, or why none was drawn (the lab's Prometheus
+    is not running, or a query failed). The scenario has passed by then, so no PNG does not fail
+    the demo.
+    """
+    import requests
+
+    from ops import dashboard_png
+
+    if not processes.running(cfg.lab_dir, prometheus.PROCESS):
+        return "not drawn: the lab's Prometheus is not running (make lab-up says why)"
+    url = prometheus_url or f"http://127.0.0.1:{prometheus.PROMETHEUS_PORT}"
+    try:
+        png = dashboard_png.render(url, cfg.lab_dir / DASHBOARD_PNG, namespace=namespace,
+                                   start=start, end=end, scrape_seconds=5)
+    except (requests.RequestException, ValueError) as exc:
+        return f"not drawn: {url}: {exc}"
+    return str(png)
+
+
 def _pulumi(stack: str, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["pulumi", *args, "--stack", stack, "--non-interactive"],
@@ -172,15 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             scenario.run_article_scenario(cfg, outputs["estate"], step=step,
                                           local_process=args.local_composer,
                                           idle_timeout_seconds=args.idle_timeout_seconds)
-            if not args.local_composer and processes.running(cfg.lab_dir, prometheus.PROCESS):
-                from ops import dashboard_png
-
+            if not args.local_composer:
                 say = step("dashboard: the main panels over the scenario, from the lab's Prometheus")
-                png = dashboard_png.render(f"http://127.0.0.1:{prometheus.PROMETHEUS_PORT}",
-                                           cfg.lab_dir / "composer-dashboard.png",
-                                           namespace=outputs["estate"]["composer"]["namespace"],
-                                           start=t0, end=time.time(), scrape_seconds=5)
-                say(str(png))
+                say(draw_dashboard(cfg, outputs["estate"]["composer"]["namespace"], t0, time.time()))
     except (DemoError, processes.LabProcessError, scenario.ScenarioError, image.ImageError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         print("Lab logs: .lab/logs/; stop everything with: make lab-down", file=sys.stderr)
