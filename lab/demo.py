@@ -16,7 +16,7 @@
    ``--local-composer`` runs the controller as a local process instead (the kwok-only mode).
 6. With the chart's Pods, draw the dashboard's main panels over the scenario from the lab's
    Prometheus (``lab.prometheus``, which scrapes them) into ``.lab/composer-dashboard.png``
-   (``ops.dashboard_png``).
+   (``ops.dashboard_png``), or say in one line why none was drawn (:func:`draw_dashboard`).
 
 Exit code 0 on success; on failure the message says which step failed and where its log is.
 """
