@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import runpy
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from components import Estate, EstateArgs
 from domain import contract
@@ -239,8 +241,6 @@ def test_host_labels_follow_cluster_mode_and_sharing(mocks: Recorder, tmp_path: 
     workers = mocks.named("workers", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment").inputs[
         "spec"
     ]
-    import yaml
-
     gpu_values = yaml.safe_load(workers["serviceSpec"]["services"][0]["values"])
     assert set(gpu_values["devicePlugin"]["config"]["data"]) == {"blue-gpu-sharing", "green-gpu-sharing"}
     assert gpu_values["mig"] == {"strategy": "single"}
@@ -332,8 +332,6 @@ def test_program_reads_the_inventory_folder(mocks: Recorder) -> None:
 def test_program_names_the_inventory_file_of_a_problem_and_registers_nothing(
     mocks: Recorder, tmp_path: Path
 ) -> None:
-    import shutil
-
     folder = Path(shutil.copytree(ROOT / "environments" / "dev", tmp_path / "dev"))
     hosts = folder / "hosts" / "lab-workers.yaml"
     hosts.write_text(hosts.read_text().replace('"52:54:00:00:01:02"', '"52:54:00:00:01"'))
