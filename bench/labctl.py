@@ -63,7 +63,8 @@ def isolated_control_plane(lab_dir: Path, nodes: tuple[str, ...]) -> Iterator[Is
     """
     etcd, peer, api = free_port(), free_port(), free_port()
     ports = settings.ControlPlanePorts(etcd=etcd, etcd_peer=peer, apiserver=api)
-    cfg = settings.LabConfig(lab_dir=Path(lab_dir), nodes=nodes, ports=ports)
+    # No second control plane: its ports are fixed, and the benchmark's Nodes are this one's.
+    cfg = settings.LabConfig(lab_dir=Path(lab_dir), nodes=nodes, ports=ports, hypervisor_ports=None)
     t0 = time.monotonic()
     try:
         controlplane.start(cfg)

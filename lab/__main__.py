@@ -1,15 +1,21 @@
 """``python -m lab up|down|status``: the local lab (control plane and hardware simulators).
 
-- ``up [--nodes N] [--no-node]``: start etcd, kube-apiserver, kube-controller-manager,
-  kube-scheduler, kwok and the hardware simulators on 127.0.0.1; install the upstream CRDs;
-  create Nodes ``blade-slot-1..N``; write ``.lab/kubeconfig``; start the real node ``mgmt-1``
+- ``up [--nodes N] [--no-node] [--hosts-on-mothership]``: start two control planes (etcd,
+  kube-apiserver, kube-controller-manager, kube-scheduler, kwok): the mothership (kubeconfig
+  ``.lab/kubeconfig``) and the hypervisor cluster ``lab-workers`` (``.lab/lab-workers/kubeconfig``,
+  its kubeconfig also published on the mothership for its ClusterDeployment by
+  ``lab.capi_standin``); install the upstream CRDs in each; create Nodes ``blade-slot-1..N`` in
+  ``lab-workers`` (with ``--hosts-on-mothership`` or ``LAB_HOSTS_ON_MOTHERSHIP=1`` on the
+  mothership, as before the second cluster); start the hardware simulators on 127.0.0.1 and the
+  real node ``mgmt-1``
   (containerd, runc, kubelet: ``lab.node``) and load the composer image last built by
   ``make image`` into it; start a Prometheus scraping the composer Pods on 127.0.0.1:19090
   (``lab.prometheus``); start the k0rdent templates' chart path (``lab.template_sources``: the
   lab's chart repository, Flux source-controller, the kcm stand-in). Idempotent.
 - ``down [--wipe]``: stop every lab process (and with ``--wipe`` delete cluster and
   simulator state, the lab's chart repository and source-controller's artifacts).
-- ``status``: one line per process.
+- ``status``: one line per process (the second control plane's named ``lab-workers/<process>``)
+  with its resident memory, and the total.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--nodes", type=int, default=2, help="number of blade-slot-N Nodes (default 2)")
     up.add_argument("--no-simulators", action="store_true", help="control plane only")
     up.add_argument("--no-node", action="store_true", help="without the real kubelet node mgmt-1")
+    up.add_argument("--hosts-on-mothership", action="store_true",
+                    help="register the blade-slot-N Nodes on the mothership, not in lab-workers")
     down = sub.add_parser("down", help="stop the lab")
     down.add_argument("--wipe", action="store_true",
                       help="also delete cluster, simulator and chart-path state")
@@ -38,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.cmd == "up":
         t0 = time.monotonic()
-        cfg = settings.LabConfig(nodes=tuple(f"blade-slot-{i}" for i in range(1, args.nodes + 1)))
+        on_mothership = args.hosts_on_mothership or settings.LabConfig().hosts_on_mothership
+        cfg = settings.LabConfig(nodes=tuple(f"blade-slot-{i}" for i in range(1, args.nodes + 1)),
+                                 hosts_on_mothership=on_mothership)
         try:
             controlplane.start(cfg)
             if not args.no_simulators:
@@ -66,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lab up failed: {exc}", file=sys.stderr)
             print("Stop what started with: make lab-down", file=sys.stderr)
             return 1
-        print(f"lab up in {time.monotonic() - t0:.1f} s; KUBECONFIG={cfg.kubeconfig}")
+        second = cfg.hypervisor.kubeconfig if cfg.hypervisor else "-"
+        print(f"lab up in {time.monotonic() - t0:.1f} s; KUBECONFIG={cfg.kubeconfig}; hypervisor "
+              f"cluster {settings.HYPERVISOR_CLUSTER}: {second}; hosts' Nodes in {cfg.hosts_cluster.name}")
         return 0
     if args.cmd == "down":
         cfg = settings.LabConfig()
@@ -78,13 +90,21 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     cfg = settings.LabConfig()
-    names = [*controlplane.CONTROL_PLANE, *services.SIMULATORS, *template_sources.PROCESSES,
-             *node.PROCESSES, prometheus.PROCESS]
-    for name in names:
-        pid = processes.running(cfg.lab_dir, name)
-        print(f"{name:26} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    rows = [(name, cfg.lab_dir, name) for name in (*controlplane.CONTROL_PLANE, controlplane.CAPI_STANDIN)]
+    hypervisor = cfg.hypervisor
+    if hypervisor is not None:
+        rows += [(f"{hypervisor.name}/{n}", hypervisor.lab_dir, n) for n in controlplane.CONTROL_PLANE]
+    rows += [(name, cfg.lab_dir, name) for name in (*services.SIMULATORS, *template_sources.PROCESSES,
+                                                    *node.PROCESSES, prometheus.PROCESS)]
+    total = 0
+    for label, lab_dir, name in rows:
+        pid = processes.running(lab_dir, name)
+        rss = processes.rss_bytes(lab_dir, name) or 0
+        total += rss
+        print(f"{label:34} {f'running, pid {pid}, {rss / 2**20:.0f} MiB' if pid else 'stopped'}")
     pid = sshd.status(services.sshd_dir(cfg))
-    print(f"{'sshd':26} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    print(f"{'sshd':34} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    print(f"{'total resident memory':34} {total / 2**20:.0f} MiB (without sshd and the node's Pods)")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The lab's local Kubernetes control plane (the embedded default "mothership").
+"""The lab's local Kubernetes control planes: the embedded default "mothership" and the
+hypervisor cluster ``lab-workers``.
 
 Real upstream binaries built from Go modules by ``make setup``: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, and kwok, which plays the kubelets of the
@@ -8,23 +9,32 @@ by ``lab.crdsync``) are installed and each is waited for until Established, so t
 validates every custom resource the program creates; a CRD that cannot be installed fails the
 start with one line naming it and its file.
 
-Where it lives, its ports and its Nodes are one ``lab.settings.LabConfig``; the management
-cluster's ports are fixed (``lab.settings.MOTHERSHIP_PORTS``: etcd 12379, peer 12380,
-kube-apiserver 16443), so that ``Pulumi.dev.yaml`` can name them.
+Where a control plane lives, its ports and its Nodes are one ``lab.settings.LabConfig``; the
+management cluster's ports are fixed (``lab.settings.MOTHERSHIP_PORTS``: etcd 12379, peer 12380,
+kube-apiserver 16443), so that ``Pulumi.dev.yaml`` can name them. :func:`start` of the mothership
+also starts its second control plane (``LabConfig.hypervisor``: the same processes in
+``<lab dir>/lab-workers`` on etcd 12479, peer 12480, kube-apiserver 16543, with the hypervisor
+cluster's CRDs), registers the hosts' Nodes in the cluster ``LabConfig.hosts_cluster`` names
+(and removes them from the other), and starts ``capi-standin`` (``lab.capi_standin``), which
+publishes the second cluster's kubeconfig as Secret ``lab-workers-kubeconfig`` for the
+ClusterDeployment of that name.
 """
 
 from __future__ import annotations
 
 import shutil
 import ssl
+import sys
 import time
 import urllib.request
 
 from lab import kube, node, pki, processes
-from lab.settings import LabConfig
+from lab.settings import ROOT, LabConfig
 
 #: Control-plane process names in start order; stopped in reverse.
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+#: The mothership's process that publishes the second cluster's kubeconfig (``lab.capi_standin``).
+CAPI_STANDIN = "capi-standin"
 
 
 def _bin(cfg: LabConfig, name: str) -> str:
@@ -42,7 +52,9 @@ def _apiserver_ready(cfg: LabConfig) -> bool:
 
 
 def start(cfg: LabConfig | None = None) -> LabConfig:
-    """Start (or adopt) the control plane, install CRDs and create the Nodes. Idempotent.
+    """Start (or adopt) the control plane, install CRDs and create its Nodes (``cfg.kwok_nodes``;
+    the lab's host Nodes it does not register are deleted); then the same for ``cfg.hypervisor``
+    and the ``capi-standin`` process. Idempotent.
 
     Raises:
         processes.LabProcessError: a binary is missing, a component did not get ready (the
@@ -144,30 +156,51 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
 
     api = kube.admin_client(cfg)
     kube.install_crds(api, cfg.crd_dirs)
-    kube.ensure_nodes(api, cfg.nodes, cpu=cfg.node_cpu, memory_mib=cfg.node_memory_mib)
+    nodes = cfg.kwok_nodes
+    kube.remove_lab_nodes(api, keep=nodes)
+    kube.ensure_nodes(api, nodes, cpu=cfg.node_cpu, memory_mib=cfg.node_memory_mib)
     processes.wait_until(lambda: kube.default_serviceaccount_ready(api), what="default ServiceAccount",
                          timeout_seconds=60, lab_dir=cfg.lab_dir, name="kube-controller-manager")
-    processes.wait_until(lambda: kube.nodes_ready(api, cfg.nodes), what="kwok Nodes Ready",
+    processes.wait_until(lambda: kube.nodes_ready(api, nodes), what="kwok Nodes Ready",
                          timeout_seconds=60, lab_dir=cfg.lab_dir, name="kwok")
+    hypervisor = cfg.hypervisor
+    if hypervisor is not None:
+        start(hypervisor)
+        processes.start(cfg.lab_dir, CAPI_STANDIN, [
+            sys.executable, "-m", "lab.capi_standin", "--kubeconfig", kubeconfig,
+            "--cluster", f"{hypervisor.name}={hypervisor.kubeconfig}",
+        ], cwd=ROOT)
     return cfg
 
 
 def status(cfg: LabConfig | None = None) -> dict[str, int | None]:
-    """Pid (or None) of each control-plane process."""
+    """Pid (or None) of each control-plane process, the second control plane's named
+    ``<its name>/<process>`` (``lab-workers/etcd``), and of ``capi-standin``."""
     cfg = cfg or LabConfig()
-    return {name: processes.running(cfg.lab_dir, name) for name in CONTROL_PLANE}
+    found = {name: processes.running(cfg.lab_dir, name) for name in CONTROL_PLANE}
+    hypervisor = cfg.hypervisor
+    if hypervisor is not None:
+        found.update({f"{hypervisor.name}/{n}": pid for n, pid in status(hypervisor).items()})
+        found[CAPI_STANDIN] = processes.running(cfg.lab_dir, CAPI_STANDIN)
+    return found
 
 
 def stop(cfg: LabConfig | None = None, *, wipe: bool = False) -> list[str]:
-    """Stop every lab process (services first, then the control plane in reverse order).
+    """Stop every lab process: the real node, the services, the second control plane (as this
+    function stops a control plane), then this control plane in reverse start order.
 
-    With ``wipe`` also delete etcd data, so the next start is a fresh cluster.
-    Returns the names of the processes that were stopped.
+    With ``wipe`` also delete etcd data (of both), so the next start is a fresh cluster.
+    Returns the names of the processes that were stopped (the second control plane's as
+    ``<its name>/<process>``).
     """
     cfg = cfg or LabConfig()
     node.stop(cfg)  # the real node first: its pods are killed through its containerd
     services = [n for n in processes.recorded(cfg.lab_dir) if n not in CONTROL_PLANE]
-    stopped = processes.stop_all(cfg.lab_dir, order=[*services, *reversed(CONTROL_PLANE)])
+    stopped = [n for n in services if processes.stop(cfg.lab_dir, n)]
+    hypervisor = cfg.hypervisor
+    if hypervisor is not None:
+        stopped += [f"{hypervisor.name}/{n}" for n in stop(hypervisor, wipe=wipe)]
+    stopped += processes.stop_all(cfg.lab_dir, order=list(reversed(CONTROL_PLANE)))
     if wipe:
         shutil.rmtree(cfg.lab_dir / "etcd", ignore_errors=True)
     # Give the kernel a moment to release the listening sockets.

@@ -1,8 +1,15 @@
 """``python -m lab.demo``: the README's main command, end to end on the embedded lab.
 
 1. Build the composer image from ``Containerfile`` (``lab.image``; warm: seconds).
-2. Start the lab (control plane, Director and Redfish simulators, GPU agent) and its real
-   kubelet node ``mgmt-1`` (``lab.node``), and load the image into the node's containerd.
+2. Start the lab (both control planes, Director and Redfish simulators, GPU agent) and its real
+   kubelet node ``mgmt-1`` (``lab.node``), and load the image into the node's containerd. By
+   default (``--hosts-in mothership``) the demo registers the hosts' Nodes on the mothership
+   (``LabConfig(hosts_on_mothership=True)``, moving them there from ``lab-workers`` if the lab runs
+   with them there): the composer chart runs on the mothership's only real node ``mgmt-1`` and
+   serves the pods and Nodes of the cluster it is installed in, and the program labels the hosts'
+   Nodes through its mothership provider; the second control plane runs beside it with no host
+   Nodes. ``--hosts-in lab-workers`` registers them in the hypervisor cluster instead, for a
+   program that installs the composer and labels the Nodes there.
 3. ``pulumi up`` the dev stack with the policy pack (lab enforcement), through the real CLI: it
    installs ``charts/composer``, whose Pods run the image on ``mgmt-1``.
 4. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs), then
@@ -151,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stack", default="dev")
     ap.add_argument("--no-scenario", action="store_true", help="stop after the summary")
+    ap.add_argument("--hosts-in", choices=(settings.MOTHERSHIP_CLUSTER, settings.HYPERVISOR_CLUSTER),
+                    default=settings.MOTHERSHIP_CLUSTER,
+                    help="the cluster whose Nodes the hosts are (default: mothership)")
     ap.add_argument("--local-composer", action="store_true",
                     help="run the scenario's composer as a local process, not the chart's Pods")
     ap.add_argument("--idle-timeout-seconds", type=float, default=15.0,
@@ -166,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{built.ref} = {image.IMAGE_REPOSITORY}:{image.LAB_TAG} ({built.image_id[:19]}, "
             f"{int(size) / 1e6:.0f} MB) in {built.seconds:.0f} s")
 
-        say = step("lab: control plane and hardware simulators on 127.0.0.1, real node mgmt-1")
-        cfg = controlplane.start(settings.LabConfig())
+        say = step("lab: control planes and hardware simulators on 127.0.0.1, real node mgmt-1")
+        cfg = controlplane.start(settings.LabConfig(
+            hosts_on_mothership=args.hosts_in == settings.MOTHERSHIP_CLUSTER))
+        say(f"mothership {cfg.apiserver_url}, hypervisor cluster {settings.HYPERVISOR_CLUSTER} on "
+            f"127.0.0.1:{settings.HYPERVISOR_PORTS.apiserver}; hosts' Nodes {', '.join(cfg.nodes)} in "
+            f"{cfg.hosts_cluster.name}")
         services.start_simulators(cfg)
         template_sources.start(cfg)
         say(f"chart repository {template_sources.chart_repo_url()}, Flux source-controller, kcm stand-in")
@@ -199,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.no_scenario:
             t0 = time.time()
-            scenario.run_article_scenario(cfg, outputs["estate"], step=step,
+            # In the cluster whose Nodes the hosts are (the mothership unless --hosts-in lab-workers).
+            scenario.run_article_scenario(cfg.hosts_cluster, outputs["estate"], step=step,
                                           local_process=args.local_composer,
                                           idle_timeout_seconds=args.idle_timeout_seconds)
             if not args.local_composer:

@@ -186,6 +186,22 @@ def ensure_nodes(api: client.ApiClient, names: Sequence[str], *, cpu: int, memor
                                             "annotations": manifest["metadata"]["annotations"]}})
 
 
+def remove_lab_nodes(api: client.ApiClient, keep: Sequence[str]) -> list[str]:
+    """Delete the lab's own host Nodes (those labelled :data:`LAB_FABRIC_LABEL`) not named in
+    ``keep``, e.g. the hosts' Nodes left on the mothership by a lab that registered them there.
+    Nodes of tests (without the label) are left alone. Returns the names deleted."""
+    core = client.CoreV1Api(api)
+    listed = core.list_node(label_selector="=".join(LAB_FABRIC_LABEL)).items
+    gone = sorted(n.metadata.name for n in listed if n.metadata.name not in keep)
+    for name in gone:
+        try:
+            core.delete_node(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    return gone
+
+
 def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:
     """True when every named Node reports condition Ready=True."""
     core = client.CoreV1Api(api)

@@ -65,6 +65,36 @@ def running(lab_dir: Path, name: str) -> int | None:
     return pid if pid and _alive(pid) else None
 
 
+def command_line(pid: int) -> list[str] | None:
+    """Process ``pid``'s argv as ``/proc/<pid>/cmdline`` holds it, None when it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
+
+
+def rss_bytes(lab_dir: Path, name: str) -> int | None:
+    """Resident memory (bytes) of process ``name`` and every process of its session (it is started
+    as a session leader, so its sid is its pid), None when it is not running. Read from
+    ``/proc/<pid>/stat`` (field 24, ``rss``, in pages; proc(5))."""
+    pid = running(lab_dir, name)
+    if pid is None:
+        return None
+    total = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # fields[0] is field 3 (state): the session is field 6, rss field 24.
+        if len(fields) > 21 and int(fields[3]) == pid:
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return total
+
+
 def start(
     lab_dir: Path,
     name: str,
@@ -73,15 +103,20 @@ def start(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     ports: Sequence[int] = (),
+    restart_if_changed: bool = False,
 ) -> int:
     """Start ``argv`` in the background as process ``name``; returns its pid.
 
-    A process of that name that is already alive is left alone (its pid is returned).
+    A process of that name that is already alive is left alone (its pid is returned); with
+    ``restart_if_changed`` one running with another command line is stopped and started anew.
     Raises:
         LabProcessError: the executable cannot be started, or one of ``ports`` (the ones
             it will listen on) is already taken by a process this lab did not start.
     """
     pid = running(lab_dir, name)
+    if pid and restart_if_changed and command_line(pid) not in (None, list(argv)):
+        stop(lab_dir, name)
+        pid = None
     if pid:
         return pid
     busy = [p for p in ports if port_open(p)]

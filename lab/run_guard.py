@@ -44,6 +44,7 @@ from pathlib import Path
 from types import FrameType
 
 from lab import processes
+from lab.settings import HYPERVISOR_CLUSTER
 
 ROOT = Path(__file__).resolve().parent.parent
 #: ``:``-separated tokens of the test runs a process belongs to (outermost first).
@@ -202,6 +203,10 @@ def _forget_lab_processes(lab_dir: Path, swept: list[Proc]) -> None:
     names = [n for n in processes.recorded(lab_dir) if processes.recorded_pid(lab_dir, n) in pids]
     for name in names:
         processes.forget(lab_dir, name)
+    second = lab_dir / HYPERVISOR_CLUSTER  # the second control plane's pid files
+    for name in processes.recorded(second) if second.is_dir() else []:
+        if processes.recorded_pid(second, name) in pids:
+            processes.forget(second, name)
     if "containerd" in names:
         from lab import node
         from lab.controlplane import LabConfig

@@ -3,7 +3,9 @@
 - ``director-sim``: the LIQID Director simulator (``lab.director_sim``) on 127.0.0.1:18080,
   loaded with ``lab/inventories/dev.yaml`` (2 hosts, 2 GPUs).
 - ``gpu-agent``: the GPU-Operator stand-in (``lab.gpu_agent``) that reflects the Director's
-  attachments into the kwok Nodes' ``nvidia.com/gpu`` capacity and GFD labels.
+  attachments into the kwok Nodes' ``nvidia.com/gpu`` capacity and GFD labels, in the cluster
+  whose Nodes the hosts are (``LabConfig.hosts_cluster``: the hypervisor cluster ``lab-workers``,
+  or the mothership); started again when that changed.
 - ``redfish-sim``: BlueField-3 DPU BMCs on 127.0.0.1:18441-18442 and host BMCs on
   18451-18452 (``lab.redfish_sim``), HTTPS with a self-signed certificate.
 
@@ -67,11 +69,11 @@ def start_simulators(cfg: LabConfig, *, hotplug_latency_seconds: float = 2.0,
     processes.wait_until(lambda: processes.port_open(DIRECTOR_PORT), what="director-sim",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="director-sim")
     processes.start(cfg.lab_dir, "gpu-agent", [
-        sys.executable, "-m", "lab.gpu_agent", "--kubeconfig", str(cfg.kubeconfig),
+        sys.executable, "-m", "lab.gpu_agent", "--kubeconfig", str(cfg.hosts_cluster.kubeconfig),
         "--director-url", director_url(), "--interval", "0.5",
         "--advertise-delay", str(advertise_delay_seconds),
         "--node-selector", "=".join(LAB_FABRIC_LABEL),
-    ], env={"GPU_AGENT_DIRECTOR_PASSWORD": DIRECTOR_PASSWORD}, cwd=ROOT)
+    ], env={"GPU_AGENT_DIRECTOR_PASSWORD": DIRECTOR_PASSWORD}, cwd=ROOT, restart_if_changed=True)
     bmcs = [f"{n}={p}" for n, p in {**DPU_BMC_PORTS, **HOST_BMC_PORTS}.items()]
     argv = [sys.executable, "-m", "lab.redfish_sim", "--host", "127.0.0.1",
             "--state-dir", str(state / "redfish"), "--tls"]

@@ -2,8 +2,9 @@
 
 - The environment of ``lab/env.sh`` (toolchain and venv on PATH, Pulumi home inside the
   checkout) is applied even when pytest is started directly.
-- ``lab``: the local control plane and hardware simulators, started once per session if
+- ``lab``: the local control planes and hardware simulators, started once per session if
   they are not already running, and stopped at the end if this session started them.
+- ``lab_hosts_on_mothership``: the same lab with the hosts' Nodes on the mothership for one test.
 - The run is guarded (``lab.run_guard``): every process it starts, the lab's included, is
   stopped by a watchdog when the runner ends, also when it is stopped by SIGTERM or SIGINT
   (which let pytest tear down for at most ``lab.run_guard.STOP_GRACE_SECONDS``) or killed.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +48,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[object]:
-    """The running lab (``lab.controlplane.LabConfig``); its kubeconfig is ``lab.kubeconfig``."""
+    """The running lab (``lab.settings.LabConfig`` of the mothership): the mothership's kubeconfig
+    is ``lab.kubeconfig``, the second cluster's (the hypervisor cluster ``lab-workers``)
+    ``lab.hypervisor.kubeconfig``; the hosts' Nodes (``blade-slot-*``) are in ``lab.hosts_cluster``
+    (``lab.hypervisor``, or the mothership with ``LAB_HOSTS_ON_MOTHERSHIP=1``)."""
     from lab import controlplane, processes, services
 
     cfg = controlplane.LabConfig()
@@ -61,3 +66,23 @@ def lab() -> Iterator[object]:
     if not was_running:
         controlplane.stop(cfg)
 
+
+
+@pytest.fixture
+def lab_hosts_on_mothership(lab: Any) -> Iterator[Any]:
+    """The running lab with the hosts' Nodes registered on the mothership for one test
+    (``LabConfig(hosts_on_mothership=True)``, the GPU agent following them), moved back to
+    ``lab.hosts_cluster`` after it: for a program that labels the hosts' Nodes through its
+    mothership provider."""
+    from dataclasses import replace
+
+    from lab import controlplane, services
+
+    def place(cfg: Any) -> None:
+        controlplane.start(cfg)
+        services.start_simulators(cfg, hotplug_latency_seconds=0.2)
+
+    moved = replace(lab, hosts_on_mothership=True)
+    place(moved)
+    yield moved
+    place(lab)

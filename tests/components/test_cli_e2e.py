@@ -111,9 +111,11 @@ def _run_names(run: str, ca: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def dev_stack(lab: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
+def dev_stack(lab_hosts_on_mothership: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
     """The dev stack in a temporary backend, its inventory folder copied beside it with the
-    namespaces renamed ``e2e-<id>-...``; destroyed after."""
+    namespaces renamed ``e2e-<id>-...``; destroyed after. The hosts' Nodes are the mothership's
+    meanwhile: the program labels them through its mothership provider."""
+    lab = lab_hosts_on_mothership
     work, env = _project(tmp_path, "Pulumi.dev.yaml")
     shutil.copytree(ROOT / "environments" / "dev", work / "environments" / "dev")
     env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
@@ -330,10 +332,11 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
         assert label not in (core.read_node("blade-slot-1").metadata.labels or {})
 
 
-def test_migrating_the_inline_dev_stack_changes_nothing(lab: Any, tmp_path: Path) -> None:
+def test_migrating_the_inline_dev_stack_changes_nothing(lab_hosts_on_mothership: Any, tmp_path: Path) -> None:
     """The dev stack as it was (its whole estate inline in Pulumi.dev.yaml) is deployed, migrated
     with ``python -m stack_config migrate``, and previewed again: no change, its secrets encrypted in
-    two credential sets, no password in any file."""
+    two credential sets, no password in any file. It labels the hosts' Nodes on the mothership."""
+    lab = lab_hosts_on_mothership
     work = local_project(tmp_path)
     shutil.copy(LEGACY_DEV, work / "Pulumi.dev.yaml")
     env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE}

@@ -38,7 +38,7 @@ def test_upstream_crds_are_served_and_validate(lab) -> None:
 
 
 def test_blade_nodes_are_ready_and_run_pods(lab) -> None:
-    api = kube.admin_client(lab)
+    api = kube.admin_client(lab.hosts_cluster)  # the hypervisor cluster lab-workers
     core = client.CoreV1Api(api)
     nodes = {n.metadata.name for n in core.list_node().items}
     assert {"blade-slot-1", "blade-slot-2"} <= nodes
