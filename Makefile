@@ -34,7 +34,7 @@ image: setup  ## Build the composer image (Containerfile) with podman; the lab's
 demo: setup  ## The main job: lab up, `pulumi up` of the dev stack, readable summary
 	$(ENV) $(PASS) python -m lab.demo --stack $(STACK)
 
-lab-up:  ## Start the local control plane and simulators on 127.0.0.1
+lab-up:  ## Start the local control planes (mothership, lab-workers) and simulators on 127.0.0.1
 	$(ENV) python -m lab up
 
 lab-down:  ## Stop every lab process
