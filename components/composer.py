@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components._base import child_opts, contract_props, publish_outputs, secret_login, token
 from components.manifests import common_labels
+from domain.placement import OBJECT_LABEL
 from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
@@ -246,7 +247,7 @@ class Composer(pulumi.ComponentResource):
         labels = common_labels(component="composer")
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": c.namespace, "labels": labels},
+            metadata={"name": c.namespace, "labels": {**labels, OBJECT_LABEL: "composer-namespace"}},
             opts=child_opts(self, provider=args.provider),
         )
         # Checked by `pulumi preview` (a read-only login): the Secret below is never replaced
@@ -260,7 +261,11 @@ class Composer(pulumi.ComponentResource):
         secret_name = f"{name}-director-credentials"
         creds = k8s.core.v1.Secret(
             secret_name,
-            metadata={"name": secret_name, "namespace": c.namespace, "labels": labels},
+            metadata={
+                "name": secret_name,
+                "namespace": c.namespace,
+                "labels": {**labels, OBJECT_LABEL: "composer-director-credentials"},
+            },
             type="Opaque",
             string_data=secret_login(args.director),
             opts=child_opts(self, provider=args.provider, depends_on=[namespace, account]),

@@ -127,7 +127,7 @@ class Dpu(pulumi.ComponentResource):
             metadata={
                 "name": flavor_name,
                 "namespace": ms.namespace,
-                "labels": common_labels(host=args.host, dpu=name),
+                "labels": common_labels(host=args.host, dpu=name, object="dpu-flavor"),
             },
             spec=dpu_flavor_spec(c.mlxconfig),
             opts=child_opts(

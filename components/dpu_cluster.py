@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -20,7 +21,13 @@ from components.manifests import (
     dpu_service_spec,
     dpu_set_spec,
 )
+from domain.placement import OBJECT_LABEL
 from stack_config.models import DpuClusterConfig
+
+
+def _meta(name: str, namespace: str, labels: dict[str, str], obj: str) -> dict[str, Any]:
+    """Metadata of a DPU-cluster object: ``labels`` plus :data:`domain.placement.OBJECT_LABEL` ``obj``."""
+    return {"name": name, "namespace": namespace, "labels": {**labels, OBJECT_LABEL: obj}}
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ class DpuCluster(pulumi.ComponentResource):
             name,
             api_version=K0RDENT_API,
             kind="ClusterDeployment",
-            metadata={"name": name, "namespace": ms.namespace, "labels": labels},
+            metadata=_meta(name, ms.namespace, labels, "cluster-deployment"),
             spec=dpu_cluster_deployment_spec(
                 name=name,
                 template=c.template,
@@ -101,7 +108,7 @@ class DpuCluster(pulumi.ComponentResource):
             f"{name}-dpucluster",
             api_version=DPF_PROVISIONING_API,
             kind="DPUCluster",
-            metadata={"name": name, "namespace": ms.namespace, "labels": labels},
+            metadata=_meta(name, ms.namespace, labels, "dpu-cluster"),
             spec=dpu_cluster_spec(
                 version=c.kubernetes_version, kubeconfig_secret=kubeconfig, max_nodes=len(args.members)
             ),
@@ -112,7 +119,7 @@ class DpuCluster(pulumi.ComponentResource):
             bfb_name,
             api_version=DPF_PROVISIONING_API,
             kind="BFB",
-            metadata={"name": bfb_name, "namespace": ms.namespace, "labels": labels},
+            metadata=_meta(bfb_name, ms.namespace, labels, "bfb"),
             spec=bfb_spec(c.bfb_url),
             opts=k8s_opts(replace_on_changes=["spec"], delete_before_replace=True),
         )
@@ -121,11 +128,9 @@ class DpuCluster(pulumi.ComponentResource):
                 f"{m.dpu}-dpuset",
                 api_version=DPF_PROVISIONING_API,
                 kind="DPUSet",
-                metadata={
-                    "name": m.dpu,
-                    "namespace": ms.namespace,
-                    "labels": {**labels, **common_labels(host=m.host, dpu=m.dpu)},
-                },
+                metadata=_meta(
+                    m.dpu, ms.namespace, {**labels, **common_labels(host=m.host, dpu=m.dpu)}, "dpu-set"
+                ),
                 spec=dpu_set_spec(host=m.host, flavor=m.flavor, bfb=bfb_name, cluster=name),
                 opts=k8s_opts(bfb, dpu_cluster, *args.depends_on),
             )
@@ -134,7 +139,7 @@ class DpuCluster(pulumi.ComponentResource):
                 f"{name}-{s.name}",
                 api_version=DPF_SERVICE_API,
                 kind="DPUService",
-                metadata={"name": s.name, "namespace": ms.namespace, "labels": labels},
+                metadata=_meta(s.name, ms.namespace, labels, "dpu-service"),
                 spec=dpu_service_spec(s),
                 opts=k8s_opts(dpu_cluster),
             )

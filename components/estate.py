@@ -19,6 +19,7 @@ from components._base import (
     publish_outputs,
     token,
 )
+from components.cluster_access import Clusters, cluster_targets
 from components.composer import Composer, ComposerArgs, composer_pools
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
@@ -183,9 +184,14 @@ class Estate(pulumi.ComponentResource):
 
     Children:
 
-    - ``<name>-mothership``: the explicit pulumi-kubernetes provider (kubeconfig from config,
-      resolved against the project root); every Kubernetes object uses it (or the composer's own
-      target-cluster provider ``<name>-composer-target``).
+    - ``<name>-mothership``: the explicit pulumi-kubernetes provider of the mothership (kubeconfig
+      from config, resolved against the project root).
+    - ``<name>-cluster-<cluster>``: the provider of each hypervisor cluster
+      (:func:`components.cluster_access.cluster_targets`: from its ``<cluster>-kubeconfig`` Secret,
+      read as ``<name>-cluster-<cluster>-kubeconfig``, or its adopted kubeconfig; none when that is
+      the mothership's), or ``<name>-composer-target`` for the composer's target cluster when
+      ``composer.kubeconfig`` is set. Each Kubernetes object goes through the provider of the
+      cluster :data:`domain.placement.PLACEMENTS` names for it (attribute ``clusters``).
     - ``<name>-namespace``: the infrastructure namespace.
     - ``<name>-gpu-operator`` / ``<name>-kubevirt``: ServiceTemplates used by the hypervisor clusters.
     - ``<name>-template-<template>``: ClusterTemplates of the hypervisor clusters and the DPU cluster
@@ -209,6 +215,7 @@ class Estate(pulumi.ComponentResource):
     tenants: dict[str, Tenant]
     hypervisor_clusters: dict[str, HypervisorCluster]
     compositions: list[GpuComposition]
+    clusters: Clusters
     dpu_cluster: DpuCluster | None
     composer: Composer | None
 
@@ -226,7 +233,10 @@ class Estate(pulumi.ComponentResource):
         )
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": ms_cfg.namespace, "labels": common_labels(component="infrastructure")},
+            metadata={
+                "name": ms_cfg.namespace,
+                "labels": common_labels(component="infrastructure", object="infra-namespace"),
+            },
             opts=child_opts(self, provider=provider),
         )
         mothership = Mothership(provider=provider, namespace=ms_cfg.namespace, namespace_resource=namespace)
@@ -301,10 +311,29 @@ class Estate(pulumi.ComponentResource):
                     catalog=cfg.catalog,
                     gpus=hypervisor_gpus(cfg, c),
                     kernel=cluster_kernel_settings(cfg, c),
-                    depends_on=[*templates, *(self.hosts[h] for h in c.hosts)],
+                    depends_on=[
+                        *templates, *(r for h in c.hosts for r in self.hosts[h].cluster_prerequisites)
+                    ],
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+
+        # A provider per cluster (docs/architecture.md "Where each object lives").
+        self.clusters = Clusters(
+            mothership,
+            cluster_targets(
+                name,
+                cfg,
+                root=root,
+                mothership=mothership,
+                deployments={n: hc.deployment for n, hc in self.hypervisor_clusters.items()},
+                parent=self,
+            ),
+        )
+        for host_name, host in self.hosts.items():
+            hv = cfg.cluster_of_host(host_name)
+            if hv is not None:
+                host.label_node(self.clusters.provider_for("node-labels", hv.name))
 
         # Tenants.
         self.tenants = {
@@ -314,6 +343,9 @@ class Estate(pulumi.ComponentResource):
                     config=t,
                     provider=provider,
                     catalog=cfg.catalog,
+                    workload=[self.clusters.target(c) for c in cfg.tenant_workload_clusters(t)],
+                    network_clusters={n.name: cfg.network_clusters(t, n.name) for n in t.networks},
+                    sharing_clusters=cfg.sharing_clusters(t),
                     hypervisor_clusters=self.hypervisor_clusters,
                     composer_pool=cfg.composer_tenant_pool(t.name),
                     gpu_catalogue=gpu_catalogue,
@@ -341,13 +373,7 @@ class Estate(pulumi.ComponentResource):
         self.composer = None
         if cfg.composer is not None:
             cc = cfg.composer
-            target_provider = provider
-            if cc.kubeconfig is not None:
-                target_provider = k8s.Provider(
-                    f"{name}-composer-target",
-                    kubeconfig=str(resolve_path(cc.kubeconfig, root)),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
+            target_provider = self.clusters.provider_for("composer-release", cc.target_cluster)
             excluded = excluded_devices(cfg, self.compositions)
             pool = cfg.pool(cc.pool)
             assert pool is not None  # guaranteed by stack_config.rules

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from components._base import Mothership, child_opts, contract_props, publish_outputs, secret, token
 from components.dpu import Dpu, DpuArgs, ssh_connection
 from components.manifests import bare_metal_host_spec, bmc_address, common_labels, host_user_data
+from domain.placement import OBJECT_LABEL
 from dynamic_providers.ssh.provider import HostKernelPrep
 from stack_config.models import HostConfig
 
@@ -26,7 +27,8 @@ class HostArgs:
         gpu_mode: ``passthrough`` | ``vgpu`` | ``container`` | ``none`` (from the cluster's mode).
         node_labels: GPU Operator labels for the host's node (workload type, device-plugin and
             MIG config); put on the BareMetalHost for CAPM3 label sync.
-        label_nodes: lab only: also patch these labels onto the Node named like the host.
+        label_nodes: lab only: also patch these labels onto the Node named like the host
+            (:meth:`Host.label_node`, through the provider of the host's cluster).
         dpu_ca_bundle: resolved CA bundle path for the DPU BMC, or None.
     """
 
@@ -54,7 +56,8 @@ class Host(pulumi.ComponentResource):
     - ``<name>``: BareMetalHost (``bmc.address`` ``redfish-virtualmedia://...``, ``bootMACAddress``,
       ``online``, ``userData`` outside a cluster), labelled with its role, cluster and GPU Operator
       node labels.
-    - ``<name>-node-labels`` (lab only): NodePatch putting the GPU Operator labels on the Node.
+    - ``<name>-node-labels`` (lab only, registered by :meth:`label_node`): NodePatch putting the GPU
+      Operator labels on the Node, in the host's hypervisor cluster (the Nodes are that cluster's).
     - the host's :class:`~components.dpu.Dpu`, when it has one.
     - ``<name>-kernel-prep`` (only with ``prep`` in the config, for hosts already installed):
       :class:`dynamic_providers.ssh.provider.HostKernelPrep`, the same kernel args and blacklist applied
@@ -83,6 +86,8 @@ class Host(pulumi.ComponentResource):
     dpu: Dpu | None
     kernel_prep: HostKernelPrep | None
     """The SSH kernel-preparation resource, when the config has ``prep``."""
+    bmh_resource: k8s.apiextensions.CustomResource
+    """The BareMetalHost (its cluster's ClusterDeployment waits for it)."""
 
     def __init__(self, name: str, args: HostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         c = args.config
@@ -106,9 +111,14 @@ class Host(pulumi.ComponentResource):
         labels = common_labels(host=name, role=c.role, cluster=args.cluster)
         creds_name = f"{name}-bmc-credentials"
         user_data_name = None if args.cluster is not None else f"{name}-user-data"
+        self._name = name
         creds = k8s.core.v1.Secret(
             creds_name,
-            metadata={"name": creds_name, "namespace": ms.namespace, "labels": labels},
+            metadata={
+                "name": creds_name,
+                "namespace": ms.namespace,
+                "labels": {**labels, OBJECT_LABEL: "bmc-credentials"},
+            },
             type="Opaque",
             string_data={"username": secret(c.bmc.username), "password": secret(c.bmc.password)},
             opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
@@ -118,7 +128,11 @@ class Host(pulumi.ComponentResource):
             secrets.append(
                 k8s.core.v1.Secret(
                     user_data_name,
-                    metadata={"name": user_data_name, "namespace": ms.namespace, "labels": labels},
+                    metadata={
+                        "name": user_data_name,
+                        "namespace": ms.namespace,
+                        "labels": {**labels, OBJECT_LABEL: "host-user-data"},
+                    },
                     type="Opaque",
                     string_data={
                         "userData": host_user_data(
@@ -128,26 +142,21 @@ class Host(pulumi.ComponentResource):
                     opts=child_opts(self, depends_on=[ms.namespace_resource], **k8s_opts),
                 )
             )
-        k8s.apiextensions.CustomResource(
+        self.bmh_resource = k8s.apiextensions.CustomResource(
             name,
             api_version="metal3.io/v1alpha1",
             kind="BareMetalHost",
-            metadata={"name": name, "namespace": ms.namespace, "labels": {**labels, **args.node_labels}},
+            metadata={
+                "name": name,
+                "namespace": ms.namespace,
+                "labels": {**labels, **args.node_labels, OBJECT_LABEL: "bare-metal-host"},
+            },
             spec=bare_metal_host_spec(
                 c, credentials_secret=creds_name, user_data_secret=user_data_name, namespace=ms.namespace
             ),
             opts=child_opts(self, depends_on=secrets, **k8s_opts),
         )
-        if args.label_nodes and args.node_labels:
-            k8s.core.v1.NodePatch(
-                f"{name}-node-labels",
-                metadata={
-                    "name": name,
-                    "labels": dict(args.node_labels),
-                    "annotations": {"pulumi.com/patchForce": "true"},
-                },
-                opts=child_opts(self, **k8s_opts),
-            )
+        self._node_labels = dict(args.node_labels) if args.label_nodes else {}
         self.dpu = None
         if c.dpu is not None and c.dpu_name is not None:
             self.dpu = Dpu(
@@ -178,4 +187,28 @@ class Host(pulumi.ComponentResource):
                 "dpu_name": c.dpu_name,
                 "reboot_pending": None if self.kernel_prep is None else self.kernel_prep.reboot_pending,
             },
+        )
+
+    @property
+    def cluster_prerequisites(self) -> list[pulumi.Resource]:
+        """What the host's cluster waits for: the BareMetalHost, the DPU and the SSH preparation (not
+        the Node patch, which goes through the cluster's own provider)."""
+        return [r for r in (self.bmh_resource, self.dpu, self.kernel_prep) if r is not None]
+
+    def label_node(self, provider: k8s.Provider) -> k8s.core.v1.NodePatch | None:
+        """Lab only (``label_nodes``): register ``<name>-node-labels``, a server-side patch of the Node
+        named like the host with its GPU Operator labels, through ``provider`` (the host's cluster's:
+        its Nodes are there). Called once the cluster's provider exists, which may come after the
+        cluster's ClusterDeployment and so after this host. Returns the patch, or None (no labels,
+        or not the lab)."""
+        if not self._node_labels:
+            return None
+        return k8s.core.v1.NodePatch(
+            f"{self._name}-node-labels",
+            metadata={
+                "name": self._name,
+                "labels": self._node_labels,
+                "annotations": {"pulumi.com/patchForce": "true"},
+            },
+            opts=child_opts(self, provider=provider),
         )

@@ -45,6 +45,9 @@ class HypervisorCluster(pulumi.ComponentResource):
     blacklist into their bootstrap data, ``spec.serviceSpec.services``: ``gpu-operator`` with
     ``sandboxWorkloads.enabled`` for VM modes, ``kubevirt`` when enabled).
 
+    Attribute ``deployment``: that ClusterDeployment (the cluster's kubeconfig Secret is read after
+    it, :func:`components.cluster_access.child_provider`).
+
     Contract properties: ``name``, ``hosts``, ``gpu_workload_mode``, ``kubevirt``.
     """
 
@@ -54,6 +57,7 @@ class HypervisorCluster(pulumi.ComponentResource):
     gpu_workload_mode: pulumi.Output[str]
     kubevirt: pulumi.Output[bool]
     services: pulumi.Output[list[str]]
+    deployment: k8s.apiextensions.CustomResource
 
     def __init__(
         self, name: str, args: HypervisorClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -67,14 +71,16 @@ class HypervisorCluster(pulumi.ComponentResource):
             c, catalog=args.catalog, gpus=args.gpus, kernel_args=kernel_args,
             blacklisted_modules=blacklisted_modules,
         )
-        k8s.apiextensions.CustomResource(
+        self.deployment = k8s.apiextensions.CustomResource(
             name,
             api_version=K0RDENT_API,
             kind="ClusterDeployment",
             metadata={
                 "name": name,
                 "namespace": ms.namespace,
-                "labels": common_labels(cluster=name, gpu_workload=c.gpu_workload_mode),
+                "labels": common_labels(
+                    cluster=name, gpu_workload=c.gpu_workload_mode, object="cluster-deployment"
+                ),
             },
             spec=spec,
             opts=child_opts(self, provider=ms.provider, depends_on=[ms.namespace_resource, *args.depends_on]),

@@ -52,11 +52,11 @@ def k0rdent_template(
     """
     if isinstance(template, ClusterTemplateConfig):
         kind = "ClusterTemplate"
-        labels = common_labels(control_plane=template.control_plane)
+        labels = common_labels(control_plane=template.control_plane, object="cluster-template")
         spec = cluster_template_spec(template)
     else:
         kind = "ServiceTemplate"
-        labels = common_labels(service=template.chart)
+        labels = common_labels(service=template.chart, object="service-template")
         spec = service_template_spec(template)
     return k8s.apiextensions.CustomResource(
         resource_name,
@@ -95,7 +95,11 @@ def helm_repository(
         deps.append(
             k8s.core.v1.Secret(
                 f"{resource_name}-credentials",
-                metadata={"name": secret_name, "namespace": namespace, "labels": common_labels()},
+                metadata={
+                    "name": secret_name,
+                    "namespace": namespace,
+                    "labels": common_labels(object="helm-repository-credentials"),
+                },
                 type="Opaque",
                 string_data={"username": secret(login.username), "password": secret(login.password)},
                 opts=child_opts(parent, provider=provider, depends_on=depends_on),
@@ -105,7 +109,11 @@ def helm_repository(
         resource_name,
         api_version=FLUX_SOURCE_API,
         kind="HelmRepository",
-        metadata={"name": repository.name, "namespace": namespace, "labels": common_labels()},
+        metadata={
+            "name": repository.name,
+            "namespace": namespace,
+            "labels": common_labels(object="helm-repository"),
+        },
         spec=helm_repository_spec(repository, secret_name=secret_name),
         opts=child_opts(parent, provider=provider, depends_on=deps),
     )

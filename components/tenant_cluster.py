@@ -101,7 +101,9 @@ class TenantCluster(pulumi.ComponentResource):
             metadata={
                 "name": c.name,
                 "namespace": args.namespace,
-                "labels": common_labels(tenant=args.tenant, hypervisor_cluster=c.hypervisor_cluster),
+                "labels": common_labels(
+                    tenant=args.tenant, hypervisor_cluster=c.hypervisor_cluster, object="cluster-deployment"
+                ),
             },
             spec=spec,
             opts=child_opts(self, provider=args.provider, depends_on=args.depends_on),

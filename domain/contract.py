@@ -37,11 +37,14 @@ HostGpuMode = Literal["passthrough", "vgpu", "container", "none"]
 
 
 class TenantProps(TypedDict):
-    """``composable:infra:Tenant``: ``gpu_quota`` in GPUs; ``allowed_models`` are GFD product names."""
+    """``composable:infra:Tenant``: ``gpu_quota`` in GPUs; ``allowed_models`` are GFD product names;
+    ``quota_clusters`` the clusters (hypervisor cluster names, or ``mothership``) whose API server
+    holds its ``gpu_quota`` ResourceQuota."""
 
     name: str
     gpu_quota: int
     allowed_models: list[str]
+    quota_clusters: list[str]
 
 
 class HostProps(TypedDict):
@@ -79,7 +82,8 @@ class DpuProps(TypedDict):
 
 class TenantNetworkProps(TypedDict):
     """``composable:infra:TenantNetwork``: ``nad`` is ``<namespace>/<network>``, the
-    NetworkAttachmentDefinition it creates."""
+    NetworkAttachmentDefinition it creates, in each cluster of ``clusters`` (hypervisor cluster
+    names, or ``mothership``)."""
 
     tenant: str
     name: str
@@ -87,6 +91,7 @@ class TenantNetworkProps(TypedDict):
     vxlan_id: int
     vlan_id: int
     nad: str
+    clusters: list[str]
 
 
 class HypervisorClusterProps(TypedDict):

@@ -398,6 +398,15 @@ class HypervisorClusterConfig(_Model):
     """OS image Cluster API Provider Metal3 writes to each host it claims for the cluster (the
     ``capm3-hosted-cp`` chart's Metal3MachineTemplate ``image``); CAPM3 provisions no host without
     one (``baremetal/metal3machine_manager.go`` ``setHostSpec``)."""
+    kubeconfig: NonEmptyStr | None = None
+    """Adopted cluster: path of its kubeconfig (relative to the project root), through which the
+    program creates the objects that live in this cluster (docs/architecture.md "Where each object
+    lives"). Default (unset): the kubeconfig Cluster API publishes on the mothership, Secret
+    ``<name>-kubeconfig`` (data key ``value``) in the mothership namespace. The same file and
+    context as ``mothership`` makes the cluster the mothership itself (the lab's single API server)."""
+    context: NonEmptyStr | None = None
+    """kubeconfig context of ``kubeconfig``; default: the file's current context. Needs ``kubeconfig``
+    (:func:`stack_config.rules.adopted_cluster_kubeconfig`)."""
 
 
 class DpuServiceConfig(_Model):
@@ -979,6 +988,53 @@ class EstateConfig(_Model):
     def cluster_of_host(self, host: str) -> HypervisorClusterConfig | None:
         """The (first) hypervisor cluster that lists ``host``, or None."""
         return next((c for c in self.hypervisor_clusters if host in c.hosts), None)
+
+    # Where a tenant's work runs (docs/architecture.md "Where each object lives"). Cluster names are
+    # hypervisor cluster names, or ``mothership`` for a composer that targets the mothership.
+
+    def tenant_vm_clusters(self, tenant: TenantConfig) -> list[str]:
+        """The hypervisor clusters running ``tenant``'s VMs (its tenant clusters' workers), each once,
+        in the order of its clusters."""
+        return list(dict.fromkeys(c.hypervisor_cluster for c in tenant.clusters))
+
+    def network_clusters(self, tenant: TenantConfig, network: str) -> list[str]:
+        """The hypervisor clusters running VMs of ``tenant`` attached to its network ``network`` (a
+        cluster with ``networks`` unset attaches every network of its tenant): where the network's
+        NetworkAttachmentDefinition must be for Multus to find it."""
+        return list(
+            dict.fromkeys(
+                c.hypervisor_cluster
+                for c in tenant.clusters
+                if c.networks is None or network in c.networks
+            )
+        )
+
+    def sharing_clusters(self, tenant: TenantConfig) -> list[str]:
+        """The hypervisor clusters of the hosts of ``tenant``'s GPU sharing (none without sharing)."""
+        if tenant.gpu_sharing is None:
+            return []
+        clusters = (self.cluster_of_host(h) for h in tenant.gpu_sharing.hosts)
+        return list(dict.fromkeys(c.name for c in clusters if c is not None))
+
+    def composer_serves(self, tenant: TenantConfig) -> bool:
+        """The composer serves ``tenant``'s GPU pods: the tenant is in a composer pool, its namespace is
+        in ``composer.namespaces``, or the composer serves every namespace (no pools, no namespaces)."""
+        c = self.composer
+        if c is None:
+            return False
+        if not c.pools and not c.namespaces:
+            return True
+        return self.composer_tenant_pool(tenant.name) is not None or tenant.namespace_name in c.namespaces
+
+    def tenant_workload_clusters(self, tenant: TenantConfig) -> list[str]:
+        """Every cluster where ``tenant``'s work runs, each once: its VMs' hypervisor clusters
+        (:meth:`tenant_vm_clusters`), its shared GPUs' (:meth:`sharing_clusters`) and the composer's
+        target cluster when the composer serves its pods (:meth:`composer_serves`). Its namespace and
+        its ``gpu_quota`` ResourceQuota are created in each."""
+        pods = [self.composer.target_cluster] if self.composer and self.composer_serves(tenant) else []
+        return list(
+            dict.fromkeys([*self.tenant_vm_clusters(tenant), *self.sharing_clusters(tenant), *pods])
+        )
 
     def vgpu_types_on(self, cluster: str) -> list[str]:
         """The vGPU types (sorted) the tenant clusters on hypervisor cluster ``cluster`` use."""

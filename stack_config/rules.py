@@ -762,6 +762,36 @@ def composer_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
         )
 
 
+def adopted_cluster_kubeconfig(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """How each cluster is reached is said once: a hypervisor cluster's ``context`` needs its
+    ``kubeconfig``; ``composer.kubeconfig`` names the kubeconfig of a hypervisor cluster (the
+    mothership's is ``mothership.kubeconfig``) that has no ``kubeconfig`` of its own."""
+    for i, c in enumerate(estate.hypervisor_clusters):
+        if c.context is not None and c.kubeconfig is None:
+            yield ConfigProblem(
+                f"hypervisor_clusters[{i}].context",
+                "context without kubeconfig: a context names an entry of an adopted cluster's "
+                f"kubeconfig file; set kubeconfig too, or drop context to read Secret "
+                f"{c.name}-kubeconfig on the mothership",
+            )
+    cc = estate.composer
+    if cc is None or cc.kubeconfig is None:
+        return
+    if cc.target_cluster == MOTHERSHIP:
+        yield ConfigProblem(
+            "composer.kubeconfig",
+            "the composer targets the mothership, whose kubeconfig is mothership.kubeconfig: drop it",
+        )
+        return
+    for i, c in enumerate(estate.hypervisor_clusters):
+        if c.name == cc.target_cluster and c.kubeconfig is not None:
+            yield ConfigProblem(
+                "composer.kubeconfig",
+                f"cluster {c.name!r} has its own kubeconfig (hypervisor_clusters[{i}].kubeconfig): "
+                "set one of the two",
+            )
+
+
 def _composer_hosts(estate: EstateConfig) -> set[str] | None:
     """Hosts the composer serves (its target cluster's), or None when it targets the mothership
     (every host may have a Node there) or an undefined cluster (reported by
@@ -984,6 +1014,7 @@ RULES: tuple[Rule, ...] = (
     gpu_sharing_hosts_exclusive,
     gpu_sharing_hosts_run_pods,
     composer_references_exist,
+    adopted_cluster_kubeconfig,
     composer_pool_references_exist,
     composer_pool_has_hosts,
     composer_host_in_one_pool,

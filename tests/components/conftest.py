@@ -8,6 +8,7 @@ inputs are recorded as sent (secrets stay wrapped as RPC secrets, so tests can c
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ class Registration:
     custom: bool
     urn: str
     provider: str
+    read: bool = False
 
 
 @dataclass
@@ -81,19 +83,50 @@ def _dynamic_outputs(typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Marker inside every kubeconfig the mocked mothership holds in a ``<cluster>-kubeconfig`` Secret.
+KUBECONFIG_MARKER = "child-cluster-token-5d1e"
+
+
+def child_kubeconfig(secret_id: str) -> str:
+    """The kubeconfig text the mocked mothership holds in Secret ``secret_id`` (carries the marker)."""
+    return (
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: https://10.9.9.9:6443}}]\n"
+        f"users: [{{name: u, user: {{token: {KUBECONFIG_MARKER}-{secret_id}}}}}]\n"
+    )
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """Echo inputs as outputs; dynamic providers add plausible outputs, except during preview, where
-    (like real dynamic providers on create) they report none, so the SDK resolves them unknown."""
+    (like real dynamic providers on create) they report none, so the SDK resolves them unknown.
 
-    def __init__(self, *, preview: bool = False) -> None:
+    During preview every resource is one to create (a first preview): its ID is unknown, as the
+    engine gives none for a create. A read of a Secret ``<ns>/<cluster>-kubeconfig`` returns
+    :func:`child_kubeconfig` (base64, as the API server gives ``data``) unless its name is in
+    ``missing`` (then it fails like the engine's read of an absent object); a read whose ID is unknown
+    returns nothing, as the engine skips it (pulumi ``pkg/resource/deploy/step.go`` ``ReadStep``)."""
+
+    def __init__(self, *, preview: bool = False, missing: frozenset[str] = frozenset()) -> None:
         self.preview = preview
+        self.missing = missing
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        if args.resource_id and args.typ == "kubernetes:core/v1:Secret":
+            return self._read_secret(args.resource_id)
         if args.typ.startswith("pulumi-python:dynamic") and self.preview:
             return None, {}
+        if self.preview and not args.typ.startswith("pulumi:providers:"):
+            return "", dict(args.inputs)
         if args.typ.startswith("pulumi-python:dynamic"):
             return f"{args.name}-id", _dynamic_outputs(args.typ, _unwrap(args.inputs))
         return f"{args.name}-id", dict(args.inputs)
+
+    def _read_secret(self, secret_id: str) -> tuple[str, dict]:
+        if secret_id == rpc.UNKNOWN:
+            return secret_id, {}
+        if secret_id in self.missing or not secret_id.endswith("-kubeconfig"):
+            raise Exception(f"resource '{secret_id}' does not exist")
+        value = base64.b64encode(child_kubeconfig(secret_id).encode()).decode()
+        return secret_id, {"data": {"value": value}, "type": "cluster.x-k8s.io/secret"}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
         return {}, None
@@ -119,6 +152,16 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.recorder = recorder
 
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        response = super().ReadResource(request)
+        self.recorder.registrations.append(
+            Registration(
+                typ=request.type, name=request.name, inputs={"id": request.id}, parent=request.parent,
+                custom=True, urn=response.urn, provider=request.provider, read=True,
+            )
+        )
+        return response
+
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
@@ -135,6 +178,17 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                 )
             )
         return response
+
+
+def install_mocks(*, preview: bool = False, missing: frozenset[str] = frozenset()) -> Recorder:
+    """Install recording mocks (``preview``: a first preview; ``missing``: kubeconfig Secrets the
+    mothership does not hold) and return their recorder."""
+    recorder = Recorder()
+    m = _Mocks(preview=preview, missing=missing)
+    pulumi.runtime.set_mocks(
+        m, project="composable-gpu", stack="test", preview=preview, monitor=_RecordingMonitor(m, recorder)
+    )
+    return recorder
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def test_a_component_with_props_outside_the_contract_is_refused() -> None:
 def test_a_known_prop_value_of_another_type_than_the_contract_is_refused() -> None:
     from components._base import contract_props
 
-    tenant = {"name": "alpha", "gpu_quota": 2, "allowed_models": ["Tesla-T4"]}
+    tenant = {"name": "alpha", "gpu_quota": 2, "allowed_models": ["Tesla-T4"], "quota_clusters": ["hv"]}
     assert contract_props("Tenant", tenant) is tenant
     with pytest.raises(ValueError, match=r"Tenant props: gpu_quota: .* valid integer \(got str"):
         contract_props("Tenant", {**tenant, "gpu_quota": "2"})
@@ -125,8 +125,8 @@ def test_contract_props_read_from_the_config_what_props_do_not_give() -> None:
     from stack_config.models import TenantConfig
 
     config = TenantConfig(name="alpha", gpu_quota=2, allowed_models=["Tesla-T4"])
-    props = contract_props("Tenant", {"name": "beta"}, config=config)
-    assert props == {"name": "beta", "gpu_quota": 2, "allowed_models": ["Tesla-T4"]}
+    props = contract_props("Tenant", {"name": "beta", "quota_clusters": []}, config=config)
+    assert props == {"name": "beta", "gpu_quota": 2, "allowed_models": ["Tesla-T4"], "quota_clusters": []}
     props["allowed_models"].append("A100")  # a copy: the config keeps its list
     assert config.allowed_models == ["Tesla-T4"]
     # a required key neither given nor a field of the config is still missing
@@ -168,6 +168,10 @@ def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
     assert direct == sorted(
         [
             ("kubernetes", "estate-mothership"),
+            ("kubernetes", "estate-cluster-hv"),
+            ("Secret", "estate-cluster-hv-kubeconfig"),
+            ("kubernetes", "estate-cluster-workers"),
+            ("Secret", "estate-cluster-workers-kubeconfig"),
             ("Namespace", "estate-namespace"),
             ("ServiceTemplate", "estate-gpu-operator"),
             ("ServiceTemplate", "estate-kubevirt"),
@@ -199,13 +203,17 @@ def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
     assert provider["kubeconfig"] == str(tmp_path / "kubeconfig.yaml")
 
 
-def test_every_kubernetes_object_goes_through_the_mothership_provider(
-    mocks: Recorder, tmp_path: Path
-) -> None:
-    run(lambda: _estate(tmp_path))
+def test_the_dev_stack_reaches_its_adopted_cluster_through_the_mothership_provider(mocks: Recorder) -> None:
+    """The dev stack's lab-workers is adopted with the mothership's own kubeconfig: one API server,
+    one provider, every object through it and no object twice."""
+    cfg = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    run(lambda: Estate("estate", EstateArgs(config=cfg, stack="dev", project_root=ROOT)))
     objects = [r for r in mocks.registrations if r.typ.startswith("kubernetes:")]
     assert len(objects) > 30
     assert [r.name for r in objects if not uses_provider(r, "estate-mothership")] == []
+    assert [r.name for r in mocks.of_type("pulumi:providers:kubernetes")] == ["estate-mothership"]
+    namespaces = [r.inputs["metadata"]["name"] for r in mocks.of_type("kubernetes:core/v1:Namespace")]
+    assert sorted(namespaces) == sorted(set(namespaces))
 
 
 def test_composer_with_its_own_kubeconfig_gets_its_own_provider(mocks: Recorder, tmp_path: Path) -> None:

@@ -120,9 +120,14 @@ def test_host_kubernetes_objects_use_the_explicit_provider(mocks: Recorder) -> N
     assert all(uses_provider(r, "mothership") for r in k8s_objects)
 
 
-def test_label_nodes_patches_the_node(mocks: Recorder) -> None:
-    run(lambda: _host(2, label_nodes=True, node_labels={"nvidia.com/gpu.workload.config": "container"}))
+def test_label_nodes_patches_the_node_through_the_clusters_provider(mocks: Recorder) -> None:
+    def build() -> None:
+        host = _host(2, label_nodes=True, node_labels={"nvidia.com/gpu.workload.config": "container"})
+        host.label_node(k8s.Provider("workers", kubeconfig="/dev/null"))
+
+    run(build)
     patch = mocks.named("bm-2-node-labels", "kubernetes:core/v1:NodePatch")
+    assert uses_provider(patch, "workers")
     assert patch.parent == mocks.urn_of("bm-2", HOST)
     assert patch.inputs["metadata"]["name"] == "bm-2"
     assert patch.inputs["metadata"]["labels"] == {"nvidia.com/gpu.workload.config": "container"}

@@ -27,7 +27,7 @@ def test_tenant_children_and_props(mocks: Recorder) -> None:
     children = {(r.typ, r.name) for r in mocks.children_of("blue", TENANT)}
     assert children == {
         ("kubernetes:core/v1:Namespace", "blue-namespace"),
-        ("kubernetes:core/v1:ResourceQuota", "blue-gpu-quota"),
+        ("kubernetes:core/v1:ResourceQuota", "blue-gpu-quota-mothership"),
         ("kubernetes:k0rdent.mirantis.com/v1beta1:ServiceTemplate", "blue-cilium"),
         ("kubernetes:k0rdent.mirantis.com/v1beta1:ClusterTemplate", "blue-template-kubevirt-hosted-cp"),
         ("kubernetes:source.toolkit.fluxcd.io/v1:HelmRepository", "blue-repo-cilium"),
@@ -40,11 +40,12 @@ def test_tenant_children_and_props(mocks: Recorder) -> None:
         "name": "blue",
         "gpu_quota": 2,
         "allowed_models": ["Tesla-T4"],
+        "quota_clusters": ["mothership"],
     }
     ns = mocks.named("blue-namespace").inputs["metadata"]
     assert ns["name"] == "tenant-blue"
     assert ns["labels"]["composer.liqid.io/pool"] == "blue"
-    quota = mocks.named("blue-gpu-quota").inputs
+    quota = mocks.named("blue-gpu-quota-mothership").inputs
     assert quota["metadata"]["namespace"] == "tenant-blue"
     assert quota["spec"] == {"hard": {"requests.nvidia.com/gpu": "2"}}
     assert all(uses_provider(r, "mothership") for r in mocks.registrations if r.typ.startswith("kubernetes:"))
@@ -57,8 +58,8 @@ def test_tenant_children_and_props(mocks: Recorder) -> None:
 def test_tenant_network_is_a_nad_in_the_tenant_namespace_and_a_vxlan_record(mocks: Recorder) -> None:
     run(lambda: _tenant(1, infra_namespace="infra"))
     children = {r.name: r for r in mocks.children_of("blue-blue-a", "composable:infra:TenantNetwork")}
-    assert set(children) == {"blue-blue-a-nad", "blue-blue-a-segment"}
-    nad = children["blue-blue-a-nad"]
+    assert set(children) == {"blue-blue-a-nad-mothership", "blue-blue-a-segment"}
+    nad = children["blue-blue-a-nad-mothership"]
     assert nad.typ == "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition"
     assert (nad.inputs["metadata"]["name"], nad.inputs["metadata"]["namespace"]) == ("blue-a", "tenant-blue")
     assert json.loads(nad.inputs["spec"]["config"]) == {
@@ -89,6 +90,7 @@ def test_tenant_network_is_a_nad_in_the_tenant_namespace_and_a_vxlan_record(mock
         "vxlan_id": 102,
         "vlan_id": 12,
         "nad": "tenant-blue/blue-a",
+        "clusters": ["mothership"],
     }
 
 
@@ -116,6 +118,7 @@ def test_tenant_cluster_deployment(mocks: Recorder) -> None:
             "app.kubernetes.io/part-of": "composable-gpu",
             "composable-gpu.io/tenant": "red",
             "composable-gpu.io/hypervisor-cluster": "hv",
+            "composable-gpu.io/object": "cluster-deployment",
         },
     }
     spec = cd.inputs["spec"]
@@ -178,7 +181,7 @@ def test_gpu_sharing_time_slicing(mocks: Recorder) -> None:
 
 def test_gpu_sharing_mig(mocks: Recorder) -> None:
     run(lambda: _tenant(2))
-    cm = mocks.named("green-gpu-sharing-config")
+    cm = mocks.named("green-gpu-sharing-config-mothership")
     assert yaml.safe_load(cm.inputs["data"]["green-gpu-sharing"]) == {
         "version": "v1",
         "flags": {"migStrategy": "single"},

@@ -269,6 +269,12 @@ CASES: dict[str, tuple[Mutation, str]] = {
         "serves GPU pods on "
         "container-mode clusters",
     ),
+    "adopted_cluster_kubeconfig": (
+        _set("hypervisor_clusters[0].context", "admin@hv"),
+        "hypervisor_clusters[0].context: context without kubeconfig: a context names an entry of an "
+        "adopted cluster's kubeconfig file; set kubeconfig too, or drop context to read Secret "
+        "hv-kubeconfig on the mothership",
+    ),
     "composer_pool_references_exist": (
         _set("composer.pools[0].hosts[0]", "hv-1"),
         "composer.pools[0].hosts[0]: host 'hv-1' is not in the composer's target cluster 'workers': "

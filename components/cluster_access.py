@@ -1,0 +1,225 @@
+"""How the program reaches each cluster of the estate: one pulumi-kubernetes provider per cluster.
+
+The mothership's provider is built from ``mothership.kubeconfig``. A hypervisor cluster's is built
+from the kubeconfig Cluster API publishes for it on the management cluster: Secret
+``<cluster>-kubeconfig``, data key ``value``, in the namespace of the cluster's ClusterDeployment
+(Cluster API ``util/secret/consts.go``: ``KubeconfigDataName = "value"``, purpose suffix
+``kubeconfig``; ``util/secret/secret.go`` ``Name(cluster, purpose)`` = ``<cluster>-<purpose>``), read
+with ``Secret.get`` through the mothership's provider; or, for an adopted cluster
+(``hypervisor_clusters[].kubeconfig``), from that file. The kubeconfig read from the Secret stays a
+Pulumi secret (Secret ``data`` is an additional secret output of pulumi-kubernetes, and it is wrapped
+again here), so it reaches neither the state nor the logs in plain text.
+
+Preview before the cluster exists: the Secret's ID is derived from the ClusterDeployment's ID, which
+is unknown while the ClusterDeployment is still to be created, so the engine skips the read (pulumi
+``pkg/resource/deploy/step.go`` ``ReadStep.Apply``: read steps run during previews unless the ID is
+unknown) and the provider's ``kubeconfig`` is unknown. The engine then does not configure that
+provider (pulumi ``pkg/resource/plugin/provider_plugin.go`` ``Configure``: "If any are unknown, do not
+configure the underlying plugin"): ``Check`` returns the inputs as given, ``Create`` in preview gives
+unknown outputs, so each object of the cluster shows as a create with its inputs; a Helm ``Chart``
+(``Construct``) shows as its component alone, without the objects it would render. See
+docs/architecture.md "Reaching a child cluster".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components._base import Mothership
+from domain.placement import placement
+from stack_config.loader import resolve_path
+from stack_config.models import MOTHERSHIP, EstateConfig
+
+#: Data key of the kubeconfig in a Cluster API kubeconfig Secret (``secret.KubeconfigDataName``).
+KUBECONFIG_DATA_KEY = "value"
+
+
+def kubeconfig_secret_name(cluster: str) -> str:
+    """``<cluster>-kubeconfig``: the Secret Cluster API writes for workload cluster ``cluster``."""
+    return f"{cluster}-kubeconfig"
+
+
+def decode_kubeconfig(data: Mapping[str, str] | None, secret_id: str) -> str:
+    """The kubeconfig text in the ``data`` of Secret ``secret_id`` (``<namespace>/<name>``): its
+    ``value`` key, base64-decoded. Pure.
+
+    Raises:
+        ValueError: the Secret has no ``value`` key, or it is not base64 of UTF-8 text; the message
+            names the Secret and the key, never the data.
+    """
+    raw = (data or {}).get(KUBECONFIG_DATA_KEY)
+    if raw is None:
+        raise ValueError(
+            f"Secret {secret_id} has no data key {KUBECONFIG_DATA_KEY!r}: not a Cluster API kubeconfig Secret"
+        )
+    try:
+        return base64.b64decode(raw, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise ValueError(
+            f"Secret {secret_id}: data key {KUBECONFIG_DATA_KEY!r} is not base64 of a kubeconfig"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """One cluster the program creates objects in.
+
+    Attributes:
+        name: the cluster's name (a hypervisor cluster, or ``mothership``).
+        provider: the pulumi-kubernetes provider for it.
+        is_mothership: it is the mothership's API server (same provider): objects the mothership
+            already holds (the tenant's namespace) are not created a second time.
+    """
+
+    name: str
+    provider: k8s.Provider
+    is_mothership: bool = False
+
+
+@dataclass(frozen=True)
+class TenantTarget:
+    """A cluster where a tenant's objects go (namespace, quota, NADs, GPU sharing config).
+
+    Attributes:
+        target: the cluster (its provider; the first of the clusters sharing that provider).
+        clusters: names of every cluster the objects serve there (one API server may be several).
+        namespace_resource: the tenant's Namespace in that cluster (dependency), or None.
+    """
+
+    target: ClusterTarget
+    clusters: Sequence[str]
+    namespace_resource: pulumi.Resource | None = None
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """The providers of every cluster of the estate, by cluster name.
+
+    Attributes:
+        mothership: the mothership (provider, infrastructure namespace).
+        targets: hypervisor cluster name -> its :class:`ClusterTarget`.
+    """
+
+    mothership: Mothership
+    targets: Mapping[str, ClusterTarget]
+
+    def target(self, cluster: str) -> ClusterTarget:
+        """The target of ``cluster`` (``mothership`` is the mothership).
+
+        Raises:
+            KeyError: no such cluster (a programming error: the config rules check names).
+        """
+        if cluster == MOTHERSHIP:
+            return ClusterTarget(MOTHERSHIP, self.mothership.provider, is_mothership=True)
+        return self.targets[cluster]
+
+    def provider_for(self, obj: str, cluster: str | None = None) -> k8s.Provider:
+        """The provider for program object ``obj`` (:data:`domain.placement.PLACEMENTS`): the
+        mothership's for a mothership object, else that of ``cluster``.
+
+        Raises:
+            ValueError: a hypervisor object without ``cluster`` (a programming error).
+        """
+        if placement(obj).cluster == "mothership":
+            return self.mothership.provider
+        if cluster is None:
+            raise ValueError(f"object {obj!r} lives in a hypervisor cluster: name it")
+        return self.target(cluster).provider
+
+
+def child_provider(
+    name: str,
+    *,
+    cluster: str,
+    namespace: str,
+    deployment: pulumi.CustomResource,
+    mothership: k8s.Provider,
+    parent: pulumi.Resource,
+) -> k8s.Provider:
+    """Provider ``name`` for child cluster ``cluster`` from its kubeconfig Secret on the mothership.
+
+    Registers ``<name>-kubeconfig``, a read of Secret ``<namespace>/<cluster>-kubeconfig`` through
+    ``mothership`` whose ID follows ``deployment``'s (so it is unknown, and the read skipped, while the
+    ClusterDeployment is to be created), and the provider, whose ``kubeconfig`` is the decoded
+    ``value`` as a Pulumi secret. A ``pulumi up`` whose read finds no Secret (Cluster API writes it once
+    the control plane is up) fails naming it; run it again when the cluster is provisioned.
+    """
+    secret_id = f"{namespace}/{kubeconfig_secret_name(cluster)}"
+    read = k8s.core.v1.Secret.get(
+        f"{name}-kubeconfig",
+        deployment.id.apply(lambda _: secret_id),
+        opts=pulumi.ResourceOptions(parent=parent, provider=mothership),
+    )
+    kubeconfig = pulumi.Output.secret(read.data.apply(lambda data: decode_kubeconfig(data, secret_id)))
+    return k8s.Provider(name, kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=parent))
+
+
+def cluster_targets(
+    name: str,
+    config: EstateConfig,
+    *,
+    root: Path,
+    mothership: Mothership,
+    deployments: Mapping[str, pulumi.CustomResource],
+    parent: pulumi.Resource,
+) -> dict[str, ClusterTarget]:
+    """A :class:`ClusterTarget` per hypervisor cluster of ``config``, providers named
+    ``<name>-cluster-<cluster>``.
+
+    In order: the composer's own kubeconfig (``composer.kubeconfig``) for its target cluster (provider
+    ``<name>-composer-target``); an adopted cluster's kubeconfig, the mothership's own provider when
+    file and context are the mothership's; else the cluster's kubeconfig Secret
+    (:func:`child_provider`, ``deployments`` giving each cluster's ClusterDeployment).
+    """
+    ms = config.mothership
+    ms_kubeconfig = resolve_path(ms.kubeconfig, root)
+    composer = config.composer
+    out: dict[str, ClusterTarget] = {}
+    for c in config.hypervisor_clusters:
+        opts = pulumi.ResourceOptions(parent=parent)
+        if composer is not None and composer.kubeconfig is not None and composer.target_cluster == c.name:
+            provider = k8s.Provider(
+                f"{name}-composer-target", kubeconfig=str(resolve_path(composer.kubeconfig, root)), opts=opts
+            )
+            out[c.name] = ClusterTarget(c.name, provider)
+        elif c.kubeconfig is not None:
+            path = resolve_path(c.kubeconfig, root)
+            if path == ms_kubeconfig and c.context == ms.context:
+                out[c.name] = ClusterTarget(c.name, mothership.provider, is_mothership=True)
+            else:
+                provider = k8s.Provider(
+                    f"{name}-cluster-{c.name}", kubeconfig=str(path), context=c.context, opts=opts
+                )
+                out[c.name] = ClusterTarget(c.name, provider)
+        else:
+            provider = child_provider(
+                f"{name}-cluster-{c.name}",
+                cluster=c.name,
+                namespace=mothership.namespace,
+                deployment=deployments[c.name],
+                mothership=mothership.provider,
+                parent=parent,
+            )
+            out[c.name] = ClusterTarget(c.name, provider)
+    return out
+
+
+def distinct_targets(targets: Sequence[ClusterTarget]) -> list[tuple[ClusterTarget, list[str]]]:
+    """``targets`` grouped by provider, in order: ``(first target, names of every target of that
+    provider)``. Two clusters reached through one provider are one API server (an adopted cluster
+    that is the mothership, a composer targeting the mothership), so an object goes there once."""
+    groups: dict[int, tuple[ClusterTarget, list[str]]] = {}
+    for t in targets:
+        key = id(t.provider)
+        if key in groups:
+            groups[key][1].append(t.name)
+        else:
+            groups[key] = (t, [t.name])
+    return list(groups.values())
