@@ -348,6 +348,10 @@ def test_migrating_the_inline_dev_stack_changes_nothing(lab_hosts_on_mothership:
         "tenants[0].namespace": f"{run}-alpha", "tenants[1].namespace": f"{run}-beta",
         "composer.namespace": f"{run}-composer", "composer.release_name": f"{run}-composer",
         "composer.owner_tag": run, "hosts[0].dpu.bmc.ca_bundle": ca, "hosts[1].dpu.bmc.ca_bundle": ca,
+        # lab-workers adopted with the mothership's kubeconfig (its Nodes are there, as in the dev
+        # stack); without it the program reads Secret lab-workers-kubeconfig right after creating
+        # the ClusterDeployment, before anything has written it.
+        "hypervisor_clusters[0].kubeconfig": str(lab.kubeconfig),
     }
     for path, value in overrides.items():
         _set(stack, path, value)
