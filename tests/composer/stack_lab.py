@@ -97,6 +97,9 @@ def lab_estate(
         "hypervisor_clusters": [
             {
                 "name": "workers",
+                # adopted with the mothership's kubeconfig: the scenario's Nodes are there (else
+                # the program reads Secret workers-kubeconfig, which nothing writes in this lab)
+                "kubeconfig": str(kubeconfig),
                 "hosts": [n1, n2],
                 "gpu_workload_mode": "container",
                 "kubevirt": False,
