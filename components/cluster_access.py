@@ -33,17 +33,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import Mothership
+from domain.cluster_api import KUBECONFIG_DATA_KEY, kubeconfig_secret_name
 from domain.placement import placement
 from stack_config.loader import resolve_path
 from stack_config.models import MOTHERSHIP, EstateConfig
-
-#: Data key of the kubeconfig in a Cluster API kubeconfig Secret (``secret.KubeconfigDataName``).
-KUBECONFIG_DATA_KEY = "value"
-
-
-def kubeconfig_secret_name(cluster: str) -> str:
-    """``<cluster>-kubeconfig``: the Secret Cluster API writes for workload cluster ``cluster``."""
-    return f"{cluster}-kubeconfig"
 
 
 def decode_kubeconfig(data: Mapping[str, str] | None, secret_id: str) -> str:

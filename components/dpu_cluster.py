@@ -21,6 +21,7 @@ from components.manifests import (
     dpu_service_spec,
     dpu_set_spec,
 )
+from domain.cluster_api import kubeconfig_secret_name
 from domain.placement import OBJECT_LABEL
 from stack_config.models import DpuClusterConfig
 
@@ -103,7 +104,7 @@ class DpuCluster(pulumi.ComponentResource):
             ),
             opts=k8s_opts(),
         )
-        kubeconfig = f"{name}-kubeconfig"
+        kubeconfig = kubeconfig_secret_name(name)
         dpu_cluster = k8s.apiextensions.CustomResource(
             f"{name}-dpucluster",
             api_version=DPF_PROVISIONING_API,

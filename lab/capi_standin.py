@@ -35,10 +35,10 @@ from typing import Any
 
 import yaml
 
+from domain.cluster_api import KUBECONFIG_DATA_KEY, kubeconfig_secret_name
+
 #: The ClusterDeployment's API group, version and resource (k0rdent kcm).
 KCM_GROUP, KCM_VERSION, CLUSTER_DEPLOYMENTS = "k0rdent.mirantis.com", "v1beta1", "clusterdeployments"
-#: Cluster API's data key of the kubeconfig (``util/secret`` ``KubeconfigDataName``).
-KUBECONFIG_KEY = "value"
 #: Cluster API's Secret type and cluster-name label (``api`` ``ClusterSecretType``,
 #: ``ClusterNameLabel``).
 SECRET_TYPE = "cluster.x-k8s.io/secret"
@@ -50,11 +50,6 @@ _FILE_FIELDS = {
     "client-certificate": "client-certificate-data",
     "client-key": "client-key-data",
 }
-
-
-def secret_name(cluster: str) -> str:
-    """The kubeconfig Secret's name for ``cluster`` (Cluster API: ``<cluster>-kubeconfig``)."""
-    return f"{cluster}-kubeconfig"
 
 
 def _inline(entry: Mapping[str, Any], base: Path) -> dict[str, Any]:
@@ -92,7 +87,7 @@ def kubeconfig_secret(deployment: Mapping[str, Any], kubeconfig: str) -> dict[st
         "kind": "Secret",
         "type": SECRET_TYPE,
         "metadata": {
-            "name": secret_name(meta["name"]),
+            "name": kubeconfig_secret_name(meta["name"]),
             "namespace": meta["namespace"],
             "labels": {CLUSTER_NAME_LABEL: meta["name"]},
             "ownerReferences": [{
@@ -100,7 +95,7 @@ def kubeconfig_secret(deployment: Mapping[str, Any], kubeconfig: str) -> dict[st
                 "name": meta["name"], "uid": meta["uid"],
             }],
         },
-        "data": {KUBECONFIG_KEY: base64.b64encode(kubeconfig.encode()).decode()},
+        "data": {KUBECONFIG_DATA_KEY: base64.b64encode(kubeconfig.encode()).decode()},
     }
 
 

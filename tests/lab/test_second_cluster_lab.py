@@ -14,8 +14,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from domain.cluster_api import KUBECONFIG_DATA_KEY
 from lab import kube
-from lab.capi_standin import CLUSTER_NAME_LABEL, KUBECONFIG_KEY, SECRET_TYPE
+from lab.capi_standin import CLUSTER_NAME_LABEL, SECRET_TYPE
 from lab.readiness import wait_until
 from lab.settings import HYPERVISOR_CLUSTER, LabConfig
 
@@ -115,7 +116,7 @@ def test_the_kubeconfig_secret_reaches_the_second_cluster(
     assert found.metadata.labels == {CLUSTER_NAME_LABEL: HYPERVISOR_CLUSTER}
     assert [(o.kind, o.uid) for o in found.metadata.owner_references] == [
         ("ClusterDeployment", cluster_deployment["metadata"]["uid"])]
-    kubeconfig = yaml.safe_load(base64.b64decode(found.data[KUBECONFIG_KEY]))
+    kubeconfig = yaml.safe_load(base64.b64decode(found.data[KUBECONFIG_DATA_KEY]))
     # A client built from the Secret alone (certificates inline) lists the second cluster's Nodes.
     nodes = {n.metadata.name for n in
              client.CoreV1Api(config.new_client_from_config_dict(kubeconfig)).list_node().items}
