@@ -3,7 +3,7 @@
 Parts, one module each, every one a pure ``run(...) -> dict`` that returns JSON-ready results:
 
 - :mod:`bench.planner_bench` (1): time and peak memory of one planning round
-  (:func:`composer.planner.plan`) from 10 to 1,000 hosts / 10,000 pending pods, with a cProfile
+  (:func:`composer.decide.planner.plan`) from 10 to 1,000 hosts / 10,000 pending pods, with a cProfile
   of the largest size.
 - :mod:`bench.reaction` (2): pod unschedulable -> compose request issued -> pod Running on an
   isolated lab control plane with 10, 100 and 1,000 kwok nodes, for the composer and for a

@@ -2,7 +2,7 @@
 
 Cluster-autoscaler looks at unschedulable pods once per ``--scan-interval`` (default 10 s) and
 has no watch that wakes it early. This baseline runs the composer's own control loop
-(:func:`composer.loop.run_loop`), decision and action code (the same ``Controller`` and
+(:func:`composer.run.loop.run_loop`), decision and action code (the same ``Controller`` and
 ``Executor``, built from the same ``COMPOSER_*`` settings and flags as ``python -m composer``)
 with the change-driven wake-up turned off: a round only on a fixed 10 s grid, without leader
 election. Everything else being equal, the difference in reaction time against
@@ -20,9 +20,9 @@ import signal
 import sys
 import threading
 
-from composer import config
-from composer.loop import run_loop
-from composer.wiring import build_controller
+from composer.run.loop import run_loop
+from composer.run.wiring import build_controller
+from composer.shell import config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Part 1: time and peak memory of one planning round against scale.
 
-A planning round is one call of :func:`composer.planner.plan` over the unschedulable pods'
+A planning round is one call of :func:`composer.decide.planner.plan` over the unschedulable pods'
 requests, the composable hosts and the Director's free pool. The worlds are generated with a
 fixed seed (:func:`make_world`) and mix what a real round sees: two GPU models on PCIe switches
 of 16 GPUs, hosts of 8 GPU slots of which a fifth already carry GPUs (some spare), a tenth
@@ -28,8 +28,8 @@ import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
-from composer.models import GPU_RESOURCE, FreeGpu, GpuRequest, HostState, Taint, Toleration
-from composer.planner import plan
+from composer.decide.planner import plan
+from composer.model.models import GPU_RESOURCE, FreeGpu, GpuRequest, HostState, Taint, Toleration
 
 MODELS = ("Tesla-T4", "NVIDIA-A100-PCIE-40GB")
 GIB = 1 << 30

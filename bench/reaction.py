@@ -744,8 +744,8 @@ def run(
 def composer_timing() -> dict[str, float]:
     """The composer's own waits the runs used (its defaults: the bench passes none of them):
     the pause after a change before a round, and the gated-pod batch window, seconds."""
-    from composer.config import Settings
-    from composer.loop import DEBOUNCE_SECONDS
+    from composer.run.loop import DEBOUNCE_SECONDS
+    from composer.shell.config import Settings
 
     fields = Settings.model_fields
     return {

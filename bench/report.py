@@ -258,7 +258,7 @@ def _planner(d: dict[str, Any], plotted: bool) -> str:
         [
             "## 1. Planner: time per planning round",
             "",
-            f"One round = one `composer.planner.plan(requests, hosts, free_gpus)` call on a generated "
+            f"One round = one `composer.decide.planner.plan(requests, hosts, free_gpus)` call on a generated "
             f"world (seed {d['seed']}; {'/'.join(d['world']['models'])} models, "
             f"{d['world']['slots_per_host']} GPU slots per host, {d['world']['gpus_per_switch']} GPUs per "
             "PCIe switch; a fifth of the hosts already carry GPUs, a tenth are tainted; pods of 1/2/4/8 "
@@ -515,14 +515,14 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "advertise = attached → node allocatable changed (≈ D + agent polling). The rest of the overhead is "
         "the composer's detection and planning (→issue), the scheduler's requeue of the pod and kwok.",
         "- How the composer gets there: pods, nodes and pool namespaces come from watch-fed caches "
-        "(`composer.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; "
+        "(`composer.shell.cache`, the Kubernetes client's `SharedInformer`), so a round costs no API reads; "
         + _timing_clause(d.get("composer_timing"))
         + "a compose reads where its GPUs are (`predevice`) while its intent is being written, takes their "
         "status records from the composer's last whole read instead of reading 1,000 again, and checks "
         "the machine with one `predevice?mach_id=` after the reprogram; a clean compose is "
         "applied to the composer's cached read instead of reading 1,000 GPUs again, and that read is "
-        "refreshed in the background (`composer.fabric_cache`) so no round waits for it; a batch of pinned "
-        "pods is planned on its own hosts only. With gating, a pod is "
+        "refreshed in the background (`composer.shell.fabric_cache`) so no round waits for it; a batch "
+        "of pinned pods is planned on its own hosts only. With gating, a pod is "
         "released (pinned + ungated) in the round that sees its GPUs advertised, so the scheduler takes it "
         "from its active queue at once instead of retrying an unschedulable pod.",
         "",
@@ -622,7 +622,7 @@ def _savings(d: dict[str, Any], plotted: bool) -> str:
         [
             "## 3. GPU savings: composable pool vs GPUs fixed per host",
             "",
-            "Discrete-event replay of a pod trace through `composer.planner.plan` (pool: compose "
+            "Discrete-event replay of a pod trace through `composer.decide.planner.plan` (pool: compose "
             f"takes {d['cases'][0]['compose_seconds']:.0f} s, hosts take up to "
             f"{d['cases'][0]['slots_per_host']} GPUs, "
             "idle hosts give GPUs back after the idle timeout) against hosts with a fixed GPU count. "

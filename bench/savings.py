@@ -3,7 +3,7 @@
 A discrete-event simulation replays a pod trace (:mod:`bench.trace`):
 
 - **pool**: ``G`` GPUs sit in the Director's free pool. After every event (arrival, start,
-  finish, reclaim) the composer's own planner (:func:`composer.planner.plan`) places the
+  finish, reclaim) the composer's own planner (:func:`composer.decide.planner.plan`) places the
   pending pods onto hosts of at most ``slots_per_host`` GPUs; composed GPUs become usable
   ``compose_seconds`` later (Director reprogram + the GPU Operator advertising them); GPUs left
   on a host as spare are reused at once; a host with no pod for ``idle_timeout_seconds`` gives
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.trace import TracePod, article_trace, bursty_trace, write_trace
-from composer.models import GPU_RESOURCE, FreeGpu, GpuRequest, HostState
-from composer.planner import plan
+from composer.decide.planner import plan
+from composer.model.models import GPU_RESOURCE, FreeGpu, GpuRequest, HostState
 
 DEFAULT_MODEL = "Tesla-T4"
 _BIG = 1 << 50

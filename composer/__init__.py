@@ -2,7 +2,7 @@
 
 A Kubernetes controller (``python -m composer``) for LIQID composable GPU fabrics:
 it watches unschedulable pods that request NVIDIA GPU resources, plans which free GPUs go to
-which host (:func:`composer.planner.plan`, pure), composes them through the Director, waits
+which host (:func:`composer.decide.planner.plan`, pure), composes them through the Director, waits
 until the node advertises them (restarting its device plugin if needed), and gives idle GPUs
 back to the free pool. Shipped as the Helm chart ``charts/composer``.
 
@@ -17,5 +17,5 @@ Modules, one concern each; imports point one way (checked by ``tests/composer/te
 - loop and entry point: ``controller``, ``__main__``.
 
 Annotations, labels and the taint it writes use the prefix ``composer.liqid.io/``
-(:mod:`composer.annotations`).
+(:mod:`composer.model.annotations`).
 """

@@ -1,14 +1,14 @@
 """``python -m composer``: run the composer controller.
 
 Configuration: ``COMPOSER_*`` environment variables or flags (``python -m composer --help``;
-see :mod:`composer.config`). Minimal lab example::
+see :mod:`composer.shell.config`). Minimal lab example::
 
     COMPOSER_DIRECTOR_PASSWORD=... python -m composer \\
         --director-url http://127.0.0.1:18080 --kubeconfig .lab/composer.kubeconfig \\
         --namespace gpu-composer --idle-timeout-seconds 30 --probe-port 0
 
 With ``--webhook-port`` (and ``--webhook-cert-file``/``--webhook-key-file``) every replica also
-serves the pod-gating admission webhook over HTTPS (:mod:`composer.webhook`).
+serves the pod-gating admission webhook over HTTPS (:mod:`composer.shell.webhook`).
 
 Exit codes: 0 after SIGTERM/SIGINT, 1 when the Lease was lost (the pod restarts and
 campaigns again), 2 for bad configuration (or a webhook that cannot be served).
@@ -25,13 +25,13 @@ import time
 
 from pydantic import ValidationError
 
-from composer import config
-from composer.health import Probes, serve
-from composer.leader import LeaseElector
-from composer.loop import run_loop
-from composer.webhook import PATH as WEBHOOK_PATH
-from composer.webhook import serve_webhook
-from composer.wiring import build_controller
+from composer.run.loop import run_loop
+from composer.run.wiring import build_controller
+from composer.shell import config
+from composer.shell.health import Probes, serve
+from composer.shell.leader import LeaseElector
+from composer.shell.webhook import PATH as WEBHOOK_PATH
+from composer.shell.webhook import serve_webhook
 
 log = logging.getLogger("composer")
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
     )
-    # composer.cache logs each failed list/watch in one line with its backoff; the client's
+    # composer.shell.cache logs each failed list/watch in one line with its backoff; the client's
     # informer would add a full traceback per attempt, urllib3 a line per retry.
     logging.getLogger("kubernetes.informer.informer").setLevel(logging.CRITICAL)
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)

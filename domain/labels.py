@@ -1,8 +1,8 @@
 """Kubernetes names the project writes or reads: labels, annotations, taints, gates, resources.
 
-Declared once here; :mod:`composer.annotations`, :mod:`composer.models`, :mod:`components.tenant`,
+Declared once here; :mod:`composer.model.annotations`, :mod:`composer.model.models`, :mod:`components.tenant`,
 :mod:`components.manifests` and the lab import them. What each composer key holds (and the codecs
-of its node annotations) is described in :mod:`composer.annotations`; the NVIDIA and autoscaler
+of its node annotations) is described in :mod:`composer.model.annotations`; the NVIDIA and autoscaler
 names, with their sources, in docs/domain.md "Kubernetes names".
 """
 

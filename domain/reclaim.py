@@ -2,7 +2,7 @@
 
 Each value has one shape (a regular expression, also the JSON-schema ``pattern``) and one set of
 rules (the ``parse_*``/``check_*`` functions below). They are used by the composer's own settings
-(:class:`composer.config.Settings`, :mod:`composer.reclaim_guard`) and by the Pulumi stack config
+(:class:`composer.shell.config.Settings`, :mod:`composer.decide.reclaim_guard`) and by the Pulumi stack config
 (:class:`stack_config.models.ComposerConfig`); the chart's ``values.schema.json`` patterns and
 ``values.yaml`` defaults are checked against them by ``tests/composer/test_settings_table.py``.
 What the guards do: ``docs/composer-reclaim.md``.

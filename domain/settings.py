@@ -1,9 +1,9 @@
 """The composer's numeric settings: one default and one bound each, declared once.
 
-:class:`composer.config.Settings` builds its fields from :data:`COMPOSER_SETTINGS`; the Pulumi stack
+:class:`composer.shell.config.Settings` builds its fields from :data:`COMPOSER_SETTINGS`; the Pulumi stack
 config (:class:`stack_config.models.ComposerConfig`) takes its idle and advertise timeouts from it; the
 chart's ``values.yaml`` defaults and ``values.schema.json`` bounds (``composer.<camelCaseName>``) and the
-round policy's defaults (:class:`composer.round_types.Policy`) are checked against it by
+round policy's defaults (:class:`composer.decide.round_types.Policy`) are checked against it by
 ``tests/composer/test_settings_table.py``. The meaning of each setting is in ``charts/composer/README.md``.
 """
 
@@ -17,7 +17,7 @@ class Setting:
     """One numeric composer setting.
 
     Attributes:
-        name: the field name in :class:`composer.config.Settings` (``idle_timeout_seconds``).
+        name: the field name in :class:`composer.shell.config.Settings` (``idle_timeout_seconds``).
         default: value when unset (unit: seconds for ``*_seconds``, else a count).
         minimum: lowest value (excluded when ``exclusive_minimum``).
         maximum: highest value accepted (inclusive).

@@ -37,7 +37,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from composer.annotations import COMPONENT
+from composer.model.annotations import COMPONENT
 from dynamic_providers.director.client import DirectorClient
 from dynamic_providers.director.errors import DirectorError
 from ops.fabric_view import FabricStatus, build, render_text

@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from composer.annotations import COMPONENT, NodeRecord, decode
-from composer.podspec import PodView, pod_view
+from composer.model.annotations import COMPONENT, NodeRecord, decode
+from composer.model.podspec import PodView, pod_view
 from domain.labels import DO_NOT_RECLAIM, POOL_LABEL, RESERVATION
 from dynamic_providers.director.models import Gpu
 

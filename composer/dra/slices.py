@@ -1,6 +1,6 @@
 """The driver's ResourceSlices from one read of the fabric: pure functions returning JSON-ready dicts.
 
-Every free fabric GPU the composer may hand out (:meth:`composer.fabric.FabricView.free`: healthy,
+Every free fabric GPU the composer may hand out (:meth:`composer.model.fabric.FabricView.free`: healthy,
 on no machine, without an owner tag, not excluded) is one device of the driver :data:`DRIVER` in
 the pool :data:`POOL`. A device carries the GPU's identity and attributes, ``bindsToNode: true``,
 the binding conditions :data:`BINDING_CONDITIONS` (the composer sets them True once the GPU is
@@ -13,7 +13,7 @@ Node selection: a GPU can go to the hosts that reach the fabric (nodes the calle
 mode that are also Director machines), that its Director group allows (a GPU in a group's pool
 only to machines of that group, as the Director's ``predevice`` allows) and that its pool allows
 (a GPU reserved to a pool only to hosts of that pool; a shared GPU to any host), the planner's
-rules (:mod:`composer.planner`). Devices with the same allowed hosts share slices whose
+rules (:mod:`composer.decide.planner`). Devices with the same allowed hosts share slices whose
 ``spec.nodeSelector`` lists those hosts by ``kubernetes.io/hostname`` (the label the composer's
 gate release also pins pods with). The API's per-device selection
 (``perDeviceNodeSelection``) would express the same, but it repeats the host list on every device
@@ -36,8 +36,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from composer.fabric import FabricView
-from composer.models import HOSTNAME_LABEL, FreeGpu
+from composer.model.fabric import FabricView
+from composer.model.models import HOSTNAME_LABEL, FreeGpu
 
 #: The driver name: a domain the project owns (the composer's keys live under ``composer.liqid.io``).
 DRIVER = "gpu.composer.liqid.io"
@@ -67,7 +67,7 @@ _DIGITS = re.compile(r"(\d+)")
 
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
-    """What the Director says of a GPU beyond :class:`composer.fabric.FabricGpu`.
+    """What the Director says of a GPU beyond :class:`composer.model.fabric.FabricGpu`.
 
     Attributes:
         director_model: the Director's own model string, the NVML name with blanks (``Tesla T4``);

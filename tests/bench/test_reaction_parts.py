@@ -19,7 +19,7 @@ from bench.reaction import (
     match_director,
     summarize,
 )
-from composer.loop import next_tick
+from composer.run.loop import next_tick
 from lab.director_sim.inventory import Inventory
 
 

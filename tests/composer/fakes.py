@@ -17,10 +17,10 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
-from composer import annotations as ann
-from composer.decide import EventSpec
-from composer.models import Taint
-from composer.podspec import pod_view
+from composer.decide.decide import EventSpec
+from composer.model import annotations as ann
+from composer.model.models import Taint
+from composer.model.podspec import pod_view
 from dynamic_providers.director.errors import DirectorConflictError, DirectorError
 
 
@@ -285,7 +285,7 @@ class FakeKube:
 
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> dict[str, Any]:
         """RFC 6902 patch, all-or-nothing like the API server (a failed ``test`` -> 422)."""
-        from composer.kube import KubeError
+        from composer.shell.kube import KubeError
 
         key = f"{namespace}/{name}"
         self.writes.append(("pod", key, patch))
@@ -299,7 +299,7 @@ class FakeKube:
 
     def nominate_pod(self, namespace: str, name: str, node: str | None) -> None:
         """Merge-patch ``status.nominatedNodeName`` (None clears it); 404 for a missing pod."""
-        from composer.kube import KubeError
+        from composer.shell.kube import KubeError
 
         key = f"{namespace}/{name}"
         self.writes.append(("nominate", key, node))
@@ -317,9 +317,9 @@ class FakeKube:
 
     def create_event(self, ev: EventSpec) -> None:
         """As the API server holds Events: a repeated ``series`` Event (same object, type and
-        reason, :func:`composer.kube.series_name`) adds to the one object's count in
+        reason, :func:`composer.shell.kube.series_name`) adds to the one object's count in
         ``event_counts`` instead of appending to ``events``."""
-        from composer.kube import series_name
+        from composer.shell.kube import series_name
 
         if ev.series:
             name = series_name(ev)
@@ -330,7 +330,7 @@ class FakeKube:
 
     def event_count(self, ev: EventSpec) -> int:
         """The ``count`` of the Event object ``ev`` was recorded as (1 for a non-series Event)."""
-        from composer.kube import series_name
+        from composer.shell.kube import series_name
 
         return self.event_counts.get(series_name(ev), 0) if ev.series else 1
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from composer import annotations as ann
-from composer.decide import Memory, Policy, Snapshot, decide
-from composer.fabric import FabricGpu, FabricView
-from composer.intents import settled
-from composer.nodestate import node_view
+from composer.decide.decide import Memory, Policy, Snapshot, decide
+from composer.decide.intents import settled
+from composer.model import annotations as ann
+from composer.model.fabric import FabricGpu, FabricView
+from composer.model.nodestate import node_view
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 from tests.composer.test_controller import make, run
 

@@ -1,4 +1,4 @@
-"""The watch-fed cluster cache (composer.cache) and how the controller uses it.
+"""The watch-fed cluster cache (composer.shell.cache) and how the controller uses it.
 
 Offline: the informers are not started; their callbacks are fed by hand, which is what a
 lagging watch looks like (the events of the composer's own writes have not arrived yet).
@@ -18,16 +18,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes import client
 
-from composer import annotations as ann
-from composer.act import Executor
-from composer.annotations import NodeRecord, Reclaim
-from composer.cache import ClusterCache, resource_version
-from composer.controller import Controller, ListingSource
-from composer.decide import Policy, reconcile_record
-from composer.fabric import FabricGpu, FabricView
-from composer.metrics import Metrics
-from composer.nodestate import node_view
-from composer.round_types import RoundContext
+from composer.decide.decide import Policy, reconcile_record
+from composer.decide.round_types import RoundContext
+from composer.model import annotations as ann
+from composer.model.annotations import NodeRecord, Reclaim
+from composer.model.fabric import FabricGpu, FabricView
+from composer.model.nodestate import node_view
+from composer.run.controller import Controller, ListingSource
+from composer.shell.act import Executor
+from composer.shell.cache import ClusterCache, resource_version
+from composer.shell.metrics import Metrics
 from dynamic_providers.director.errors import DirectorServerError
 from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod, probe_at_first_change
 
@@ -311,8 +311,8 @@ def test_a_node_without_intents_keeps_exactly_its_attached_managed_devices(devic
 def test_the_wired_executor_lays_its_node_writes_over_the_watch_cache(tmp_path, monkeypatch):
     """``python -m composer`` wires the executor's write hook to the cache it plans on, and
     gives it one intent-writer thread per compose worker."""
-    from composer.config import Settings
-    from composer.wiring import build_controller
+    from composer.run.wiring import build_controller
+    from composer.shell.config import Settings
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from composer import annotations as ann
-from composer.cache import ClusterCache
-from composer.kube import KubeApi
+from composer.model import annotations as ann
+from composer.shell.cache import ClusterCache
+from composer.shell.kube import KubeApi
 
 pytestmark = pytest.mark.lab
 

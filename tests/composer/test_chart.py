@@ -13,7 +13,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from composer.config import Settings
+from composer.shell.config import Settings
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "composer"
 

@@ -120,8 +120,8 @@ def test_reclaim_guards_of_the_stack_config_reach_the_composers_settings(tmp_pat
     own ``Settings``: the budgets (composer-wide and a pool's), the windows, the owner tag and the
     orphan grace are what the stack said."""
     from components.composer import TenantPool
-    from composer import reclaim_guard as guard
-    from composer.config import Settings
+    from composer.decide import reclaim_guard as guard
+    from composer.shell.config import Settings
 
     cc = _dev_composer().model_copy(update=GUARDS)
     pools = [TenantPool("red", 2, hosts=("n1",), namespaces=("tenant-red",), reclaim_budget="50%"),

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from composer import annotations as ann
-from composer.act import Executor
-from composer.controller import Controller
-from composer.decide import Policy
-from composer.metrics import Metrics
-from composer.models import EventSpec
+from composer.decide.decide import Policy
+from composer.model import annotations as ann
+from composer.model.models import EventSpec
+from composer.run.controller import Controller
+from composer.shell.act import Executor
+from composer.shell.metrics import Metrics
 from dynamic_providers.director.errors import DirectorServerError, DirectorUnavailableError
 from tests.composer.fakes import (
     Clock,
@@ -359,7 +359,7 @@ def test_director_group_pools_and_owner_tagged_gpus_are_respected(clock):
 def test_a_node_whose_job_failed_on_kubernetes_sits_out_the_backoff(clock):
     """An API server that refuses writes must not turn into a loop of failing jobs (each round
     would otherwise plan the same job again at once)."""
-    from composer.kube import KubeError
+    from composer.shell.kube import KubeError
 
     w = article_world()
     w.kube.add_pod(pod("a", 1, host="blade-slot-1"))
@@ -474,7 +474,7 @@ def test_the_intent_write_runs_while_the_director_is_read_and_ends_before_any_ch
 def test_a_failed_intent_write_stops_the_compose_before_the_director_changes_anything(clock, caplog):
     """A Kubernetes error on the Composing write ends the job as any Kubernetes failure does:
     nothing attached, no owner tag written; the next round starts from what is there."""
-    from composer.kube import KubeError
+    from composer.shell.kube import KubeError
 
     w = article_world()
     ctrl = make(w, clock)

@@ -15,9 +15,9 @@ from unittest import mock
 
 import pytest
 
-from composer import annotations as ann
-from composer import controller as controller_mod
-from composer import decide as decide_mod
+from composer.decide import decide as decide_mod
+from composer.model import annotations as ann
+from composer.run import controller as controller_mod
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 from tests.composer.test_controller import make, run
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from composer.dra import slices as dra
-from composer.fabric import FabricGpu, FabricView
+from composer.model.fabric import FabricGpu, FabricView
 from tests.imports import ROOT, imported_names
 
 HOSTS = {"blade-1": "default", "blade-2": "default", "blade-3": "tenant-a"}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from composer import annotations as ann
+from composer.model import annotations as ann
 from tests.composer.harness import free_port, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -16,8 +16,8 @@ from unittest import mock
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from composer.kube import KubeApi, series_name
-from composer.models import EventSpec
+from composer.model.models import EventSpec
+from composer.shell.kube import KubeApi, series_name
 from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 from tests.composer.test_controller import make, run
 
@@ -146,7 +146,7 @@ def test_an_event_that_is_no_series_is_made_anew_each_time():
     body = core.create_namespaced_event.call_args.args[1]
     assert body["metadata"] == {"generateName": "n1.", "namespace": "default"}
     core.create_namespaced_event.side_effect = ApiException(status=409, reason="AlreadyExists")
-    from composer.kube import KubeError
+    from composer.shell.kube import KubeError
 
     with pytest.raises(KubeError):
         api.create_event(EventSpec("Node", "default", "n1", "n1", "Normal", "Reclaimed", "again"))

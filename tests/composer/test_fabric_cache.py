@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from composer.fabric import FabricGpu, FabricView
-from composer.fabric_cache import FabricCache
+from composer.model.fabric import FabricGpu, FabricView
+from composer.shell.fabric_cache import FabricCache
 from dynamic_providers.director.errors import DirectorServerError
 from tests.composer.fakes import FakeFabric, FakeGpu
 
@@ -183,7 +183,7 @@ def test_a_derived_view_is_kept_per_running_set_and_its_free_pool_matches_a_fres
 def test_the_composers_director_clients_reuse_the_background_reads_status_records():
     """Every client the composer builds lets its composes take the GPUs' status records from
     the whole list the background refresh read (up to ``STATUS_REUSE_SECONDS`` old)."""
-    from composer.fabric import STATUS_REUSE_SECONDS, director_factory
+    from composer.model.fabric import STATUS_REUSE_SECONDS, director_factory
 
     make = director_factory("http://127.0.0.1:9", username="u", password="p", timeout=1.0, retries=0)
     client = make()

@@ -11,12 +11,8 @@ from datetime import UTC, datetime
 import jsonpatch
 import pytest
 
-from composer import annotations as ann
-from composer.act import Executor
-from composer.controller import Controller
-from composer.decide import Policy
-from composer.gates import GateExecutor
-from composer.gating import (
+from composer.decide.decide import Policy
+from composer.decide.gating import (
     PodAction,
     admission_response,
     batch_wait,
@@ -25,10 +21,14 @@ from composer.gating import (
     release_patch,
     ungate_patch,
 )
-from composer.kube import KubeError
-from composer.metrics import Metrics
-from composer.models import EventSpec
-from composer.podspec import pod_view
+from composer.model import annotations as ann
+from composer.model.models import EventSpec
+from composer.model.podspec import pod_view
+from composer.run.controller import Controller
+from composer.shell.act import Executor
+from composer.shell.gates import GateExecutor
+from composer.shell.kube import KubeError
+from composer.shell.metrics import Metrics
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 T4 = "Tesla-T4"
@@ -525,7 +525,7 @@ class _Versioned:
 
 
 def test_auto_nomination_reads_the_server_version_once_at_start():
-    from composer.wiring import _nominate
+    from composer.run.wiring import _nominate
 
     assert _nominate("auto", _Versioned((1, 35))) is True
     assert _nominate("auto", _Versioned((1, 34))) is False
@@ -538,11 +538,11 @@ def test_the_batch_window_counts_from_the_pods_arrival_on_the_watch():
     """A gated pod the watch delivered 0.3 s before the round has 0.7 s of a 1 s batch window
     left (the rounds' own delays are not added to its wait); a pod stamped after the round's
     clock (another thread's clock) counts from the round."""
-    from composer.decide import decide
-    from composer.fabric import FabricGpu, FabricView
-    from composer.nodestate import NodeView
-    from composer.podspec import PodView
-    from composer.round_types import Memory, Snapshot
+    from composer.decide.decide import decide
+    from composer.decide.round_types import Memory, Snapshot
+    from composer.model.fabric import FabricGpu, FabricView
+    from composer.model.nodestate import NodeView
+    from composer.model.podspec import PodView
 
     now = 1_000.0
     fabric = FabricView((FabricGpu("gpu0", "Tesla-T4"),), frozenset({"h1"}), {"h1": "1"})

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from composer import annotations as ann
+from composer.model import annotations as ann
 from tests.composer.harness import free_port, wait_for
 from tests.composer.test_e2e_lab import _metric
 

@@ -2,8 +2,8 @@
 
 - The decision modules are pure: no Kubernetes or Director client, no HTTP, no I/O module of
   the composer.
-- Only ``composer.kube`` (calls) and ``composer.cache`` (watches) talk to the Kubernetes API;
-  the Director client is reached only through ``composer.fabric`` (lazily), ``act`` and
+- Only ``composer.shell.kube`` (calls) and ``composer.shell.cache`` (watches) talk to the Kubernetes API;
+  the Director client is reached only through ``composer.model.fabric`` (lazily), ``act`` and
   ``controller`` (its error types).
 - The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``
   (it may import ``domain``, the dependency-free package of domain facts).
@@ -16,33 +16,33 @@ import pytest
 from tests.imports import ROOT, imported_names
 
 PURE = (
-    "models",
-    "scheduling",
-    "planner",
-    "annotations",
-    "podspec",
-    "nodestate",
-    "decide",
-    "round_types",
-    "intents",
-    "reclaim",
-    "capacity",
-    "fabric",
-    "gating",
-    "reclaim_guard",
+    "model/models",
+    "decide/scheduling",
+    "decide/planner",
+    "model/annotations",
+    "model/podspec",
+    "model/nodestate",
+    "decide/decide",
+    "decide/round_types",
+    "decide/intents",
+    "decide/reclaim",
+    "decide/capacity",
+    "model/fabric",
+    "decide/gating",
+    "decide/reclaim_guard",
 )
 IO_MODULES = (
-    "composer.kube",
-    "composer.cache",
-    "composer.act",
-    "composer.controller",
-    "composer.leader",
-    "composer.health",
-    "composer.webhook",
-    "composer.gates",
-    "composer.timers",
+    "composer.shell.kube",
+    "composer.shell.cache",
+    "composer.shell.act",
+    "composer.run.controller",
+    "composer.shell.leader",
+    "composer.shell.health",
+    "composer.shell.webhook",
+    "composer.shell.gates",
+    "composer.shell.timers",
     "composer.__main__",
-    "composer.loop",
+    "composer.run.loop",
 )
 FORBIDDEN_IN_PURE = (
     "requests",
@@ -69,8 +69,8 @@ def test_decision_modules_are_pure(module):
 
 
 def test_only_kube_module_uses_the_kubernetes_api():
-    for path in (ROOT / "composer").glob("*.py"):
-        if path.stem in ("kube", "cache"):
+    for path in (ROOT / "composer").rglob("*.py"):
+        if path.stem in ("kube", "cache") and path.parent.name == "shell":
             continue
         kube_api = ("kubernetes.client", "kubernetes.config", "kubernetes.watch")
         assert _hits(imported_names(path), kube_api) == [], path

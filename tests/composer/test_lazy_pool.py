@@ -4,7 +4,7 @@ starts a fresh pool."""
 import threading
 import time
 
-from composer.lazy_pool import LazyPool
+from composer.shell.lazy_pool import LazyPool
 
 
 def _threads(prefix: str) -> list[threading.Thread]:

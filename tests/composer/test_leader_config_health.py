@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from composer.config import Settings, load
-from composer.health import Probes, serve
-from composer.kube import KubeError
-from composer.leader import LeaseElector
-from composer.metrics import Metrics
+from composer.shell.config import Settings, load
+from composer.shell.health import Probes, serve
+from composer.shell.kube import KubeError
+from composer.shell.leader import LeaseElector
+from composer.shell.metrics import Metrics
 
 
 class FakeLeases:

@@ -1,4 +1,4 @@
-"""The one control loop (composer.loop.run_loop): leader loss, failing rounds, readiness beats,
+"""The one control loop (composer.run.loop.run_loop): leader loss, failing rounds, readiness beats,
 the change-driven wake-up with its debounce, and the periodic-scan mode of the baseline."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
-from composer.loop import DEBOUNCE_SECONDS, run_loop
-from composer.metrics import Metrics
+from composer.run.loop import DEBOUNCE_SECONDS, run_loop
+from composer.shell.metrics import Metrics
 
 
 @dataclass

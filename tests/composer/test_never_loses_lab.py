@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from composer import annotations as ann
+from composer.model import annotations as ann
 from dynamic_providers.director.client import DirectorClient
 from tests.composer import deployed as dep
 from tests.composer.harness import SIM_PASSWORD, SIM_USER, wait_for

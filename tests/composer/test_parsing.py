@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from composer import annotations as ann
-from composer.models import GPU_RESOURCE, MIXED_MODELS, LabelRequirement, Taint, Toleration, is_gpu_resource
-from composer.nodestate import NodeUsage, host_state, max_gpus_of, node_view, usage_by_node
-from composer.podspec import InvalidRequest, constraints, effective_requests, gpu_request, pod_view
-from composer.scheduling import requirement_matches, tolerates, toleration_matches
+from composer.decide.scheduling import requirement_matches, tolerates, toleration_matches
+from composer.model import annotations as ann
+from composer.model.models import (
+    GPU_RESOURCE,
+    MIXED_MODELS,
+    LabelRequirement,
+    Taint,
+    Toleration,
+    is_gpu_resource,
+)
+from composer.model.nodestate import NodeUsage, host_state, max_gpus_of, node_view, usage_by_node
+from composer.model.podspec import InvalidRequest, constraints, effective_requests, gpu_request, pod_view
 from tests.composer.fakes import node, pod
 
 T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"

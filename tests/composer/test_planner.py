@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from composer.models import (
+from composer.decide.planner import pinned_hosts, plan
+from composer.model.models import (
     MIXED_MODELS,
     FreeGpu,
     GpuRequest,
@@ -20,7 +21,6 @@ from composer.models import (
     Taint,
     Toleration,
 )
-from composer.planner import pinned_hosts, plan
 
 T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
 GIB = 1 << 30
@@ -428,7 +428,7 @@ def test_scale_1000_hosts_8000_gpus_10000_pods_is_fast_and_near_linear():
 def test_refusal_memo_changes_no_placement(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The within-round refusal memo is an optimisation only: same placements, same refusals."""
     from bench.planner_bench import Size, make_world
-    from composer import planner as planner_mod
+    from composer.decide import planner as planner_mod
 
     for size in (Size(10, 80, 100), Size(60, 480, 600)):
         world = make_world(size, seed=seed)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from composer import annotations as ann
-from composer.config import Settings
-from composer.decide import Memory, Policy, Snapshot, decide
-from composer.fabric import FabricGpu, FabricView
-from composer.models import Reason
-from composer.nodestate import NodeUsage, NodeView, host_state, node_view
-from composer.podspec import pod_view
-from composer.pools import PoolMap, node_with_pool
+from composer.decide.decide import Memory, Policy, Snapshot, decide
+from composer.decide.pools import PoolMap, node_with_pool
+from composer.model import annotations as ann
+from composer.model.fabric import FabricGpu, FabricView
+from composer.model.models import Reason
+from composer.model.nodestate import NodeUsage, NodeView, host_state, node_view
+from composer.model.podspec import pod_view
+from composer.shell.config import Settings
 from tests.composer import fakes
 
 
@@ -89,9 +89,9 @@ class _LabellingKube(fakes.FakeKube):
 
 
 def test_the_controller_writes_the_configured_pool_label_once(clock) -> None:
-    from composer.act import Executor
-    from composer.controller import Controller
-    from composer.metrics import Metrics
+    from composer.run.controller import Controller
+    from composer.shell.act import Executor
+    from composer.shell.metrics import Metrics
 
     kube = _LabellingKube()
     for name in ("blade-slot-1", "blade-slot-2", "blade-slot-3"):

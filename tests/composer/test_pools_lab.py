@@ -29,7 +29,7 @@ from typing import Any
 
 from kubernetes import client
 
-from composer.annotations import POOL_LABEL
+from composer.model.annotations import POOL_LABEL
 from tests.composer.harness import E2E_LABEL, Scenario, utc_window, wait_for
 from tests.composer.stack_lab import PULUMI_LAB_MARKS, deployed_flags, lab_estate, lab_stack
 

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from composer import annotations as ann
-from composer import reclaim_guard as guard
-from composer.act import RECLAIM_TAINT
-from composer.config import Settings
-from composer.controller import Controller
+from composer.decide import reclaim_guard as guard
+from composer.model import annotations as ann
+from composer.run.controller import Controller
+from composer.shell.act import RECLAIM_TAINT
+from composer.shell.config import Settings
 from tests.composer.fakes import (
     Clock,
     FakeFabric,
@@ -456,10 +456,10 @@ def test_a_stale_tag_on_a_free_gpu_is_cleared_after_the_grace_period_unless_plan
 
 
 def test_gpus_whose_tag_is_being_cleared_are_not_planned_meanwhile():
-    from composer.annotations import NodeRecord
-    from composer.controller import _without_busy
-    from composer.decide import FREE_POOL, NodeJob, Snapshot
-    from composer.fabric import FabricGpu, FabricView
+    from composer.decide.decide import FREE_POOL, NodeJob, Snapshot
+    from composer.model.annotations import NodeRecord
+    from composer.model.fabric import FabricGpu, FabricView
+    from composer.run.controller import _without_busy
 
     gpus = (FabricGpu("gpu0", "Tesla-T4", owner_tag="gpu-composer"), FabricGpu("gpu1", "Tesla-T4"))
     fabric = FabricView(gpus)

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from composer import annotations as ann
+from composer.model import annotations as ann
 from tests.composer.harness import Scenario, utc_window, wait_for
 from tests.composer.stack_lab import PULUMI_LAB_MARKS, deployed_flags, lab_estate, lab_stack
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from composer.config import Settings
-from composer.round_types import Policy
+from composer.decide.round_types import Policy
+from composer.shell.config import Settings
 from domain import reclaim
 from domain.settings import COMPOSER_SETTINGS, SETTINGS, Setting
 from stack_config.models import ComposerConfig

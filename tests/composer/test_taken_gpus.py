@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from composer.annotations import Intent, IntentPhase, NodeRecord
-from composer.decide import Policy, reconcile_record
-from composer.nodestate import NodeUsage, NodeView
-from composer.podspec import PodView
-from composer.round_types import RoundContext
+from composer.decide.decide import Policy, reconcile_record
+from composer.decide.round_types import RoundContext
+from composer.model.annotations import Intent, IntentPhase, NodeRecord
+from composer.model.nodestate import NodeUsage, NodeView
+from composer.model.podspec import PodView
 
 NOW = 1_000.0
 

@@ -2,8 +2,8 @@
 
 The orphan grace and the idle timeout count from the first time any replica saw the condition:
 the idle timer is the Node's ``composer.liqid.io/idle-since`` annotation, the orphan timers are
-in the ConfigMap ``<leaseName>-orphans`` (:mod:`composer.timers`). A leader change is a second
-:class:`~composer.controller.Controller` (fresh memory) on the same cluster and Director.
+in the ConfigMap ``<leaseName>-orphans`` (:mod:`composer.shell.timers`). A leader change is a second
+:class:`~composer.run.controller.Controller` (fresh memory) on the same cluster and Director.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from unittest import mock
 
 import pytest
 
-from composer import annotations as ann
-from composer import timers
-from composer.kube import KubeError
+from composer.model import annotations as ann
+from composer.shell import timers
+from composer.shell.kube import KubeError
 from tests.composer.fakes import FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 from tests.composer.test_controller import make, run
 

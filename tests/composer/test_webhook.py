@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from composer import annotations as ann
-from composer.webhook import PATH, serve_webhook
+from composer.model import annotations as ann
+from composer.shell.webhook import PATH, serve_webhook
 from lab.pki import ensure_pki
 
 

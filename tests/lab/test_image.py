@@ -22,8 +22,8 @@ def _norm(name: str) -> str:
 
 
 #: What the image runs: the entrypoint, the controller wiring and the Director client (imported
-#: lazily by composer.fabric).
-_ENTRY_MODULES = ("composer.__main__", "composer.wiring", "composer.fabric",
+#: lazily by composer.model.fabric).
+_ENTRY_MODULES = ("composer.__main__", "composer.run.wiring", "composer.model.fabric",
                   "dynamic_providers.director.client")
 
 

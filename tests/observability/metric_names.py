@@ -1,10 +1,10 @@
-"""The metric names the composer exports, read from its own registry (:mod:`composer.metrics`)."""
+"""The metric names the composer exports, read from its own registry (:mod:`composer.shell.metrics`)."""
 
 from __future__ import annotations
 
 import re
 
-from composer.metrics import Metrics
+from composer.shell.metrics import Metrics
 
 #: A composer metric name inside a PromQL expression.
 METRIC_IN_QUERY = re.compile(r"\bcomposer_[a-z0-9_]+\b")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from composer.annotations import COMPONENT, Intent, IntentPhase, encode_idle_since, encode_intents
+from composer.model.annotations import COMPONENT, Intent, IntentPhase, encode_idle_since, encode_intents
 from domain.labels import DEVICES, DO_NOT_RECLAIM, GATE, GPU_RESOURCE, POOL_LABEL, RESERVATION
 from dynamic_providers.director.models import Gpu
 from ops.fabric_view import SYSTEM_POOL, build, render_text

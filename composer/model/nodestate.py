@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from composer import annotations as ann
-from composer.models import COUNT_LABEL, GPU_RESOURCE, MIXED_MODELS, HostState, Taint, is_gpu_resource
-from composer.podspec import PodView, quantity
+from composer.model import annotations as ann
+from composer.model.models import COUNT_LABEL, GPU_RESOURCE, MIXED_MODELS, HostState, Taint, is_gpu_resource
+from composer.model.podspec import PodView, quantity
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ so membership needs no label written by anyone else on that cluster (``docs/comp
 The configured map wins over the labels ``composer.liqid.io/pool`` on Nodes and namespaces;
 labels still place what the map does not name.
 
-Pure functions; :meth:`composer.round_types.Snapshot.with_pools` applies the map to each round's
+Pure functions; :meth:`composer.decide.round_types.Snapshot.with_pools` applies the map to each round's
 snapshot before deciding, and the controller writes the label onto the Nodes :func:`label_changes` names.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from composer import annotations as ann
-from composer.nodestate import NodeView
+from composer.model import annotations as ann
+from composer.model.nodestate import NodeView
 
 
 @dataclass(frozen=True)

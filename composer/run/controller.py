@@ -6,8 +6,8 @@ GPUs and machines), never on a delta, so the loop is level-triggered: whatever h
 
 Where the cluster state comes from is a :class:`ClusterSource`: :class:`ListingSource` lists
 everything each round (tests, the periodic-scan baseline); ``python -m composer`` uses the
-watch-fed :class:`composer.cache.ClusterCache`, which also wakes the loop on every relevant
-change. The Director read is a :class:`composer.fabric_cache.FabricCache`: read again on the
+watch-fed :class:`composer.shell.cache.ClusterCache`, which also wakes the loop on every relevant
+change. The Director read is a :class:`composer.shell.fabric_cache.FabricCache`: read again on the
 loop's thread after a node job that changed the fabric other than by a clean compose (a clean
 compose is applied to the cached read, since the Director client verified it), and in the
 background when older than ``fabric_max_age_seconds`` (0 = every round, on the loop's thread);
@@ -15,9 +15,9 @@ changes made behind the composer's back are seen within that age (plus one read)
 compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
 Gate decisions (release a gated pod onto its reserved GPUs, or ungate it unchanged) are pod
-patches applied on the loop thread right after the decision (:mod:`composer.gates`), also for
+patches applied on the loop thread right after the decision (:mod:`composer.shell.gates`), also for
 pods whose GPUs are advertised on a node that has a job running for another pod
-(:func:`composer.decide.busy_releases`); a decision with a timer (a batch of gated pods
+(:func:`composer.decide.decide.busy_releases`); a decision with a timer (a batch of gated pods
 closing) makes the loop wake that much sooner.
 
 Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
@@ -36,21 +36,21 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from composer import annotations as ann
-from composer.act import Executor, JobResult
-from composer.annotations import NodeRecord
-from composer.decide import busy_releases, decide
-from composer.fabric import FabricFactory
-from composer.fabric_cache import FabricCache
-from composer.gates import GateExecutor
-from composer.kube import KubeApi, KubeError
-from composer.lazy_pool import LazyPool
-from composer.metrics import Metrics
-from composer.nodestate import NodeView, node_view
-from composer.podspec import PodView, pod_view
-from composer.pools import label_changes
-from composer.round_types import Decision, Memory, NodeJob, Policy, Snapshot
-from composer.timers import OrphanTimers, configmap_name
+from composer.decide.decide import busy_releases, decide
+from composer.decide.pools import label_changes
+from composer.decide.round_types import Decision, Memory, NodeJob, Policy, Snapshot
+from composer.model import annotations as ann
+from composer.model.annotations import NodeRecord
+from composer.model.fabric import FabricFactory
+from composer.model.nodestate import NodeView, node_view
+from composer.model.podspec import PodView, pod_view
+from composer.shell.act import Executor, JobResult
+from composer.shell.fabric_cache import FabricCache
+from composer.shell.gates import GateExecutor
+from composer.shell.kube import KubeApi, KubeError
+from composer.shell.lazy_pool import LazyPool
+from composer.shell.metrics import Metrics
+from composer.shell.timers import OrphanTimers, configmap_name
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class Controller:
         on_job_done: called (on the worker thread) when a node job ends, and when a background
             Director read found a change, to wake the loop.
         nominate: set ``status.nominatedNodeName`` of gated pods to the node their GPUs are
-            reserved on (see :func:`composer.gating.nomination_enabled`).
+            reserved on (see :func:`composer.decide.gating.nomination_enabled`).
         timers: where the orphan timers (``memory.orphan_since``) are loaded from on the first
             round and saved to after each round that changed them; None = the ConfigMap
             ``<lease name>-orphans`` next to the Lease (``policy.lease``), through ``kube``.

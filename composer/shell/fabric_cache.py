@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from composer.fabric import FabricClient, FabricFactory, FabricView, read_fabric
-from composer.lazy_pool import LazyPool
+from composer.model.fabric import FabricClient, FabricFactory, FabricView, read_fabric
+from composer.shell.lazy_pool import LazyPool
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)

@@ -1,18 +1,18 @@
 """The composer's Kubernetes calls: a thin typed layer over the ``kubernetes`` client (the
-watches that feed a round live in :mod:`composer.cache`).
+watches that feed a round live in :mod:`composer.shell.cache`).
 
 Lists are read as raw JSON (``_preload_content=False``; 10,000 pods deserialise an order of
 magnitude faster than through the generated models) and handed to the parsers in
-:mod:`composer.podspec` / :mod:`composer.nodestate`. Every call has an explicit timeout.
+:mod:`composer.model.podspec` / :mod:`composer.model.nodestate`. Every call has an explicit timeout.
 API failures raise :class:`KubeError` (method, resource, HTTP status, clipped message).
 
-Verbs used here and by :mod:`composer.cache` (the chart's RBAC grants exactly these): pods
+Verbs used here and by :mod:`composer.shell.cache` (the chart's RBAC grants exactly these): pods
 list/watch/patch (cluster; patch only removes the composer's scheduling gate and pins the pod),
 pods/status patch (cluster, only when nominating: ``status.nominatedNodeName``),
 pods delete (device-plugin namespace), nodes list/watch/get/patch,
 namespaces list/watch, events create (and get/patch: a repeated Event is counted on the one
 object, :meth:`KubeApi.create_event`), leases get/create/update and configmaps get/create/patch
-(own namespace: the orphan timers, :mod:`composer.timers`).
+(own namespace: the orphan timers, :mod:`composer.shell.timers`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from composer import annotations as ann
-from composer.models import EventSpec, Taint
+from composer.model import annotations as ann
+from composer.model.models import EventSpec, Taint
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class KubeApi:
 
     def gpu_pods_on_node(self, node: str) -> list[str]:
         """``namespace/name`` of non-terminal pods bound to ``node`` that request a GPU resource."""
-        from composer.podspec import pod_view  # local: keeps this module's import surface small
+        from composer.model.podspec import pod_view  # local: keeps this module's import surface small
 
         items = self._list(
             self.core.list_pod_for_all_namespaces,

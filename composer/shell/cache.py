@@ -4,8 +4,8 @@ Listing every pod and node each round costs, at 1,000 nodes, ~0.2 s of API time 
 (~1 s on a loaded 2-core machine); instead each kind is kept by one
 ``kubernetes.informer.SharedInformer`` (the official client's list-then-watch loop: relists on
 410 Gone, resumes from the last resourceVersion otherwise) and every change is parsed once, on
-arrival, into the composer's own view (:func:`composer.podspec.pod_view`,
-:func:`composer.nodestate.node_view`). A round reads those views from memory.
+arrival, into the composer's own view (:func:`composer.model.podspec.pod_view`,
+:func:`composer.model.nodestate.node_view`). A round reads those views from memory.
 
 Objects arrive as the API's JSON: the list is read with ``_preload_content=False`` and the
 watch is told to deserialize into ``object``, so no event goes through the client's model
@@ -45,9 +45,9 @@ from typing import Any, Generic, TypeVar
 from kubernetes import client
 from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer, _meta_namespace_key
 
-from composer import annotations as ann
-from composer.nodestate import NodeView, node_view
-from composer.podspec import PodView, pod_view
+from composer.model import annotations as ann
+from composer.model.nodestate import NodeView, node_view
+from composer.model.podspec import PodView, pod_view
 
 #: Longest wait of ``ClusterCache.stop`` for the watch threads, seconds (SIGTERM to exit < 1 s).
 STOP_WAIT_SECONDS = 0.5
@@ -216,10 +216,10 @@ def _pool(raw: Mapping[str, Any]) -> str:
 class ClusterCache:
     """Pods (non-terminal, all namespaces), managed nodes and pool namespaces, kept by watches.
 
-    Implements the controller's cluster source (:class:`composer.controller.ClusterSource`).
+    Implements the controller's cluster source (:class:`composer.run.controller.ClusterSource`).
 
     Args:
-        api: the ApiClient of :class:`composer.kube.KubeApi`.
+        api: the ApiClient of :class:`composer.shell.kube.KubeApi`.
         node_selector: label selector of managed nodes ("" = all).
         on_change: called when anything the composer decides on changed (wakes the loop).
         resync_seconds: full relist period of each informer (0 = never).

@@ -4,7 +4,7 @@ Runs on the controller's loop thread (a patch is one small API call). A refused 
 changed, went away, or a ``test`` operation failed) is logged and left to the next round, which
 decides again from what is there; nothing is retried here.
 
-Nominations (``status.nominatedNodeName``, see :mod:`composer.gating`) are sent from one
+Nominations (``status.nominatedNodeName``, see :mod:`composer.decide.gating`) are sent from one
 background thread, in order, so they never delay a round or a compose; a failed one is logged
 and counted (``composer_gate_patch_failures_total{kind="nominate"}``), never retried: the
 nomination is a hint, the pin in the release patch is what places the pod.
@@ -18,17 +18,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from composer.gating import PodAction
-from composer.kube import KubeError
-from composer.lazy_pool import LazyPool
-from composer.metrics import Metrics
-from composer.models import EventSpec
+from composer.decide.gating import PodAction
+from composer.model.models import EventSpec
+from composer.shell.kube import KubeError
+from composer.shell.lazy_pool import LazyPool
+from composer.shell.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 
 class PodWrites(Protocol):
-    """The Kubernetes calls used here (:class:`composer.kube.KubeApi` provides them)."""
+    """The Kubernetes calls used here (:class:`composer.shell.kube.KubeApi` provides them)."""
 
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> Mapping[str, Any]: ...
 

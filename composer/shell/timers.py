@@ -1,6 +1,6 @@
 """The orphan timers kept where the next leader reads them: a ConfigMap in the composer's namespace.
 
-The orphan grace (``orphan_grace_seconds``, :func:`composer.reclaim.orphan_jobs`) counts from
+The orphan grace (``orphan_grace_seconds``, :func:`composer.decide.reclaim.orphan_jobs`) counts from
 the first time any composer replica saw a GPU carrying its owner tag on a machine with no Node
 (or free and still tagged). That time cannot live on the Node (there is none), nor on the
 Director (a GPU's only free-text field, its description, is the owner tag itself, which every
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from composer.kube import KubeError
+from composer.shell.kube import KubeError
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def decode(value: str | None) -> dict[str, float]:
 
 
 class ConfigMapApi(Protocol):
-    """The ConfigMap calls used here (:class:`composer.kube.KubeApi` provides them)."""
+    """The ConfigMap calls used here (:class:`composer.shell.kube.KubeApi` provides them)."""
 
     def read_configmap_data(self, namespace: str, name: str) -> dict[str, str] | None: ...
 

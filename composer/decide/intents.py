@@ -1,5 +1,5 @@
 """Intent reconciliation: one node's composer record brought in line with the Director and the
-pods, one function per :class:`~composer.annotations.IntentPhase`. No I/O.
+pods, one function per :class:`~composer.model.annotations.IntentPhase`. No I/O.
 
 Each intent of the record, oldest first, is first checked for what ends it whatever its phase
 (its pod bound, gone or finished; a gated pod's reservation past its ``until``), then handed to
@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from composer.annotations import Intent, IntentPhase, NodeRecord
-from composer.models import GPU_RESOURCE, EventSpec
-from composer.nodestate import NodeUsage, NodeView
-from composer.podspec import PodView
-from composer.round_types import Policy, Reconciled, RoundContext, node_event, pod_event
+from composer.decide.round_types import Policy, Reconciled, RoundContext, node_event, pod_event
+from composer.model.annotations import Intent, IntentPhase, NodeRecord
+from composer.model.models import GPU_RESOURCE, EventSpec
+from composer.model.nodestate import NodeUsage, NodeView
+from composer.model.podspec import PodView
 
 
 def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:

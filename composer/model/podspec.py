@@ -27,8 +27,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from composer.annotations import GATE
-from composer.models import (
+from composer.model.annotations import GATE
+from composer.model.models import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     PRODUCT_LABEL,

@@ -4,9 +4,9 @@
 controller's small in-memory :class:`Memory` (backoff counters, idle timers, what was already
 reported) and returns a :class:`Decision`: per-node jobs (annotation updates, device-plugin
 restarts, compositions, reclaim steps) and Events. The controller executes the jobs
-(:mod:`composer.act`); tests call :func:`decide` with plain data. The round's types live in
-:mod:`composer.round_types`, intent reconciliation (one function per intent phase) in
-:mod:`composer.intents`, reclaim steps, guards and orphans in :mod:`composer.reclaim`; this
+(:mod:`composer.shell.act`); tests call :func:`decide` with plain data. The round's types live in
+:mod:`composer.decide.round_types`, intent reconciliation (one function per intent phase) in
+:mod:`composer.decide.intents`, reclaim steps, guards and orphans in :mod:`composer.decide.reclaim`; this
 module puts them together and plans.
 
 Convergence rules:
@@ -23,13 +23,13 @@ Convergence rules:
 - a reclaim taints the node first, re-checks, decomposes, and lifts the taint once the node
   stops advertising the GPUs (or after ``advertise_timeout_seconds``);
 - a request nothing can satisfy gets one Warning Event per cause, its reason the cause
-  (:class:`~composer.models.Reason`; ``TooManyGpus`` and ``ModelNotInPool`` from
-  :mod:`composer.capacity` before planning, the others from the planner), a repeat counted on
+  (:class:`~composer.model.models.Reason`; ``TooManyGpus`` and ``ModelNotInPool`` from
+  :mod:`composer.decide.capacity` before planning, the others from the planner), a repeat counted on
   that Event (``series``), and nothing is attached for it, so there is no attach/detach loop; a
   pod composed for but never scheduled is given up after ``schedule_timeout_seconds`` and not
   planned again.
 
-Reclaim guards and out-of-band changes (:mod:`composer.reclaim_guard`, ``docs/composer-reclaim.md``):
+Reclaim guards and out-of-band changes (:mod:`composer.decide.reclaim_guard`, ``docs/composer-reclaim.md``):
 
 - an idle node's reclaim starts only when no guard holds it (``do-not-reclaim`` on the node or a
   pod on it, a reclaim window, the pool's budget); a held reclaim gets one ``ReclaimHeld`` Event
@@ -41,7 +41,7 @@ Reclaim guards and out-of-band changes (:mod:`composer.reclaim_guard`, ``docs/co
   ``orphan_grace_seconds`` they are decomposed (an ``orphan`` job; Events on the composer's
   Lease); a free GPU still carrying the tag is free to plan.
 
-Pods held by the composer's scheduling gate (:mod:`composer.gating`) are demand like
+Pods held by the composer's scheduling gate (:mod:`composer.decide.gating`) are demand like
 unschedulable pods, with these rules:
 
 - newly gated pods are collected for a short batch (``batch_idle_seconds`` without a new one,
@@ -63,26 +63,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from composer import annotations as ann
-from composer.annotations import Intent, IntentPhase, NodeRecord
-from composer.capacity import PoolCapacity
-from composer.gating import PodAction, batch_wait, release_patch, ungate_patch
-from composer.intents import reconcile_record, settled
-from composer.models import (
-    HOSTNAME_LABEL,
-    EventSpec,
-    FreeGpu,
-    GpuRequest,
-    Plan,
-    Reason,
-    Refusal,
-)
-from composer.nodestate import NodeView, host_state, max_gpus_of
-from composer.planner import pinned_hosts
-from composer.planner import plan as make_plan
-from composer.podspec import InvalidRequest, PodView, gpu_request
-from composer.reclaim import ReclaimGuards, orphan_jobs, reclaim_step
-from composer.round_types import (
+from composer.decide.capacity import PoolCapacity
+from composer.decide.gating import PodAction, batch_wait, release_patch, ungate_patch
+from composer.decide.intents import reconcile_record, settled
+from composer.decide.planner import pinned_hosts
+from composer.decide.planner import plan as make_plan
+from composer.decide.reclaim import ReclaimGuards, orphan_jobs, reclaim_step
+from composer.decide.round_types import (
     FREE_POOL,
     ComposeItem,
     Decision,
@@ -98,6 +85,19 @@ from composer.round_types import (
     node_event,
     pod_event,
 )
+from composer.model import annotations as ann
+from composer.model.annotations import Intent, IntentPhase, NodeRecord
+from composer.model.models import (
+    HOSTNAME_LABEL,
+    EventSpec,
+    FreeGpu,
+    GpuRequest,
+    Plan,
+    Reason,
+    Refusal,
+)
+from composer.model.nodestate import NodeView, host_state, max_gpus_of
+from composer.model.podspec import InvalidRequest, PodView, gpu_request
 
 
 def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:

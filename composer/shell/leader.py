@@ -18,10 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from composer.kube import KubeError
+from composer.shell.kube import KubeError
 
 if TYPE_CHECKING:
-    from composer.config import Settings
+    from composer.shell.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ RELEASE_ATTEMPTS = 3
 
 
 class LeaseApi(Protocol):
-    """The Lease calls the elector needs (:class:`composer.kube.KubeApi` provides them)."""
+    """The Lease calls the elector needs (:class:`composer.shell.kube.KubeApi` provides them)."""
 
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -98,7 +98,7 @@ class LeaseElector:
         """One attempt; True when this candidate holds the Lease afterwards.
 
         Raises:
-            composer.kube.KubeError: the API server failed (other than a lost race).
+            composer.shell.kube.KubeError: the API server failed (other than a lost race).
         """
         now_iso = _micro_time(self.clock())
         lease = self.api.read_lease(self.namespace, self.name)

@@ -13,7 +13,7 @@ Names (all prefixed ``composer_``):
 - ``rounds_total`` / ``round_failures_total{stage}`` (counters), ``round_seconds`` (histogram).
 - ``leader`` (gauge, 1 while this replica holds the Lease).
 
-Scheduling gates (:mod:`composer.gating`):
+Scheduling gates (:mod:`composer.decide.gating`):
 
 - ``pods_gated_total`` (counter): pods the admission webhook gated.
 - ``gated_pods`` (gauge): pods held by the gate now (served namespaces).

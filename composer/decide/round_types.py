@@ -1,6 +1,6 @@
-"""The types of one reconcile round: what :func:`composer.decide.decide` reads and returns. No I/O.
+"""The types of one reconcile round: what :func:`composer.decide.decide.decide` reads and returns. No I/O.
 
-- :class:`Policy`: the decision-relevant settings (built by :mod:`composer.config`);
+- :class:`Policy`: the decision-relevant settings (built by :mod:`composer.shell.config`);
 - :class:`Snapshot`: what one round observed; :class:`Memory`: what the controller keeps
   between rounds;
 - :class:`Decision`: the round's output, made of :class:`NodeJob` (per-node work:
@@ -16,20 +16,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from composer import annotations as ann
-from composer import reclaim_guard as guard
-from composer.annotations import Intent, NodeRecord
-from composer.fabric import FabricView
-from composer.gating import PodAction
-from composer.models import EventSpec, GpuRequest, Placement, Plan
-from composer.nodestate import NodeUsage, NodeView, usage_by_node
-from composer.podspec import PodView
-from composer.pools import PoolMap, node_with_pool
+from composer.decide import reclaim_guard as guard
+from composer.decide.gating import PodAction
+from composer.decide.pools import PoolMap, node_with_pool
+from composer.model import annotations as ann
+from composer.model.annotations import Intent, NodeRecord
+from composer.model.fabric import FabricView
+from composer.model.models import EventSpec, GpuRequest, Placement, Plan
+from composer.model.nodestate import NodeUsage, NodeView, usage_by_node
+from composer.model.podspec import PodView
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Decision-relevant settings (see :class:`composer.config.Settings` for meanings)."""
+    """Decision-relevant settings (see :class:`composer.shell.config.Settings` for meanings)."""
 
     default_pool: str = "default"
     quotas: Mapping[str, int] = field(default_factory=dict)
@@ -142,10 +142,11 @@ class Memory:
 
     Kept in memory only, and lost on restart, which is always safe (backoffs end sooner, given-up
     pods get one more try, a refusal or a hold is reported once more: the same Event object's
-    count, see :class:`~composer.models.EventSpec`), except ``orphan_since``: the controller
-    loads it when it starts leading and saves every change (:mod:`composer.timers`), so the
+    count, see :class:`~composer.model.models.EventSpec`), except ``orphan_since``: the controller
+    loads it when it starts leading and saves every change (:mod:`composer.shell.timers`), so the
     orphan grace counts from the first time any replica saw the orphan. The idle timer is on
-    the Node itself (annotation ``composer.liqid.io/idle-since``, :func:`composer.reclaim.reclaim_step`).
+    the Node itself (annotation ``composer.liqid.io/idle-since``,
+    :func:`composer.decide.reclaim.reclaim_step`).
 
     Attributes:
         attempts: pod UID -> failed compose attempts so far.

@@ -10,8 +10,8 @@ A request is refused here, with a cause that waiting does not change, when
 
 The messages name what the pool has: each model with its free count, and the most one host can
 take. Everything else (not free *now*, no host fits *now*) is the planner's
-(:mod:`composer.planner`). The counts come from the Director's whole read, also the GPUs of
-Nodes whose job is running (:attr:`composer.fabric.FabricView.whole`), so a compose under way
+(:mod:`composer.decide.planner`). The counts come from the Director's whole read, also the GPUs of
+Nodes whose job is running (:attr:`composer.model.fabric.FabricView.whole`), so a compose under way
 does not change the verdict.
 
 A pool's GPUs: the free GPUs it may take (healthy, not excluded, no owner tag other than the
@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from composer import annotations as ann
-from composer.fabric import FabricView
-from composer.models import GpuRequest, Reason
-from composer.nodestate import NodeView, max_gpus_of
-from composer.round_types import Policy
+from composer.decide.round_types import Policy
+from composer.model import annotations as ann
+from composer.model.fabric import FabricView
+from composer.model.models import GpuRequest, Reason
+from composer.model.nodestate import NodeView, max_gpus_of
 
 
 @dataclass(frozen=True)

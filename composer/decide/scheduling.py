@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from composer.models import LabelRequirement, Taint, Toleration
+from composer.model.models import LabelRequirement, Taint, Toleration
 
 #: Taint effects that keep a pod off a node (PreferNoSchedule is only a preference).
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

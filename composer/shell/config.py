@@ -25,9 +25,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 
-from composer import reclaim_guard
-from composer.pools import PoolMap
-from composer.round_types import Policy
+from composer.decide import reclaim_guard
+from composer.decide.pools import PoolMap
+from composer.decide.round_types import Policy
 from domain import reclaim as reclaim_rules
 from domain.settings import SETTINGS
 

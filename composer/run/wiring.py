@@ -8,15 +8,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from composer import annotations as ann
-from composer.act import Executor
-from composer.cache import ClusterCache
-from composer.config import Settings
-from composer.controller import Controller
-from composer.fabric import director_factory
-from composer.gating import nomination_enabled
-from composer.kube import KubeApi, KubeError, api_client
-from composer.metrics import Metrics
+from composer.decide.gating import nomination_enabled
+from composer.model import annotations as ann
+from composer.model.fabric import director_factory
+from composer.run.controller import Controller
+from composer.shell.act import Executor
+from composer.shell.cache import ClusterCache
+from composer.shell.config import Settings
+from composer.shell.kube import KubeApi, KubeError, api_client
+from composer.shell.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def build_controller(
     """Wire a :class:`Controller` from ``settings``.
 
     Args:
-        settings: the composer's settings (:mod:`composer.config`).
+        settings: the composer's settings (:mod:`composer.shell.config`).
         instance: the replica identity written as the Events' ``reportingInstance``.
         on_change: called by the watch cache when pods, nodes or pool namespaces changed, and
             when a node job ends (wakes the loop).

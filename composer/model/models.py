@@ -1,9 +1,9 @@
 """Plain data the composer decides over: pending GPU requests, hosts, free GPUs, plans.
 
 Everything here is an immutable value with no I/O. The Kubernetes adapter
-(:mod:`composer.podspec`, :mod:`composer.nodestate`) and the fabric adapter
-(:mod:`composer.fabric`) build these from the API objects; the planner
-(:mod:`composer.planner`) turns them into a :class:`Plan`.
+(:mod:`composer.model.podspec`, :mod:`composer.model.nodestate`) and the fabric adapter
+(:mod:`composer.model.fabric`) build these from the API objects; the planner
+(:mod:`composer.decide.planner`) turns them into a :class:`Plan`.
 
 Units: CPU in millicores, memory in bytes, time in seconds since the epoch.
 Names of Kubernetes labels and resources follow NVIDIA GPU Feature Discovery and the
@@ -133,7 +133,7 @@ class HostState:
         static_gpus: GPUs attached to the host that the composer did not attach (static
             compositions of the Pulumi program, or attached by hand). A host with any is not a
             composition target: the composer composes nothing onto it, and its spare units serve
-            only pods of the host's own pool (rule 2 of :mod:`composer.planner`).
+            only pods of the host's own pool (rule 2 of :mod:`composer.decide.planner`).
     """
 
     name: str
@@ -176,7 +176,7 @@ class Reason(StrEnum):
 
     ``TooManyGpus`` (more GPUs than one host of its pool can take, or than its pool has) and
     ``ModelNotInPool`` (none of its GPU models is in its pool) are decided before planning
-    (:mod:`composer.capacity`); the others by the planner.
+    (:mod:`composer.decide.capacity`); the others by the planner.
     """
 
     INVALID = "InvalidRequest"

@@ -1,7 +1,7 @@
 """The pod-gating mutating admission webhook, served over HTTPS by the composer.
 
 ``POST /mutate-pods`` takes an ``admission.k8s.io/v1`` AdmissionReview and answers with the
-decision of :func:`composer.gating.admission_response` (always ``allowed``; a JSONPatch adding
+decision of :func:`composer.decide.gating.admission_response` (always ``allowed``; a JSONPatch adding
 the scheduling gate to new GPU pods of the served namespaces). Every replica serves it, leader
 or not: admission needs no lease, and the gate only holds a pod until the leader releases it.
 
@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from composer.gating import admission_response
+from composer.decide.gating import admission_response
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The planner: which free GPUs go to which host for a batch of unschedulable pods.
 
-A pure, deterministic function (:func:`plan`) over plain data from :mod:`composer.models`:
-the same inputs, in any order, give the same :class:`~composer.models.Plan`. No I/O.
+A pure, deterministic function (:func:`plan`) over plain data from :mod:`composer.model.models`:
+the same inputs, in any order, give the same :class:`~composer.model.models.Plan`. No I/O.
 
 Rules, in the order they are applied to each request:
 
@@ -16,7 +16,7 @@ Rules, in the order they are applied to each request:
    has GPUs only receives more of the same model.
 4. A pinned request (``kubernetes.io/hostname``) only goes to its host(s); every host must
    fit the pod's CPU, memory, taints and node-label requirements, exactly as the scheduler
-   will check them (:mod:`composer.scheduling`).
+   will check them (:mod:`composer.decide.scheduling`).
 5. Reuse first: units already on a host and not requested by any pod (``spare``) are used
    before composing; then a host that already carries the model (tightest GPU-slot fit);
    only then an empty host (the smallest that fits, leaving big hosts for big pods).
@@ -35,7 +35,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from composer.models import (
+from composer.decide.scheduling import labels_match, tolerates
+from composer.model.models import (
     MIXED_MODELS,
     FreeGpu,
     GpuRequest,
@@ -47,7 +48,6 @@ from composer.models import (
     Taint,
     Toleration,
 )
-from composer.scheduling import labels_match, tolerates
 
 #: Hosts with at least this many free GPU slots share one bucket (and "no limit" is this).
 _SLOT_CAP = 64

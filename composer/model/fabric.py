@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from composer.models import FreeGpu
+from composer.model.models import FreeGpu
 
 
 class GpuLike(Protocol):

@@ -1,14 +1,14 @@
 """Idle reclaim and orphan clean-up decisions, one node at a time. No I/O.
 
-- :func:`reclaim_step`: the next :class:`~composer.round_types.ReclaimStep` of a node, a small
-  state machine over the node's :class:`~composer.annotations.ReclaimPhase` (none -> ``START``
+- :func:`reclaim_step`: the next :class:`~composer.decide.round_types.ReclaimStep` of a node, a small
+  state machine over the node's :class:`~composer.model.annotations.ReclaimPhase` (none -> ``START``
   once idle for ``idle_timeout_seconds``, counted from the node's ``idle-since`` annotation;
   ``TAINTED`` -> ``DECOMPOSE``, or ``ABORT`` when a GPU pod arrived; ``DECOMPOSED`` -> ``FINISH``
   once the node stops advertising the GPUs or after ``advertise_timeout_seconds``; a taint
   without a record -> ``FINISH``);
 - :class:`ReclaimGuards`: holds a ``START`` back (``do-not-reclaim``, reclaim windows, the pool's
   budget) and turns a ``DECOMPOSE`` of an opted-out node into ``ABORT``, with one
-  ``ReclaimHeld`` Event per reason change (:mod:`composer.reclaim_guard`);
+  ``ReclaimHeld`` Event per reason change (:mod:`composer.decide.reclaim_guard`);
 - :func:`orphan_jobs`: composer-tagged GPUs on machines with no Node, and tagged free GPUs,
   handed back after ``orphan_grace_seconds``.
 """
@@ -18,12 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from composer import annotations as ann
-from composer import reclaim_guard as guard
-from composer.annotations import NodeRecord, ReclaimPhase
-from composer.models import EventSpec
-from composer.nodestate import NodeView
-from composer.round_types import (
+from composer.decide import reclaim_guard as guard
+from composer.decide.round_types import (
     FREE_POOL,
     Memory,
     NodeJob,
@@ -34,6 +30,10 @@ from composer.round_types import (
     lease_event,
     node_event,
 )
+from composer.model import annotations as ann
+from composer.model.annotations import NodeRecord, ReclaimPhase
+from composer.model.models import EventSpec
+from composer.model.nodestate import NodeView
 
 
 def reclaim_step(

@@ -4,7 +4,7 @@ change-driven wake-up turned off, by the benchmark's periodic-scan baseline (:mo
 Each turn of :func:`run_loop`:
 
 1. exits with code 1 once the Lease is lost (``elector.lost``): no two replicas may act at once;
-2. runs one :meth:`Controller.round <composer.controller.Controller.round>` while leading (an
+2. runs one :meth:`Controller.round <composer.run.controller.Controller.round>` while leading (an
    exception is logged and counted in ``composer_round_failures_total{stage="bug"}``, never
    kills the loop) and beats the readiness probe (ready while a round succeeded within
    ``stall_seconds``; a standby replica is always ready);
@@ -12,7 +12,7 @@ Each turn of :func:`run_loop`:
 
    - change-driven (``scan_interval_seconds`` None): until ``wake`` is set (a watched object
      changed, leadership changed, a signal) or the decision's timer ends
-     (:meth:`Controller.wait_seconds <composer.controller.Controller.wait_seconds>`, at most
+     (:meth:`Controller.wait_seconds <composer.run.controller.Controller.wait_seconds>`, at most
      ``resync_seconds``; a standby waits ``resync_seconds``); after a wake it pauses
      :data:`DEBOUNCE_SECONDS` so that a burst of changes makes one round;
    - periodic scan (``scan_interval_seconds`` set): until the next point of the grid
@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from composer.controller import Controller
-    from composer.health import Probes
-    from composer.leader import LeaseElector
+    from composer.run.controller import Controller
+    from composer.shell.health import Probes
+    from composer.shell.leader import LeaseElector
 
 log = logging.getLogger("composer")
 

@@ -14,7 +14,7 @@ writer. Order matters for crash safety:
 - owner tag: the composer's owner tag is written on the GPUs before they are attached (with
   the autoscaler annotations on the node, in the ``Composing`` write), and cleared after
   they are detached; so every GPU the composer attached carries it, and a GPU left tagged by a
-  crash in between is still free to plan (see :mod:`composer.decide`);
+  crash in between is still free to plan (see :mod:`composer.decide.decide`);
 - orphans (composer-tagged GPUs on a machine with no Node): the Node's absence is confirmed
   with a GET just before the decompose.
 
@@ -33,14 +33,22 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from composer import annotations as ann
-from composer.annotations import Intent, IntentPhase, NodeRecord, Reclaim, ReclaimPhase
-from composer.decide import intents_for
-from composer.fabric import FabricClient, FabricFactory
-from composer.lazy_pool import LazyPool
-from composer.metrics import Metrics
-from composer.models import Taint
-from composer.round_types import EventSpec, NodeJob, Policy, ReclaimKind, lease_event, node_event, pod_event
+from composer.decide.decide import intents_for
+from composer.decide.round_types import (
+    EventSpec,
+    NodeJob,
+    Policy,
+    ReclaimKind,
+    lease_event,
+    node_event,
+    pod_event,
+)
+from composer.model import annotations as ann
+from composer.model.annotations import Intent, IntentPhase, NodeRecord, Reclaim, ReclaimPhase
+from composer.model.fabric import FabricClient, FabricFactory
+from composer.model.models import Taint
+from composer.shell.lazy_pool import LazyPool
+from composer.shell.metrics import Metrics
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
@@ -49,7 +57,7 @@ RECLAIM_TAINT = Taint(ann.RECLAIM_TAINT_KEY, ann.RECLAIM_TAINT_VALUE, ann.RECLAI
 
 
 class KubeWrites(Protocol):
-    """The Kubernetes calls a job makes (:class:`composer.kube.KubeApi` provides them)."""
+    """The Kubernetes calls a job makes (:class:`composer.shell.kube.KubeApi` provides them)."""
 
     def patch_node_annotations(
         self, node: str, changes: Mapping[str, str | None]
@@ -124,7 +132,7 @@ class Executor:
             client-go's event broadcaster does), so that no round, release or compose waits
             for an Event's API call; :meth:`close` waits for the queue.
         on_node_written: called (on the worker thread) with the Node the API server answered
-            each of the job's Node writes with; the :class:`composer.controller.Controller`
+            each of the job's Node writes with; the :class:`composer.run.controller.Controller`
             connects it to its cluster source's ``assume`` (the watch cache lays the write over
             its watch), so the next round sees the write at once and its watch echo wakes nobody.
         write_workers: threads that send Composing intents while their composes read the

@@ -41,9 +41,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from composer.annotations import GATE, GATING_DISABLED, GATING_OPT_OUT, RESERVATION
-from composer.models import HOSTNAME_LABEL, EventSpec, is_gpu_resource
-from composer.podspec import PodView, effective_requests
+from composer.model.annotations import GATE, GATING_DISABLED, GATING_OPT_OUT, RESERVATION
+from composer.model.models import HOSTNAME_LABEL, EventSpec, is_gpu_resource
+from composer.model.podspec import PodView, effective_requests
 
 #: What the webhook answers for a pod it does not change.
 Patch = list[dict[str, Any]]
@@ -180,7 +180,7 @@ def release_patch(pod: PodView, *, node: str, reservation: Mapping[str, Any]) ->
 
 @dataclass(frozen=True, slots=True)
 class PodAction:
-    """A gate removal the controller executes (:mod:`composer.gates`).
+    """A gate removal the controller executes (:mod:`composer.shell.gates`).
 
     Attributes:
         kind: ``release`` (pinned to ``node`` and ungated) or ``ungate`` (gate removed only).

@@ -28,7 +28,7 @@ An intent is also the *reservation* of its GPUs for its pod: the planner counts 
 and units as taken until the pod is bound, so two pods never get the same GPUs. For a pod held
 by the scheduling gate below, ``until`` bounds the reservation (it is re-planned after that).
 
-Pod fields written (see :mod:`composer.gating`):
+Pod fields written (see :mod:`composer.decide.gating`):
 
 ``spec.schedulingGates`` entry ``composer.liqid.io/compose``
     Added by the composer's admission webhook to new GPU pods; removed by the composer when
