@@ -6,16 +6,31 @@ which host (:func:`composer.decide.planner.plan`, pure), composes them through t
 until the node advertises them (restarting its device plugin if needed), and gives idle GPUs
 back to the free pool. Shipped as the Helm chart ``charts/composer``.
 
-Modules, one concern each; imports point one way (checked by ``tests/composer/test_layering.py``):
+Layering, written only here (:data:`LAYERS`, :data:`PURE`, :data:`FORBIDDEN_IN_PURE`; checked by
+``tests/composer/test_layering.py``): the package is in folders, one layer each, lowest first.
 
-- pure data and decisions: ``models`` (values), ``scheduling`` (scheduler filters),
-  ``planner`` (the plan), ``annotations`` (node annotation names and codecs), ``podspec`` /
-  ``nodestate`` (API JSON -> values), ``fabric`` (Director view and client protocol),
-  ``decide`` (one round's decisions), ``config`` (settings);
-- I/O: ``kube`` (the only Kubernetes API user), ``act`` (executes node jobs), ``leader``
-  (Lease election), ``health`` (probes and metrics endpoint), ``metrics``;
-- loop and entry point: ``controller``, ``__main__``.
+- ``model``: values: what the composer reads of pods, nodes and the Director, its node annotations;
+- ``decide`` and ``dra``, siblings: one round's pure decisions, ``decide`` for the device-plugin
+  placement mode, ``dra`` for Dynamic Resource Allocation (its ResourceSlices); siblings do not
+  import each other;
+- ``shell``: I/O: the Kubernetes API (only ``shell.kube`` calls, ``shell.cache`` watches), the
+  Director read, node jobs, threads, the HTTP endpoints, settings;
+- ``run``: the rounds, the control loop and the wiring of one replica.
+
+A module may import its own folder and the folders of lower layers only; ``__main__`` (the entry
+point) may import any. The folders in :data:`PURE` import none of :data:`FORBIDDEN_IN_PURE` at
+their top level.
 
 Annotations, labels and the taint it writes use the prefix ``composer.liqid.io/``
 (:mod:`composer.model.annotations`).
 """
+
+#: The composer's folders by layer, lowest first; each layer's folders are siblings.
+LAYERS: tuple[tuple[str, ...], ...] = (("model",), ("decide", "dra"), ("shell",), ("run",))
+#: Folders of pure code: no network, process or Kubernetes API client imported at top level.
+PURE: frozenset[str] = frozenset({"model", "decide", "dra"})
+#: Modules a pure folder may not import (a name or any module below it).
+FORBIDDEN_IN_PURE: tuple[str, ...] = (
+    "requests", "urllib3", "kubernetes.client", "kubernetes.config", "kubernetes.watch",
+    "kubernetes.informer", "http", "socket", "subprocess", "dynamic_providers",
+)

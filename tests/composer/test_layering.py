@@ -1,79 +1,68 @@
-"""Import layering (docs/architecture.md, STYLE "Applied" 4-5), checked on the source.
+"""Import layering of the composer's folders, as ``composer.LAYERS`` / ``PURE`` state it.
 
-- The decision modules are pure: no Kubernetes or Director client, no HTTP, no I/O module of
-  the composer.
-- Only ``composer.shell.kube`` (calls) and ``composer.shell.cache`` (watches) talk to the Kubernetes API;
-  the Director client is reached only through ``composer.model.fabric`` (lazily), ``act`` and
-  ``controller`` (its error types).
-- The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``
-  (it may import ``domain``, the dependency-free package of domain facts).
+- A module of a folder imports only its own folder and folders of lower layers (siblings of
+  one layer not each other); ``composer/__init__.py`` imports nothing of the composer.
+- The pure folders import none of ``composer.FORBIDDEN_IN_PURE`` at top level.
+- Only ``composer.shell.kube`` (calls) and ``composer.shell.cache`` (watches) use the Kubernetes API.
+- The lab's GPU-Operator stand-in imports nothing from ``composer`` or ``dynamic_providers``.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from composer import FORBIDDEN_IN_PURE, LAYERS, PURE
 from tests.imports import ROOT, imported_names
 
-PURE = (
-    "model/models",
-    "decide/scheduling",
-    "decide/planner",
-    "model/annotations",
-    "model/podspec",
-    "model/nodestate",
-    "decide/decide",
-    "decide/round_types",
-    "decide/intents",
-    "decide/reclaim",
-    "decide/capacity",
-    "model/fabric",
-    "decide/gating",
-    "decide/reclaim_guard",
-)
-IO_MODULES = (
-    "composer.shell.kube",
-    "composer.shell.cache",
-    "composer.shell.act",
-    "composer.run.controller",
-    "composer.shell.leader",
-    "composer.shell.health",
-    "composer.shell.webhook",
-    "composer.shell.gates",
-    "composer.shell.timers",
-    "composer.__main__",
-    "composer.run.loop",
-)
-FORBIDDEN_IN_PURE = (
-    "requests",
-    "urllib3",
-    "kubernetes.client",
-    "kubernetes.config",
-    "kubernetes.watch",
-    "http",
-    "socket",
-    "subprocess",
-    *IO_MODULES,
-)
+COMPOSER = ROOT / "composer"
+LEVEL = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
 
 
 def _hits(mods: set[str], banned: tuple[str, ...]) -> list[str]:
     return sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in banned))
 
 
-@pytest.mark.parametrize("module", PURE)
-def test_decision_modules_are_pure(module):
-    mods = imported_names(ROOT / "composer" / f"{module}.py", top_level_only=True)
-    assert _hits(mods, FORBIDDEN_IN_PURE) == []
-    assert _hits(mods, ("dynamic_providers",)) == []
+def _wrong_imports(folder: str) -> list[str]:
+    """``module -> composer.<other>`` for every import of a folder it may not import."""
+    out = []
+    for path in sorted((COMPOSER / folder).rglob("*.py")):
+        for name in imported_names(path):
+            parts = name.split(".")
+            if parts[0] != "composer" or len(parts) < 2 or parts[1] == folder:
+                continue
+            if parts[1] not in LEVEL or LEVEL[parts[1]] >= LEVEL[folder]:
+                out.append(f"{path.relative_to(ROOT)} -> {name}")
+    return out
+
+
+def test_every_folder_is_in_a_layer():
+    folders = {p.name for p in COMPOSER.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(LEVEL)
+    assert PURE <= set(LEVEL)
+
+
+@pytest.mark.parametrize("folder", sorted(LEVEL))
+def test_folder_imports_only_itself_and_lower_layers(folder):
+    assert _wrong_imports(folder) == []
+
+
+def test_package_root_imports_nothing_of_the_composer():
+    assert _hits(imported_names(COMPOSER / "__init__.py"), ("composer",)) == []
+
+
+@pytest.mark.parametrize("folder", sorted(PURE))
+def test_pure_folders_import_no_io(folder):
+    for path in sorted((COMPOSER / folder).rglob("*.py")):
+        mods = imported_names(path, top_level_only=True)
+        assert _hits(mods, FORBIDDEN_IN_PURE) == [], path
 
 
 def test_only_kube_module_uses_the_kubernetes_api():
-    for path in (ROOT / "composer").rglob("*.py"):
-        if path.stem in ("kube", "cache") and path.parent.name == "shell":
-            continue
-        kube_api = ("kubernetes.client", "kubernetes.config", "kubernetes.watch")
-        assert _hits(imported_names(path), kube_api) == [], path
+    kube_api = ("kubernetes.client", "kubernetes.config", "kubernetes.watch")
+    allowed = {COMPOSER / "shell" / "kube.py", COMPOSER / "shell" / "cache.py"}
+    for path in COMPOSER.rglob("*.py"):
+        if path not in allowed:
+            assert _hits(imported_names(path), kube_api) == [], path
 
 
 def test_lab_agent_does_not_import_the_product():
