@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from composer import FORBIDDEN_IN_PURE, LAYERS, PURE
@@ -68,3 +70,31 @@ def test_only_kube_module_uses_the_kubernetes_api():
 def test_lab_agent_does_not_import_the_product():
     for path in (ROOT / "lab" / "gpu_agent").glob("*.py"):
         assert _hits(imported_names(path), ("composer", "dynamic_providers")) == [], path
+
+
+def _doc_tree_rows() -> dict[str, str]:
+    """``folder -> its row's text`` from the ``composer/`` tree in docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("```\ncomposer/\n", 1)[1].split("```", 1)[0]
+    rows: dict[str, str] = {}
+    folder = ""
+    for line in block.splitlines():
+        head = line[2:].split(" ", 1)[0] if line.startswith("  ") and not line.startswith("   ") else ""
+        if head.endswith("/"):
+            folder = head[:-1]
+            rows[folder] = line
+        elif folder:
+            rows[folder] += " " + line
+    return rows
+
+
+def test_architecture_doc_tree_names_every_module_in_its_folder():
+    rows = _doc_tree_rows()
+    assert set(rows) == set(LEVEL)
+    missing = [
+        f"{folder}/{path.stem}"
+        for folder in LEVEL
+        for path in sorted((COMPOSER / folder).glob("*.py"))
+        if path.stem != "__init__" and path.stem not in re.split(r"[\s,()]+", rows[folder])
+    ]
+    assert not missing, f"docs/architecture.md's composer/ tree does not name {missing}"
