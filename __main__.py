@@ -8,7 +8,16 @@ namespace only:
   grows with the estate is handed over in the environment;
 - ``composable-gpu:credentials``: the credential sets the folder's files name, secrets encrypted;
 - or ``composable-gpu:estate``: the whole estate inline, for a stack not migrated yet
-  (``python -m stack_config migrate``).
+  (``python -m stack_config migrate``);
+- ``composable-gpu:role`` (optional, with an inventory folder): the stack's slice of the estate's
+  split (:mod:`stack_config.fleet`): ``platform``, ``hosts:<group>`` or ``tenant:<name>``; absent
+  (the dev stack) or ``estate``: the whole estate. A slice's stack is named
+  ``<fleet>-<role with ':' as '-'>`` (``dev-tenant-alpha``) and reads the stacks its slice depends
+  on through a ``pulumi.StackReference`` to ``<organization>/<project>/<fleet>-<their role>``.
+
+The whole estate is validated in every stack, whatever its role, so a clash between two tenants
+(overlapping CIDRs, a VXLAN or VLAN ID twice, a host in two tenants) is refused in each of their
+stacks before any resource is registered.
 
 An invalid config stops the run before any resource is registered, with one line per problem
 naming its file and key path: another ``composable-gpu:*`` key, a secret in plain text in the stack
@@ -22,9 +31,10 @@ from pathlib import Path
 import pulumi
 
 from components import Estate, EstateArgs
-from stack_config import EstateConfigError
-from stack_config.hints import CONFIG_KEY, CREDENTIALS_KEY, INVENTORY_KEY
-from stack_config.inventory import estate_from_config
+from stack_config import ConfigProblem, EstateConfigError
+from stack_config.fleet import MONOLITH, StackSlice, fleet_base, parse_role, split_estate, stack_name
+from stack_config.hints import CONFIG_KEY, CREDENTIALS_KEY, FULL_ROLE_KEY, INVENTORY_KEY, ROLE_KEY
+from stack_config.inventory import estate_from_config, read_inventory
 from stack_config.loader import unknown_config_keys
 from stack_config.stack_file import plaintext_secrets_in_stack_file
 
@@ -50,10 +60,47 @@ try:
         CONFIG_KEY: config.get_object(CONFIG_KEY),
     }
     estate_config = estate_from_config(values, root=STACK_ROOT)
+    role = parse_role(config.get(ROLE_KEY))
+    part: StackSlice | None = None
+    if role != MONOLITH:
+        folder = values[INVENTORY_KEY]
+        if folder is None:
+            raise EstateConfigError([ConfigProblem(FULL_ROLE_KEY, "is read only with an inventory folder")])
+        path = Path(folder).expanduser()
+        fleet = split_estate(
+            read_inventory(path if path.is_absolute() else STACK_ROOT / path, shown_as=folder),
+            estate_config,
+            folder=folder,
+        )
+        part = fleet.slices[parse_role(role, fleet)]
+        base = fleet_base(pulumi.get_stack(), role)
 except EstateConfigError as exc:
     raise pulumi.RunError(str(exc)) from None
 
+deployment_ids: dict[str, pulumi.Output[str]] = {}
+if part is not None:
+    # The stacks this slice reads, and the ClusterDeployments of the clusters its tenants' work runs on.
+    references = {
+        r: pulumi.StackReference(f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack_name(base, r)}")
+        for r in part.reads
+    }
+    for r, ref in references.items():
+        for cluster in fleet.slices[r].hypervisor_clusters:
+            if cluster in part.deployment_reads:
+                deployment_ids[cluster] = ref.require_output("cluster_deployments").apply(
+                    lambda ids, c=cluster: str(ids[c])
+                )
 estate = Estate(
-    "estate", EstateArgs(config=estate_config, stack=pulumi.get_stack(), project_root=PROJECT_ROOT)
+    "estate",
+    EstateArgs(
+        config=estate_config,
+        stack=pulumi.get_stack(),
+        project_root=PROJECT_ROOT,
+        part=part,
+        deployment_ids=deployment_ids,
+    ),
 )
 pulumi.export("estate", estate.report)
+if part is not None:
+    pulumi.export("role", part.role)
+    pulumi.export("cluster_deployments", {n: c.deployment.id for n, c in estate.hypervisor_clusters.items()})

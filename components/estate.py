@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from components.host import Host, HostArgs
 from components.hypervisor_cluster import HypervisorCluster, HypervisorClusterArgs
 from components.manifests import (
     HOST_GPU_MODE,
+    K0RDENT_API,
     HypervisorGpus,
     common_labels,
     device_plugin_config,
@@ -36,6 +38,7 @@ from components.manifests import (
 )
 from components.service_template import TemplateConfig, k0rdent_templates
 from components.tenant import Tenant, TenantArgs, sharing_name
+from stack_config.fleet import PLATFORM, StackSlice
 from stack_config.loader import resolve_path
 from stack_config.models import MOTHERSHIP, EstateConfig, GpuSharingConfig, HypervisorClusterConfig
 
@@ -48,11 +51,19 @@ class EstateArgs:
         config: the validated estate config.
         stack: Pulumi stack name (a contract property).
         project_root: directory of ``Pulumi.yaml``; relative paths in the config resolve against it.
+        part: the slice of the estate this stack declares (:func:`stack_config.fleet.split_estate`),
+            None for the whole estate. ``config`` stays the whole estate: what a slice builds from it
+            (labels, GPU settings, the tenants' clusters) is the same as in the whole estate.
+        deployment_ids: hypervisor cluster -> the ID (``<namespace>/<name>``) of its
+            ClusterDeployment, another stack's output, for the clusters a tenant slice reaches
+            through their kubeconfig Secret (read here as ``<name>-deployment-<cluster>``).
     """
 
     config: EstateConfig
     stack: str
     project_root: Path
+    part: StackSlice | None = None
+    deployment_ids: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 def composition_names(config: EstateConfig) -> list[str]:
@@ -225,20 +236,24 @@ class Estate(pulumi.ComponentResource):
         super().__init__(token("Estate"), name, props, opts)
         root = args.project_root
         ms_cfg = cfg.mothership
+        part = args.part
+        platform = part is None or part.role == PLATFORM
         provider = k8s.Provider(
             f"{name}-mothership",
             kubeconfig=str(resolve_path(ms_cfg.kubeconfig, root)),
             context=ms_cfg.context,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={
-                "name": ms_cfg.namespace,
-                "labels": common_labels(component="infrastructure", object="infra-namespace"),
-            },
-            opts=child_opts(self, provider=provider),
-        )
+        namespace = None
+        if platform:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata={
+                    "name": ms_cfg.namespace,
+                    "labels": common_labels(component="infrastructure", object="infra-namespace"),
+                },
+                opts=child_opts(self, provider=provider),
+            )
         mothership = Mothership(provider=provider, namespace=ms_cfg.namespace, namespace_resource=namespace)
         gpu_catalogue = cfg.gpu_catalogue()
         wanted: list[tuple[str, TemplateConfig]] = [(f"{name}-gpu-operator", cfg.catalog.gpu_operator)]
@@ -254,14 +269,18 @@ class Estate(pulumi.ComponentResource):
             declared = cfg.catalog.cluster_template(t_name)
             assert declared is not None  # guaranteed by stack_config.rules
             wanted.append((f"{name}-template-{t_name}", declared))
-        templates = k0rdent_templates(
-            wanted, catalog=cfg.catalog, prefix=name, namespace=ms_cfg.namespace, provider=provider,
-            parent=self, depends_on=[namespace],
-        )
+        templates = []
+        if platform:
+            templates = k0rdent_templates(
+                wanted, catalog=cfg.catalog, prefix=name, namespace=ms_cfg.namespace, provider=provider,
+                parent=self, depends_on=[namespace] if namespace else [],
+            )
 
         # Hosts (and their DPUs).
         self.hosts = {}
         for h in cfg.hosts:
+            if part is not None and h.name not in part.hosts:
+                continue
             cluster = cfg.cluster_of_host(h.name)
             mode = cluster.gpu_workload_mode if cluster else None
             ca = h.dpu.bmc.ca_bundle if h.dpu is not None else None
@@ -281,7 +300,7 @@ class Estate(pulumi.ComponentResource):
 
         # The DPU cluster.
         self.dpu_cluster = None
-        if cfg.dpu_cluster is not None:
+        if cfg.dpu_cluster is not None and (part is None or part.dpu_cluster):
             members, dpus = [], []
             for host_name in cfg.dpu_cluster_hosts():
                 dpu = self.hosts[host_name].dpu
@@ -303,6 +322,8 @@ class Estate(pulumi.ComponentResource):
         # Hypervisor clusters.
         self.hypervisor_clusters = {}
         for c in cfg.hypervisor_clusters:
+            if part is not None and c.name not in part.hypervisor_clusters:
+                continue
             self.hypervisor_clusters[c.name] = HypervisorCluster(
                 c.name,
                 HypervisorClusterArgs(
@@ -318,16 +339,23 @@ class Estate(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
-        # A provider per cluster (docs/architecture.md "Where each object lives").
+        # A provider per cluster (docs/architecture.md "Where each object lives"): the slice's own
+        # clusters and those its tenants' work runs on, whose ClusterDeployments other stacks hold.
+        deployments = {n: hc.deployment for n, hc in self.hypervisor_clusters.items()}
+        for cluster, deployment_id in args.deployment_ids.items():
+            deployments[cluster] = k8s.apiextensions.CustomResource.get(
+                f"{name}-deployment-{cluster}", api_version=K0RDENT_API, kind="ClusterDeployment",
+                id=deployment_id, opts=pulumi.ResourceOptions(parent=self, provider=provider),
+            )
+        tenants = [t for t in cfg.tenants if part is None or t.name in part.tenants]
+        reached = {*self.hypervisor_clusters, *(c for t in tenants for c in cfg.tenant_workload_clusters(t))}
+        targets_cfg = cfg if part is None else cfg.model_copy(
+            update={"hypervisor_clusters": [c for c in cfg.hypervisor_clusters if c.name in reached]}
+        )
         self.clusters = Clusters(
             mothership,
             cluster_targets(
-                name,
-                cfg,
-                root=root,
-                mothership=mothership,
-                deployments={n: hc.deployment for n, hc in self.hypervisor_clusters.items()},
-                parent=self,
+                name, targets_cfg, root=root, mothership=mothership, deployments=deployments, parent=self
             ),
         )
         for host_name, host in self.hosts.items():
@@ -346,19 +374,22 @@ class Estate(pulumi.ComponentResource):
                     workload=[self.clusters.target(c) for c in cfg.tenant_workload_clusters(t)],
                     network_clusters={n.name: cfg.network_clusters(t, n.name) for n in t.networks},
                     sharing_clusters=cfg.sharing_clusters(t),
-                    hypervisor_clusters=self.hypervisor_clusters,
+                    hypervisor_clusters={**deployments, **self.hypervisor_clusters},
                     composer_pool=cfg.composer_tenant_pool(t.name),
                     gpu_catalogue=gpu_catalogue,
                     infra_namespace=ms_cfg.namespace,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for t in cfg.tenants
+            for t in tenants
         }
 
         # Static GPU compositions.
         self.compositions = []
-        for comp_name, g in zip(composition_names(cfg), cfg.gpu_compositions, strict=True):
+        named = zip(composition_names(cfg), cfg.gpu_compositions, strict=True)
+        for index, (comp_name, g) in enumerate(named):
+            if part is not None and index not in part.compositions:
+                continue
             pool = cfg.pool(g.pool)
             assert pool is not None  # guaranteed by stack_config.rules
             self.compositions.append(
@@ -371,7 +402,7 @@ class Estate(pulumi.ComponentResource):
 
         # The composer.
         self.composer = None
-        if cfg.composer is not None:
+        if cfg.composer is not None and (part is None or part.composer):
             cc = cfg.composer
             target_provider = self.clusters.provider_for("composer-release", cc.target_cluster)
             excluded = excluded_devices(cfg, self.compositions)

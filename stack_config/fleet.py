@@ -28,7 +28,7 @@ from typing import Any
 
 from stack_config.errors import ConfigProblem, EstateConfigError
 from stack_config.inventory import InventoryFile
-from stack_config.models import MOTHERSHIP, EstateConfig
+from stack_config.models import MOTHERSHIP, EstateConfig, TenantConfig
 
 #: The role of a stack that holds the whole estate (the dev stack's).
 MONOLITH = "estate"
@@ -52,6 +52,9 @@ class StackSlice:
         composer: True when the composer (Director account, pools, chart) is this stack's.
         tenants: tenant names (tenant stacks only: its own).
         reads: the roles whose outputs it reads, sorted (the edges of the dependency graph).
+        deployment_reads: hypervisor clusters of other stacks that this one reaches through their
+            kubeconfig Secret: it reads their ClusterDeployment's ID from the owning stack's output
+            ``cluster_deployments`` (an adopted cluster, with its own kubeconfig, needs none).
     """
 
     role: str
@@ -62,6 +65,7 @@ class StackSlice:
     composer: bool = False
     tenants: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
+    deployment_reads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,10 @@ def split_estate(files: Sequence[InventoryFile], estate: EstateConfig, *, folder
         if t.gpu_sharing is not None:
             reads.update(group_of.get(h, PLATFORM) for h in t.gpu_sharing.hosts)
         role = TENANT_PREFIX + t.name
-        slices[role] = StackSlice(role=role, tenants=(t.name,), reads=tuple(sorted(reads)))
+        slices[role] = StackSlice(
+            role=role, tenants=(t.name,), reads=tuple(sorted(reads)),
+            deployment_reads=_through_secret(estate, t),
+        )
     try:
         TopologicalSorter({s.role: s.reads for s in slices.values()}).prepare()
     except CycleError as exc:  # not reachable with the rules above; kept as the graph's invariant
@@ -207,6 +214,20 @@ def split_estate(files: Sequence[InventoryFile], estate: EstateConfig, *, folder
         raise EstateConfigError(problems, key=f"composable-gpu:inventory {folder}")
     roles = _file_roles(files, group_of, cluster_role, dpu_role, composer_role)
     return Fleet(slices=slices, file_roles=roles)
+
+
+def _through_secret(estate: EstateConfig, tenant: TenantConfig) -> tuple[str, ...]:
+    """The clusters where ``tenant``'s work runs that the program reaches through their kubeconfig
+    Secret: neither the mothership, nor adopted (``kubeconfig``), nor the composer's target with the
+    composer's own kubeconfig (:func:`components.cluster_access.cluster_targets` takes those from
+    files)."""
+    own = estate.composer.target_cluster if estate.composer and estate.composer.kubeconfig else None
+    out = []
+    for c in estate.tenant_workload_clusters(tenant):
+        hv = estate.hypervisor_cluster(c)
+        if c not in (MOTHERSHIP, own) and hv is not None and hv.kubeconfig is None:
+            out.append(c)
+    return tuple(out)
 
 
 def _file_roles(
@@ -246,6 +267,24 @@ def stack_name(base: str, role: str) -> str:
     ``dev-hosts-rack-a``); :data:`MONOLITH` is ``base`` itself. Stack names take letters, digits,
     ``-``, ``_`` and ``.``; roles are built from DNS labels and ``:``, so this is one-to-one."""
     return base if role == MONOLITH else f"{base}-{role.replace(':', '-')}"
+
+
+def fleet_base(stack: str, role: str) -> str:
+    """The fleet name of stack ``stack`` holding ``role`` (``dev-tenant-alpha`` -> ``dev``), the
+    inverse of :func:`stack_name`.
+
+    Raises:
+        EstateConfigError: the stack is not named ``<fleet>-<role>`` (its references would name no
+            stack of its fleet).
+    """
+    suffix = "-" + role.replace(":", "-")
+    if role == MONOLITH:
+        return stack
+    if not stack.endswith(suffix) or len(stack) == len(suffix):
+        raise EstateConfigError([ConfigProblem(
+            "composable-gpu:role", f"stack {stack!r} holds {role!r}: name it <fleet>{suffix}, the name its "
+            "fleet's stacks reference it by")])
+    return stack[: -len(suffix)]
 
 
 def parse_role(value: Any, fleet: Fleet | None = None) -> str:

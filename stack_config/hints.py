@@ -22,9 +22,14 @@ INVENTORY_KEY = "inventory"
 FULL_INVENTORY_KEY = f"{CONFIG_NAMESPACE}:{INVENTORY_KEY}"
 CREDENTIALS_KEY = "credentials"
 FULL_CREDENTIALS_KEY = f"{CONFIG_NAMESPACE}:{CREDENTIALS_KEY}"
+#: The stack's role in the estate's split (:mod:`stack_config.fleet`): ``platform``,
+#: ``hosts:<group>`` or ``tenant:<name>``; absent (or ``estate``) for the whole estate.
+ROLE_KEY = "role"
+FULL_ROLE_KEY = f"{CONFIG_NAMESPACE}:{ROLE_KEY}"
 #: Every key of :data:`CONFIG_NAMESPACE` the program reads: the inline estate, or the inventory
-#: folder and its credential sets; a stack holding any other ``composable-gpu:<key>`` is refused.
-PROGRAM_CONFIG_KEYS: tuple[str, ...] = (CONFIG_KEY, INVENTORY_KEY, CREDENTIALS_KEY)
+#: folder and its credential sets, and the stack's role; a stack holding any other
+#: ``composable-gpu:<key>`` is refused.
+PROGRAM_CONFIG_KEYS: tuple[str, ...] = (CONFIG_KEY, INVENTORY_KEY, CREDENTIALS_KEY, ROLE_KEY)
 
 
 def set_secret_command(path: str, *, from_file: bool = False) -> str:

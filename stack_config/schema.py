@@ -19,6 +19,7 @@ from stack_config.hints import (
     FULL_CONFIG_KEY,
     FULL_CREDENTIALS_KEY,
     FULL_INVENTORY_KEY,
+    FULL_ROLE_KEY,
     PROGRAM_CONFIG_KEYS,
 )
 from stack_config.models import EstateConfig
@@ -75,6 +76,12 @@ def stack_file_json_schema() -> dict[str, Any]:
                         "minLength": 1,
                         "description": "The estate's inventory folder (YAML files of hosts, tenants, "
                         "fabric...), relative to the folder of Pulumi.yaml.",
+                    },
+                    FULL_ROLE_KEY: {
+                        "type": "string",
+                        "pattern": "^(estate|platform|hosts:[A-Za-z0-9._-]+|tenant:[a-z0-9-]+)$",
+                        "description": "The stack's role in the estate's split: platform, hosts:<group> "
+                        "or tenant:<name> (absent or estate: the whole estate).",
                     },
                     FULL_CREDENTIALS_KEY: {
                         "type": "object",

@@ -103,13 +103,25 @@ class _Mocks(pulumi.runtime.Mocks):
     engine gives none for a create. A read of a Secret ``<ns>/<cluster>-kubeconfig`` returns
     :func:`child_kubeconfig` (base64, as the API server gives ``data``) unless its name is in
     ``missing`` (then it fails like the engine's read of an absent object); a read whose ID is unknown
-    returns nothing, as the engine skips it (pulumi ``pkg/resource/deploy/step.go`` ``ReadStep``)."""
+    returns nothing, as the engine skips it (pulumi ``pkg/resource/deploy/step.go`` ``ReadStep``).
+    A StackReference to stack ``<org>/<project>/<stack>`` gives ``stack_outputs[<stack>]`` (none
+    when absent)."""
 
-    def __init__(self, *, preview: bool = False, missing: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        *,
+        preview: bool = False,
+        missing: frozenset[str] = frozenset(),
+        stack_outputs: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.preview = preview
         self.missing = missing
+        self.stack_outputs = stack_outputs or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        if args.typ == "pulumi:pulumi:StackReference":
+            outputs = self.stack_outputs.get(str(args.resource_id).rsplit("/", 1)[-1], {})
+            return args.resource_id, {"name": args.resource_id, "outputs": outputs, "secret_output_names": []}
         if args.resource_id and args.typ == "kubernetes:core/v1:Secret":
             return self._read_secret(args.resource_id)
         if args.typ.startswith("pulumi-python:dynamic") and self.preview:
@@ -180,13 +192,21 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
-def install_mocks(*, preview: bool = False, missing: frozenset[str] = frozenset()) -> Recorder:
+def install_mocks(
+    *,
+    preview: bool = False,
+    missing: frozenset[str] = frozenset(),
+    stack: str = "test",
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
+) -> Recorder:
     """Install recording mocks (``preview``: a first preview; ``missing``: kubeconfig Secrets the
-    mothership does not hold) and return their recorder."""
+    mothership does not hold; ``stack``: the stack's name; ``stack_outputs``: the outputs of the
+    stacks a StackReference names, by stack name) and return their recorder."""
     recorder = Recorder()
-    m = _Mocks(preview=preview, missing=missing)
+    m = _Mocks(preview=preview, missing=missing, stack_outputs=stack_outputs)
     pulumi.runtime.set_mocks(
-        m, project="composable-gpu", stack="test", preview=preview, monitor=_RecordingMonitor(m, recorder)
+        m, project="composable-gpu", stack=stack, preview=preview, monitor=_RecordingMonitor(m, recorder),
+        organization="organization",
     )
     return recorder
 

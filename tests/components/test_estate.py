@@ -375,7 +375,7 @@ def test_program_refuses_a_key_of_its_namespace_it_does_not_read(mocks: Recorder
     assert str(err.value).splitlines()[1:] == [
         "  - composable-gpu:idle_timeout: unknown config key "
         "(composable-gpu reads only 'composable-gpu:estate', 'composable-gpu:inventory', "
-        "'composable-gpu:credentials')"
+        "'composable-gpu:credentials', 'composable-gpu:role')"
     ]
     assert mocks.registrations == []
 

@@ -147,7 +147,8 @@ def test_every_committed_stack_file_passes_the_validator(capsys: pytest.CaptureF
         (
             "composable-gpu:idle_timeout",
             "composable-gpu:idle_timeout: unknown config key (composable-gpu reads only "
-            "'composable-gpu:estate', 'composable-gpu:inventory', 'composable-gpu:credentials')",
+            "'composable-gpu:estate', 'composable-gpu:inventory', 'composable-gpu:credentials', "
+            "'composable-gpu:role')",
         ),
         (
             "composable-gpu:estates",
