@@ -7,7 +7,8 @@ restarts, compositions, reclaim steps) and Events. The controller executes the j
 (:mod:`composer.shell.act`); tests call :func:`decide` with plain data. The round's types live in
 :mod:`composer.decide.round_types`, intent reconciliation (one function per intent phase) in
 :mod:`composer.decide.intents`, reclaim steps, guards and orphans in :mod:`composer.decide.reclaim`; this
-module puts them together and plans.
+module puts them together and plans, as :data:`PHASES`: functions run in order on one round's
+:class:`Round`, each reading what earlier ones added and adding its own.
 
 Convergence rules:
 
@@ -60,8 +61,8 @@ unschedulable pods, with these rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from composer.decide.capacity import PoolCapacity
 from composer.decide.gating import PodAction, batch_wait, release_patch, ungate_patch
@@ -100,68 +101,124 @@ from composer.model.nodestate import NodeView, host_state, max_gpus_of
 from composer.model.podspec import InvalidRequest, PodView, gpu_request
 
 
-def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
-    """Decide one round. Updates ``memory`` (idle timers, abandoned pods, reported refusals).
+@dataclass
+class Round:
+    """The state of one round, read and extended by the :data:`PHASES` in order.
 
-    Args:
-        snapshot: what was observed.
-        memory: the controller's memory (mutated).
-        policy: settings.
+    :meth:`start` fills the first block; each later block is added by the phase named beside it
+    (its docstring says what it reads). ``events``, ``actions`` and ``wake`` are appended to by
+    several phases, in phase order, which is the order of the Decision's Events and pod actions.
 
-    Returns:
-        The :class:`Decision`.
+    Attributes:
+        snapshot: the observation, its pools resolved (configured pools win over labels).
+        memory: the controller's memory (mutated by the phases).
+        policy: settings, with GPUs carrying the Pulumi program's owner tag added to ``excluded``.
+        ctx: what reconciling any node reads from the round as a whole.
+        composable: observed Nodes that are Director machines.
+        events: Events of the round so far.
+        actions: gated pods' releases and ungates so far.
+        wake: seconds after which a timer wants another round (batch, unserved wait).
+        records: node name -> its record, reconciled (:func:`reconcile`).
+        flags: node name -> (restart the device plugin, cancel a ``fabric/edit``) (:func:`reconcile`).
+        latencies: seconds from compose to advertise of intents that became advertised (:func:`reconcile`).
+        expired, taken, lost, adopted: counts of reservations expired, GPUs taken by another pod,
+            GPUs lost out of band, GPUs adopted (:func:`reconcile`).
+        early: refusals found before planning (:func:`collect_requests`).
+        requests: pod UID -> its GPU request to plan (:func:`collect_requests`; :func:`hold_batch`
+            removes a batch still open).
+        gated: pod UID -> gated pods among ``requests`` (:func:`collect_requests`).
+        plan: placements and every refusal, early ones first (:func:`plan_requests`).
+        free_by_model: (model, pool or "") -> free GPUs (:func:`plan_requests`).
+        by_node: node name -> its compositions this round (:func:`place`).
+        held: guard -> nodes it holds, after this round's checks (:func:`reclaim`).
+        jobs: node jobs that do something (:func:`reclaim`, :func:`orphans`).
     """
-    snapshot = snapshot.with_pools(policy.pool_map)  # configured pools win over labels
-    now = snapshot.now
-    fabric = snapshot.fabric
-    tagged = fabric.tagged_other_than(policy.owner_tag)
-    if tagged - policy.excluded:  # GPUs the Pulumi program owns (its owner tag): static, never touched
-        policy = replace(policy, excluded=policy.excluded | tagged)
-    ctx = RoundContext.of(snapshot, policy)
-    pods_by_uid = ctx.pods_by_uid
-    events: list[EventSpec] = []
-    composable = [n for n in snapshot.nodes if n.name in fabric.machines]
-    memory.forget_missing(set(pods_by_uid), {n.name for n in composable}, now)
 
-    # 1. reconcile each node's record with the Director and the pods
-    records: dict[str, NodeRecord] = {}
-    flags: dict[str, tuple[bool, bool]] = {}
-    latencies: list[float] = []
-    actions: list[PodAction] = []
-    expired = taken = lost = 0
-    adopted = 0
-    for node in composable:
+    snapshot: Snapshot
+    memory: Memory
+    policy: Policy
+    ctx: RoundContext
+    composable: list[NodeView]
+    events: list[EventSpec] = field(default_factory=list)
+    actions: list[PodAction] = field(default_factory=list)
+    wake: list[float] = field(default_factory=list)
+    records: dict[str, NodeRecord] = field(default_factory=dict)
+    flags: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    expired: int = 0
+    taken: int = 0
+    lost: int = 0
+    adopted: int = 0
+    early: list[Refusal] = field(default_factory=list)
+    requests: dict[str, GpuRequest] = field(default_factory=dict)
+    gated: dict[str, PodView] = field(default_factory=dict)
+    plan: Plan = field(default_factory=Plan)
+    free_by_model: dict[tuple[str, str], int] = field(default_factory=dict)
+    by_node: dict[str, list[ComposeItem]] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
+    jobs: list[NodeJob] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, snapshot: Snapshot, memory: Memory, policy: Policy) -> Round:
+        """The round's first state: pools resolved, the Pulumi program's GPUs (its owner tag)
+        excluded as static, never touched, and ``memory`` forgetting pods and nodes that are gone."""
+        snapshot = snapshot.with_pools(policy.pool_map)
+        tagged = snapshot.fabric.tagged_other_than(policy.owner_tag)
+        if tagged - policy.excluded:
+            policy = replace(policy, excluded=policy.excluded | tagged)
+        ctx = RoundContext.of(snapshot, policy)
+        composable = [n for n in snapshot.nodes if n.name in snapshot.fabric.machines]
+        memory.forget_missing(set(ctx.pods_by_uid), {n.name for n in composable}, snapshot.now)
+        return cls(snapshot, memory, policy, ctx, composable)
+
+
+def reconcile(r: Round) -> None:
+    """Reconcile each composable node's record with the Director and the pods.
+
+    Reads ``composable``, ``ctx``, the fabric; adds ``records``, ``flags``, ``latencies``, the
+    counts, given-up pods to ``memory.abandoned``, Events, and releases to ``actions``. A node
+    whose record is :func:`settled` keeps it unchanged and flags nothing.
+    """
+    fabric, owner = r.snapshot.fabric, r.policy.owner_tag
+    for node in r.composable:
         attached = fabric.attached(node.name)
-        owned = fabric.owned_on(policy.owner_tag, node.name)
+        owned = fabric.owned_on(owner, node.name)
         if settled(node.record, attached, owned):
-            records[node.name] = node.record
-            flags[node.name] = (False, False)
+            r.records[node.name] = node.record
+            r.flags[node.name] = (False, False)
             continue
-        rc = reconcile_record(node, ctx, attached=attached, owned=owned)
-        records[node.name] = rc.record
-        flags[node.name] = (rc.restart_plugin, rc.cancel_edit)
-        events.extend(rc.events)
-        latencies.extend(rc.advertised_after)
+        rc = reconcile_record(node, r.ctx, attached=attached, owned=owned)
+        r.records[node.name] = rc.record
+        r.flags[node.name] = (rc.restart_plugin, rc.cancel_edit)
+        r.events.extend(rc.events)
+        r.latencies.extend(rc.advertised_after)
         for uid, why in rc.given_up:
-            memory.abandoned[uid] = why
-        expired += rc.expired
-        taken += rc.taken
-        lost += len(rc.lost)
-        adopted += len(rc.adopted)
+            r.memory.abandoned[uid] = why
+        r.expired += rc.expired
+        r.taken += rc.taken
+        r.lost += len(rc.lost)
+        r.adopted += len(rc.adopted)
         for uid, it in rc.release:
-            actions.append(_release(pods_by_uid[uid], node.name, it))
+            r.actions.append(_release(r.ctx.pods_by_uid[uid], node.name, it))
 
-    # 2. requests: unschedulable or gated GPU pods nobody is serving yet
-    served = {uid for rec in records.values() for uid in rec.intents}
-    capacity: list[PoolCapacity] = []  # counted once, and only when a pod asks for GPUs
-    early: list[Refusal] = []  # requests refused before planning (invalid, or never served here)
-    requests: dict[str, GpuRequest] = {}
-    gated: dict[str, PodView] = {}
+
+def collect_requests(r: Round) -> None:
+    """The requests: unschedulable or gated GPU pods nobody is serving yet.
+
+    Reads ``records`` (pods with an intent are served), the pods, ``memory``; adds ``requests``,
+    ``gated``, ``early`` (invalid requests, and requests their pool can never serve, by
+    :class:`~composer.decide.capacity.PoolCapacity`, counted once and only when a pod asks for
+    GPUs), a ``Gated`` Event per newly gated pod (recorded in ``memory.gated_seen``) and an
+    ungate of each gated pod the composer gave up on.
+    """
+    snapshot, memory, policy, now = r.snapshot, r.memory, r.policy, r.snapshot.now
+    served = {uid for rec in r.records.values() for uid in rec.intents}
+    capacity: list[PoolCapacity] = []
     for p in snapshot.pods:
         if p.gated and p.uid not in memory.gated_seen and p.uid not in served and _serves(policy, p):
             # the batch window counts from the pod's arrival on the watch, not from this round
             memory.gated_seen[p.uid] = min(now, p.seen_at) if p.seen_at else now
-            events.append(
+            r.events.append(
                 pod_event(
                     p.key,
                     p.uid,
@@ -183,7 +240,7 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
             continue
         if p.uid in memory.abandoned:
             if p.gated:  # its cause was reported when the composer gave up
-                actions.append(_ungate(p, "Normal", f"the composer gave up: {memory.abandoned[p.uid]}"))
+                r.actions.append(_ungate(p, "Normal", f"the composer gave up: {memory.abandoned[p.uid]}"))
             continue
         try:
             req = gpu_request(
@@ -193,43 +250,62 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                 resource_models=policy.resource_models,
             )
         except InvalidRequest as exc:
-            early.append(Refusal(p.key, p.uid, Reason.INVALID, str(exc)))
+            r.early.append(Refusal(p.key, p.uid, Reason.INVALID, str(exc)))
             continue
         if not capacity:
-            whole = [n for n in (*composable, *snapshot.hidden) if n.name in fabric.machines]
-            capacity.append(PoolCapacity.of(fabric, whole, policy))
+            whole = [n for n in (*r.composable, *snapshot.hidden) if n.name in snapshot.fabric.machines]
+            capacity.append(PoolCapacity.of(snapshot.fabric, whole, policy))
         never = capacity[0].refusal(req)
         if never is not None:
-            early.append(Refusal(p.key, p.uid, *never))
+            r.early.append(Refusal(p.key, p.uid, *never))
             continue
-        requests[p.uid] = req
+        r.requests[p.uid] = req
         if p.gated:
-            gated[p.uid] = p
+            r.gated[p.uid] = p
 
-    # 2b. newly gated pods wait for their batch to close (pods refused or retried before do not)
+
+def hold_batch(r: Round) -> None:
+    """Newly gated pods wait for their batch to close (pods refused or retried before do not).
+
+    Reads ``gated``, ``memory``; while the batch is open, removes its pods from ``requests``
+    and adds the seconds until it closes to ``wake``.
+    """
+    memory, policy = r.memory, r.policy
     fresh = {
         uid: memory.gated_seen[uid]
-        for uid in gated
+        for uid in r.gated
         if uid not in memory.reported and uid not in memory.attempts and uid in memory.gated_seen
     }
-    wake: list[float] = []
     hold = batch_wait(
-        fresh, now=now, idle_seconds=policy.batch_idle_seconds, max_seconds=policy.batch_max_seconds
+        fresh,
+        now=r.snapshot.now,
+        idle_seconds=policy.batch_idle_seconds,
+        max_seconds=policy.batch_max_seconds,
     )
     if hold > 0:
-        wake.append(hold)
+        r.wake.append(hold)
         for uid in fresh:
-            del requests[uid]
+            del r.requests[uid]
 
-    # 3. hosts, pool usage, free pool -> plan (only when something asks for GPUs)
+
+def plan_requests(r: Round) -> None:
+    """Hosts, pool usage and the free pool, then the plan (hosts and plan only when something
+    asks for GPUs).
+
+    Reads ``requests``, ``records``, ``composable``, ``ctx``, ``early``, the fabric; adds
+    ``plan`` (placements; refusals: ``early`` first, then the planner's) and ``free_by_model``.
+    A batch of pinned pods describes only its own hosts; a node holding no composer GPU adds
+    nothing to its pool's usage.
+    """
+    fabric, policy, requests = r.snapshot.fabric, r.policy, r.requests
     hosts = []
     pool_usage: dict[str, int] = {}
-    only = pinned_hosts(requests.values())  # a batch of pinned pods needs only its own hosts
-    for node in composable if requests else ():
-        rec = records[node.name]
+    only = pinned_hosts(requests.values())
+    for node in r.composable if requests else ():
+        rec = r.records[node.name]
         described = only is None or node.name in only
         if not described and not rec.devices and not rec.intents:
-            continue  # holds no composer GPU: nothing for the pool's usage either
+            continue
         attached = fabric.attached(node.name)
         pool = node.labels.get(ann.POOL_LABEL, policy.default_pool)
         if described:
@@ -237,9 +313,9 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                 host_state(
                     node,
                     record=rec,
-                    usage=ctx.usage_of(node.name),
+                    usage=r.ctx.usage_of(node.name),
                     attached_models=attached,
-                    pending=pods_by_uid,
+                    pending=r.ctx.pods_by_uid,
                     pool=pool,
                     max_gpus=max_gpus_of(node, policy.max_gpus_per_node),
                     units_per_gpu=policy.units_per_gpu,
@@ -259,49 +335,67 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
             and g.healthy
             and g.name not in policy.excluded
         ]
-    free_by_model: dict[tuple[str, str], int] = {}
     for g in free:
         k = (g.model, g.pool or "")
-        free_by_model[k] = free_by_model.get(k, 0) + 1
+        r.free_by_model[k] = r.free_by_model.get(k, 0) + 1
     plan = Plan()
     if requests:
         plan = make_plan(
             requests.values(), hosts, free, quotas=policy.quotas, usage=pool_usage, excluded=policy.excluded
         )
+    r.plan = Plan(plan.placements, (*r.early, *plan.refusals))
 
-    plan = Plan(plan.placements, (*early, *plan.refusals))
-    for r in plan.refusals:
-        if memory.reported.get(r.uid) != r.reason:  # one Warning per cause; a repeat counts on it
-            memory.reported[r.uid] = r.reason
-            events.append(pod_event(r.key, r.uid, "Warning", str(r.reason), r.message, series=True))
-        gp = pods_by_uid[r.uid]
+
+def answer_refusals(r: Round) -> None:
+    """One Warning Event per refusal cause (a repeat counts on it), and the gated refused pods'
+    ungates.
+
+    Reads ``plan.refusals``, ``memory``; adds Events, ``memory.reported``, ungates to
+    ``actions`` (at once for :data:`NEVER_HERE` causes, else after ``unserved_wait_seconds``
+    from the pod's creation) and the seconds left of that wait to ``wake``.
+    """
+    memory, policy, now = r.memory, r.policy, r.snapshot.now
+    for ref in r.plan.refusals:
+        if memory.reported.get(ref.uid) != ref.reason:
+            memory.reported[ref.uid] = ref.reason
+            r.events.append(pod_event(ref.key, ref.uid, "Warning", str(ref.reason), ref.message, series=True))
+        gp = r.ctx.pods_by_uid[ref.uid]
         if not gp.gated:
             continue
-        waited = now - gp.created if gp.created > 0 else now - memory.gated_seen.get(r.uid, now)
-        if r.reason in NEVER_HERE:
-            actions.append(_ungate(gp, "Normal", f"the composer cannot serve it ({r.reason})"))
+        waited = now - gp.created if gp.created > 0 else now - memory.gated_seen.get(ref.uid, now)
+        if ref.reason in NEVER_HERE:
+            r.actions.append(_ungate(gp, "Normal", f"the composer cannot serve it ({ref.reason})"))
         elif waited >= policy.unserved_wait_seconds:
-            actions.append(
+            r.actions.append(
                 _ungate(
                     gp,
                     "Normal",
                     f"nothing in the pool can serve it after {policy.unserved_wait_seconds:.0f} s "
-                    f"({r.reason}); handing it to the scheduler unchanged",
+                    f"({ref.reason}); handing it to the scheduler unchanged",
                 )
             )
         else:
-            wake.append(policy.unserved_wait_seconds - waited)
-    by_node: dict[str, list[ComposeItem]] = {}
-    for pl in plan.placements:
+            r.wake.append(policy.unserved_wait_seconds - waited)
+
+
+def place(r: Round) -> None:
+    """The placements as compositions per node; a gated pod's placement is its reservation.
+
+    Reads ``plan.placements``, ``requests``, ``gated``, ``memory.attempts``; adds ``by_node``
+    (a gated pod's item reserved until now + ``reservation_timeout_seconds``) and a
+    ``Reserved`` Event per reservation; forgets each placed pod's reported refusal.
+    """
+    memory, policy, now = r.memory, r.policy, r.snapshot.now
+    for pl in r.plan.placements:
         memory.reported.pop(pl.uid, None)
-        until = now + policy.reservation_timeout_seconds if pl.uid in gated else 0.0
-        by_node.setdefault(pl.host, []).append(
-            ComposeItem(pl, requests[pl.uid], memory.attempts.get(pl.uid, 0), until)
+        until = now + policy.reservation_timeout_seconds if pl.uid in r.gated else 0.0
+        r.by_node.setdefault(pl.host, []).append(
+            ComposeItem(pl, r.requests[pl.uid], memory.attempts.get(pl.uid, 0), until)
         )
         if until:
-            rq = requests[pl.uid]
+            rq = r.requests[pl.uid]
             what = f"composing {', '.join(pl.devices)}" if pl.devices else "spare units"
-            events.append(
+            r.events.append(
                 pod_event(
                     pl.key,
                     pl.uid,
@@ -312,28 +406,82 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
                 )
             )
 
-    # 4. idle detection and reclaim (behind its guards), then the jobs
-    jobs = []
-    guards = ReclaimGuards(snapshot, composable, records, policy)
-    for node in composable:
-        if _untouched(node, records[node.name], node.name in by_node, memory):
+
+def reclaim(r: Round) -> None:
+    """Idle detection and reclaim (behind its guards), then each node's job.
+
+    Reads ``composable``, ``records``, ``flags``, ``by_node``, ``ctx``; adds ``guards`` and
+    ``jobs`` (the jobs that do something), the guards' Events, their holds in ``memory`` and
+    ``held``, the holds counted.
+    A node that is :func:`_untouched` is skipped.
+    """
+    fabric, policy, memory, now = r.snapshot.fabric, r.policy, r.memory, r.snapshot.now
+    guards = ReclaimGuards(r.snapshot, r.composable, r.records, policy)
+    for node in r.composable:
+        if _untouched(node, r.records[node.name], node.name in r.by_node, memory):
             continue
-        rec = ann.with_hold(records[node.name])
-        busy = ctx.usage_of(node.name).gpu_pods > 0 or bool(rec.intents) or node.name in by_node
+        rec = ann.with_hold(r.records[node.name])
+        busy = r.ctx.usage_of(node.name).gpu_pods > 0 or bool(rec.intents) or node.name in r.by_node
         step, since = reclaim_step(
             node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
         )
-        step = guards.check(node, step, memory, events, idle=since is not None)
+        step = guards.check(node, step, memory, r.events, idle=since is not None)
         if rec.idle_since != since:
             rec = replace(rec, idle_since=since)
-        restart, cancel = flags[node.name]
-        job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(by_node.get(node.name, ())), step)
+        restart, cancel = r.flags[node.name]
+        job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(r.by_node.get(node.name, ())), step)
         if not job.idle:
-            jobs.append(job)
+            r.jobs.append(job)
+    r.held = guards.held_counts(memory)
 
-    # 5. orphans: the composer's GPUs on Director machines that have no Node
-    planned = frozenset(d for pl in plan.placements for d in pl.devices)
-    jobs.extend(orphan_jobs(snapshot, records, planned, policy, memory, events))
+
+def orphans(r: Round) -> None:
+    """The composer's GPUs on Director machines that have no Node.
+
+    Reads ``records``, ``plan.placements`` (GPUs planned this round are no orphans),
+    ``memory.orphan_since``; adds ``orphan`` jobs to ``jobs`` and their Events.
+    """
+    planned = frozenset(d for pl in r.plan.placements for d in pl.devices)
+    r.jobs.extend(orphan_jobs(r.snapshot, r.records, planned, r.policy, r.memory, r.events))
+
+
+#: The phases of :func:`decide`, run in this order on one :class:`Round`.
+PHASES: tuple[Callable[[Round], None], ...] = (
+    reconcile,
+    collect_requests,
+    hold_batch,
+    plan_requests,
+    answer_refusals,
+    place,
+    reclaim,
+    orphans,
+)
+
+
+def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
+    """Decide one round: :meth:`Round.start`, then each of :data:`PHASES` in order
+    (:func:`reconcile`, :func:`collect_requests`, :func:`hold_batch`, :func:`plan_requests`,
+    :func:`answer_refusals`, :func:`place`, :func:`reclaim`, :func:`orphans`). Updates ``memory``
+    (idle timers, abandoned pods, reported refusals, held reclaims, orphan timers).
+
+    Args:
+        snapshot: what was observed.
+        memory: the controller's memory (mutated).
+        policy: settings.
+
+    Returns:
+        The :class:`Decision`.
+    """
+    r = Round.start(snapshot, memory, policy)
+    for phase in PHASES:
+        phase(r)
+    return _decision(r)
+
+
+def _decision(r: Round) -> Decision:
+    """The :class:`Decision` of a round all :data:`PHASES` have run on, with the round's pod
+    counts (pending: unschedulable or gated GPU pods of served namespaces; gated)."""
+    snapshot, policy = r.snapshot, r.policy
     pending = sum(
         1
         for p in snapshot.pods
@@ -341,21 +489,21 @@ def decide(snapshot: Snapshot, memory: Memory, policy: Policy) -> Decision:
     )
     n_gated = sum(1 for p in snapshot.pods if p.gated and not p.deleting and _serves(policy, p))
     return Decision(
-        tuple(jobs),
-        tuple(events),
-        plan,
+        tuple(r.jobs),
+        tuple(r.events),
+        r.plan,
         pending,
-        free_by_model,
-        tuple(latencies),
-        pod_actions=tuple(actions),
-        wake_after=min(wake) if wake else None,
+        r.free_by_model,
+        tuple(r.latencies),
+        pod_actions=tuple(r.actions),
+        wake_after=min(r.wake) if r.wake else None,
         gated=n_gated,
-        reservations=sum(len(r.intents) for r in records.values()),
-        expired=expired,
-        taken=taken,
-        lost=lost,
-        adopted=adopted,
-        held=guards.held_counts(memory),
+        reservations=sum(len(rec.intents) for rec in r.records.values()),
+        expired=r.expired,
+        taken=r.taken,
+        lost=r.lost,
+        adopted=r.adopted,
+        held=r.held,
     )
 
 

@@ -52,6 +52,59 @@ def _both_ways(checked: list[int]) -> Any:
     return decide
 
 
+def life_step(w: FakeWorld, clock: Clock, rnd: random.Random, made: int) -> int:
+    """One random step of a composer life on :func:`_world` (a pod added, the agent, the
+    scheduler, a pod finished or deleted, a GPU detached behind the composer's back, a reclaim
+    taint or the composer's record left or removed by hand, a GPU left attached, time passing).
+    Returns how many pods were made so far (``made``, one more when a pod was added)."""
+    step = rnd.random()
+    if step < 0.35:
+        made += 1
+        w.kube.add_pod(
+            pod(
+                f"p{made}",
+                rnd.choice([1, 1, 2, 3]),
+                product=rnd.choice([None, T4, A100]),
+                host=rnd.choice([None, None, *HOSTS]),
+                gated=rnd.random() < 0.5,
+            )
+        )
+    elif step < 0.55:
+        w.agent_step()
+    elif step < 0.7:
+        w.schedule()
+    elif step < 0.8:
+        running = [k for k, p in w.kube.pods.items() if p["status"].get("phase") == "Running"]
+        if running:
+            w.finish(rnd.choice(running))
+    elif step < 0.85 and w.kube.pods:
+        del w.kube.pods[rnd.choice(sorted(w.kube.pods))]
+    elif step < 0.9:
+        attached = [g for g in w.fabric.gpu_list if g.machine is not None]
+        if attached:  # lost: detached behind the composer's back
+            rnd.choice(attached).machine = None
+    elif step < 0.92:  # a reclaim taint left on a node (by a crash, or by hand)
+        n = w.kube.nodes[rnd.choice(HOSTS)]
+        if not n["spec"]["taints"]:
+            n["spec"]["taints"] = [
+                {"key": ann.RECLAIM_TAINT_KEY, "value": ann.RECLAIM_TAINT_VALUE,
+                 "effect": ann.RECLAIM_TAINT_EFFECT}
+            ]
+    elif step < 0.93:  # the composer's record removed from a node by hand
+        a = w.kube.nodes[rnd.choice(HOSTS)]["metadata"]["annotations"]
+        for k in (ann.DEVICES, ann.INTENTS, ann.RECLAIM, ann.IDLE_SINCE, *ann.hold_changes(False)):
+            a.pop(k, None)
+    elif step < 0.95:
+        free = [g for g in w.fabric.gpu_list if g.machine is None]
+        if free:  # left by a crash between attach and record (the composer's tag), or by hand
+            g = rnd.choice(free)
+            g.machine = rnd.choice(HOSTS)
+            g.owner_tag = rnd.choice(["gpu-composer", None])
+    else:
+        clock.tick(rnd.choice([5, 30, 61, 400]))
+    return made
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_decide_decides_the_same_without_its_fast_paths(seed: int) -> None:
     rnd = random.Random(seed)
@@ -62,51 +115,7 @@ def test_decide_decides_the_same_without_its_fast_paths(seed: int) -> None:
     made = 0
     with mock.patch.object(controller_mod, "decide", _both_ways(checked)):
         for _ in range(60):
-            step = rnd.random()
-            if step < 0.35:
-                made += 1
-                w.kube.add_pod(
-                    pod(
-                        f"p{made}",
-                        rnd.choice([1, 1, 2, 3]),
-                        product=rnd.choice([None, T4, A100]),
-                        host=rnd.choice([None, None, *HOSTS]),
-                        gated=rnd.random() < 0.5,
-                    )
-                )
-            elif step < 0.55:
-                w.agent_step()
-            elif step < 0.7:
-                w.schedule()
-            elif step < 0.8:
-                running = [k for k, p in w.kube.pods.items() if p["status"].get("phase") == "Running"]
-                if running:
-                    w.finish(rnd.choice(running))
-            elif step < 0.85 and w.kube.pods:
-                del w.kube.pods[rnd.choice(sorted(w.kube.pods))]
-            elif step < 0.9:
-                attached = [g for g in w.fabric.gpu_list if g.machine is not None]
-                if attached:  # lost: detached behind the composer's back
-                    rnd.choice(attached).machine = None
-            elif step < 0.92:  # a reclaim taint left on a node (by a crash, or by hand)
-                n = w.kube.nodes[rnd.choice(HOSTS)]
-                if not n["spec"]["taints"]:
-                    n["spec"]["taints"] = [
-                        {"key": ann.RECLAIM_TAINT_KEY, "value": ann.RECLAIM_TAINT_VALUE,
-                         "effect": ann.RECLAIM_TAINT_EFFECT}
-                    ]
-            elif step < 0.93:  # the composer's record removed from a node by hand
-                a = w.kube.nodes[rnd.choice(HOSTS)]["metadata"]["annotations"]
-                for k in (ann.DEVICES, ann.INTENTS, ann.RECLAIM, ann.IDLE_SINCE, *ann.hold_changes(False)):
-                    a.pop(k, None)
-            elif step < 0.95:
-                free = [g for g in w.fabric.gpu_list if g.machine is None]
-                if free:  # left by a crash between attach and record (the composer's tag), or by hand
-                    g = rnd.choice(free)
-                    g.machine = rnd.choice(HOSTS)
-                    g.owner_tag = rnd.choice(["gpu-composer", None])
-            else:
-                clock.tick(rnd.choice([5, 30, 61, 400]))
+            made = life_step(w, clock, rnd, made)
             run(ctrl)
     ctrl.close()
     assert len(checked) == 60 and sum(checked) > 0  # every round compared; some had jobs
