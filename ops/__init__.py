@@ -11,6 +11,9 @@ Modules (none imports the program, the providers or the lab):
   parsed preview.
 - :mod:`ops.preview_report` — runs ``pulumi preview`` with the policy pack and writes the
   summary (``python -m ops.preview_report``).
+- :mod:`ops.estate_plan` — which stacks of a split estate a change touches, their order and the
+  run's summary (pure); :mod:`ops.estate` runs them through ``pulumi.automation``
+  (``python -m ops.estate preview|up|refresh|destroy``).
 
 See ``docs/environments.md`` for how environments, backends and secrets fit together.
 """

@@ -1,0 +1,249 @@
+"""One command for a split estate: preview, up, refresh or destroy the stacks a change touches.
+
+::
+
+    python -m ops.estate preview --fleet prod --changed-since origin/main   # a pull request
+    python -m ops.estate up --fleet prod --changed-since HEAD~1             # after its merge
+    python -m ops.estate preview --fleet prod --stack tenant:acme           # named stacks (or their names)
+    python -m ops.estate preview --fleet prod                               # every stack
+
+The fleet ``prod`` is the stack file ``Pulumi.prod.yaml`` in the project folder (``--project``,
+default the current folder): its inventory folder and credential sets are the estate's one
+definition, split by :func:`stack_config.fleet.split_estate`. Each role's stack is
+``prod-<role>`` (:func:`stack_config.fleet.stack_name`); a stack file missing for it is written
+from ``Pulumi.prod.yaml`` (the same inventory, credential sets and encryption salt, plus
+``composable-gpu:role``) and the stack is created on the current backend (``PULUMI_BACKEND_URL``,
+secrets with ``PULUMI_CONFIG_PASSPHRASE`` or the stack's provider). Every stack of the fleet is
+created before any runs, so a StackReference always names an existing stack.
+
+``--changed-since REF`` takes the files ``git diff --name-only REF`` lists and the untracked ones;
+the stacks owning a changed inventory file run, then every stack that reads one of them
+(:func:`ops.estate_plan.select`), in dependency order, at most ``--parallel`` (default 2) at a
+time, through :mod:`pulumi.automation`. A stack that fails is reported and the stacks reading it
+are skipped; independent stacks go on. The output is one line per stack
+(:func:`ops.estate_plan.render_summary`); each stack's whole output is written to
+``<log-dir>/<stack>.log`` when ``--log-dir`` is given.
+
+Exit status: 0 when every stack run was ok (or none was touched), 1 when one failed or was skipped,
+2 when the fleet's config is invalid or an argument names no stack of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi import automation as auto
+
+from ops.estate_plan import StackResult, render_summary, run_in_order, select
+from stack_config.errors import ConfigProblem, EstateConfigError
+from stack_config.fleet import Fleet, split_estate, stack_name
+from stack_config.hints import FULL_INVENTORY_KEY, FULL_ROLE_KEY
+from stack_config.inventory import read_inventory
+from stack_config.stack_file import load_stack_file
+
+OPERATIONS = ("preview", "up", "refresh", "destroy")
+#: Keys of the fleet's stack file that a role's stack file takes over.
+_COPIED = ("secretsprovider", "encryptedkey", "encryptionsalt")
+
+
+def fleet_folder(project: Path, fleet: str) -> str:
+    """The inventory folder ``Pulumi.<fleet>.yaml`` names, as written there.
+
+    Raises:
+        EstateConfigError: the file holds no ``composable-gpu:inventory`` (an inline estate is not split).
+    """
+    config = (yaml.safe_load((project / f"Pulumi.{fleet}.yaml").read_text()) or {}).get("config") or {}
+    folder = config.get(FULL_INVENTORY_KEY)
+    if not isinstance(folder, str):
+        raise EstateConfigError([ConfigProblem(FULL_INVENTORY_KEY, (
+            f"Pulumi.{fleet}.yaml names no inventory folder; only an estate in files is split into stacks"))])
+    return os.path.normpath(folder)
+
+
+def load_fleet(project: Path, fleet: str) -> Fleet:
+    """The split of the estate ``Pulumi.<fleet>.yaml`` defines (checked offline: secrets not decrypted).
+
+    Raises:
+        EstateConfigError: the stack file or its estate is invalid, or the estate cannot be split.
+    """
+    folder = fleet_folder(project, fleet)
+    estate = load_stack_file(project / f"Pulumi.{fleet}.yaml", require_secrets=False)
+    files = read_inventory(project / folder, shown_as=folder)
+    return split_estate(files, estate, folder=folder)
+
+
+def changed_files(ref: str, project: Path) -> list[str]:
+    """Files changed since git revision ``ref`` (``git diff --name-only ref``, working tree included)
+    and untracked files, as paths relative to ``project`` (files outside it left out).
+
+    Raises:
+        subprocess.CalledProcessError: git failed (not a repository, unknown revision).
+    """
+
+    def git(*args: str) -> list[str]:
+        out = subprocess.run(["git", *args], cwd=project, check=True, capture_output=True, text=True).stdout
+        return [line for line in out.splitlines() if line]
+
+    top = Path(git("rev-parse", "--show-toplevel")[0])
+    untracked = git("ls-files", "--others", "--exclude-standard", "--full-name")
+    paths = git("diff", "--name-only", ref, "--") + untracked
+    out = []
+    for p in dict.fromkeys(paths):
+        absolute = (top / p).resolve()
+        if absolute.is_relative_to(project.resolve()):
+            out.append(absolute.relative_to(project.resolve()).as_posix())
+    return out
+
+
+def ensure_stack_file(project: Path, fleet: str, role: str) -> Path:
+    """``Pulumi.<fleet>-<role>.yaml``, written from ``Pulumi.<fleet>.yaml`` when missing (its config
+    with ``composable-gpu:role`` set, and its secrets provider settings), else left as it is."""
+    path = project / f"Pulumi.{stack_name(fleet, role)}.yaml"
+    if not path.exists():
+        base = yaml.safe_load((project / f"Pulumi.{fleet}.yaml").read_text()) or {}
+        data: dict[str, Any] = {"config": {**(base.get("config") or {}), FULL_ROLE_KEY: role}}
+        data.update({k: base[k] for k in _COPIED if k in base})
+        path.write_text(f"# Written by python -m ops.estate from Pulumi.{fleet}.yaml: the {role} stack.\n"
+                        + yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class PolicyArgs:
+    """The policy pack (a folder) and its config file that every preview and up runs with, if any."""
+
+    pack: str | None = None
+    config: str | None = None
+
+
+def _error_lines(text: str, most: int = 3) -> str:
+    """The first line of ``text`` that starts with ``error:`` (the engine's diagnostics, not its
+    progress lines) with the problem lines (``- ...``) under it, at most ``most`` lines joined with
+    `` | `` and 300 characters; else its last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
+    if first is None:
+        return lines[-1][:300] if lines else ""
+    picked = [lines[first]]
+    for ln in lines[first + 1:]:
+        if not ln.startswith("- ") or len(picked) == most:
+            break
+        picked.append(ln)
+    return " | ".join(picked)[:300]
+
+
+def _run(stack: auto.Stack, operation: str, on_output: Any, policy: PolicyArgs) -> dict[str, int]:
+    """One operation on ``stack``; the engine's resource counts by operation."""
+    packs = [policy.pack] if policy.pack else None
+    configs = [policy.config] if policy.config else None
+    if operation == "preview":
+        result = stack.preview(color="never", on_output=on_output, policy_packs=packs,
+                               policy_pack_configs=configs)
+        return {str(k): v for k, v in result.change_summary.items()}
+    if operation == "up":
+        summary = stack.up(color="never", on_output=on_output, policy_packs=packs,
+                           policy_pack_configs=configs).summary
+    elif operation == "refresh":
+        summary = stack.refresh(color="never", on_output=on_output).summary
+    else:
+        summary = stack.destroy(color="never", on_output=on_output).summary
+    return {str(k): v for k, v in (summary.resource_changes or {}).items()}
+
+
+def run_estate(
+    operation: str,
+    *,
+    project: Path,
+    fleet_name: str,
+    roles: Sequence[str],
+    changed: Sequence[str] | None,
+    parallel: int,
+    policy: PolicyArgs | None = None,
+    log_dir: Path | None = None,
+) -> list[StackResult]:
+    """Run ``operation`` on the stacks :func:`ops.estate_plan.select` picks; see the module doc.
+
+    Raises:
+        EstateConfigError: the fleet's config is invalid.
+        KeyError: a role in ``roles`` is not the fleet's.
+    """
+    fleet = load_fleet(project, fleet_name)
+    order = select(fleet, changed_files=changed, roles=roles)
+    stacks: dict[str, auto.Stack] = {}
+    for role in fleet.slices:
+        ensure_stack_file(project, fleet_name, role)
+        stacks[role] = auto.create_or_select_stack(stack_name(fleet_name, role), work_dir=str(project))
+
+    def run_one(role: str) -> StackResult:
+        name = stack_name(fleet_name, role)
+        lines: list[str] = []
+        start = time.perf_counter()
+        try:
+            changes = _run(stacks[role], operation, lines.append, policy or PolicyArgs())
+            result = StackResult(role, name, "ok", time.perf_counter() - start, changes)
+        except auto.CommandError as exc:
+            lines.append(str(exc))
+            seconds = time.perf_counter() - start
+            result = StackResult(role, name, "failed", seconds, detail=_error_lines(str(exc)))
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            text = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
+            (log_dir / f"{name}.log").write_text(text)
+        return result
+
+    def skipped(role: str, bad: list[str]) -> StackResult:
+        return StackResult(role, stack_name(fleet_name, role), "skipped",
+                           detail="not run: it reads " + ", ".join(stack_name(fleet_name, b) for b in bad))
+
+    return run_in_order(fleet, order, run_one, parallel=parallel, skipped=skipped)
+
+
+def _role_of(value: str, fleet: str, fleet_roles: Sequence[str]) -> str:
+    """A ``--stack`` value as a role: a role, or a stack's name (``prod-tenant-acme``)."""
+    by_name = {stack_name(fleet, r): r for r in fleet_roles}
+    return by_name.get(value, value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (see the module doc); returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m ops.estate", description=__doc__.splitlines()[0])
+    parser.add_argument("operation", choices=OPERATIONS)
+    parser.add_argument("--fleet", required=True, help="the fleet's stack file is Pulumi.<fleet>.yaml")
+    parser.add_argument("--project", type=Path, default=Path.cwd(), help="folder of Pulumi.yaml")
+    parser.add_argument("--changed-since", metavar="REF", help="the stacks owning files changed since REF")
+    parser.add_argument("--stack", action="append", default=[], help="a role or stack name (repeatable)")
+    parser.add_argument("--parallel", type=int, default=2, help="stacks run at the same time (default 2)")
+    parser.add_argument("--policy-pack", help="policy pack folder, passed to every preview and up")
+    parser.add_argument("--policy-pack-config", help="its config file")
+    parser.add_argument("--log-dir", type=Path, help="write each stack's whole output to <dir>/<stack>.log")
+    args = parser.parse_args(argv)
+    project = args.project.resolve()
+    try:
+        roles = list(load_fleet(project, args.fleet).slices)
+        named = [_role_of(v, args.fleet, roles) for v in args.stack]
+        changed = changed_files(args.changed_since, project) if args.changed_since else None
+        policy = PolicyArgs(args.policy_pack, args.policy_pack_config)
+        results = run_estate(args.operation, project=project, fleet_name=args.fleet, roles=named,
+                             changed=changed, parallel=args.parallel, policy=policy, log_dir=args.log_dir)
+    except EstateConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except KeyError as exc:
+        print(f"error: {exc.args[0]} is not a stack of fleet {args.fleet}; its roles: {', '.join(roles)}",
+              file=sys.stderr)
+        return 2
+    print(render_summary(results, operation=args.operation))
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

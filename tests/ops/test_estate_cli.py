@@ -1,0 +1,108 @@
+"""``python -m ops.estate`` through the real pulumi CLI on a file backend: a small split estate (the
+dev estate without its composer, plus a rack ``rack-c`` of one host outside any cluster), its
+mothership an unreachable API server (a first preview needs none: every resource is to create)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ops.estate import main
+from tests.pulumi_project import file_backend, local_project
+
+ROOT = Path(__file__).resolve().parents[2]
+DEV_PASSPHRASE = "dev-lab-only-passphrase"
+_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+_RACK_C = {"hosts": [{"name": "blade-slot-3", "role": "baremetal-worker", "boot_mac": "52:54:00:00:01:03",
+                      "bmc": {"endpoint": "https://127.0.0.1:18453", "credential": "bmc"}}]}
+
+pytestmark = pytest.mark.skipif(shutil.which("pulumi") is None, reason="pulumi CLI not on PATH (make setup)")
+
+
+def _edit(path: Path, change: object) -> None:
+    data = yaml.safe_load(path.read_text())
+    change(data)  # type: ignore[operator]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    work = local_project(tmp_path)
+    inv = Path(shutil.copytree(ROOT / "environments" / "dev", work / "inv"))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(_KUBECONFIG)
+
+    def estate(d: dict) -> None:
+        d["mothership"]["kubeconfig"] = str(kubeconfig)
+        del d["composer"]  # its Helm chart needs a reachable API server even in a first preview
+
+    _edit(inv / "estate.yaml", estate)
+    _edit(inv / "clusters.yaml", lambda d: d["hypervisor_clusters"][0].update(kubeconfig=str(kubeconfig)))
+    (inv / "hosts" / "rack-c.yaml").write_text(yaml.safe_dump(_RACK_C, sort_keys=False))
+    dev = (ROOT / "Pulumi.dev.yaml").read_text()
+    (work / "Pulumi.fleet.yaml").write_text(dev.replace("inventory: environments/dev", "inventory: inv"))
+    commit = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "the fleet"]
+    for args in (["init", "-q"], ["add", "-A"], commit):
+        subprocess.run(["git", *args], cwd=work, check=True)
+    (work / ".gitignore").write_text("state/\nPulumi.fleet-*.yaml\n")
+    env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE,
+           "COMPOSABLE_GPU_PREFLIGHT": "off", "PULUMI_SKIP_UPDATE_CHECK": "1",
+           "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "1"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
+    return work
+
+
+def _lines(out: str) -> dict[str, str]:
+    """Stack name -> its status word, from the summary."""
+    return {parts[1]: parts[0] for parts in (ln.split() for ln in out.splitlines()[1:])}
+
+
+def test_a_tenant_file_change_previews_only_that_tenants_stack(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _edit(project / "inv" / "tenants" / "beta.yaml", lambda d: d["tenants"][0].update(gpu_quota=1))
+    logs = project / "logs"
+    status = main(["preview", "--project", str(project), "--fleet", "fleet", "--changed-since", "HEAD",
+                   "--log-dir", str(logs)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.splitlines()[0] == "preview of 1 stack: 1 ok, 0 failed, 0 skipped"
+    assert _lines(out) == {"fleet-tenant-beta": "ok"}
+    assert "create " in out
+    assert sorted(p.name for p in logs.iterdir()) == ["fleet-tenant-beta.log"]
+    # every stack of the fleet exists (its references resolve) and carries its role
+    for role in ("platform", "hosts-lab-workers", "hosts-rack-c", "tenant-alpha", "tenant-beta"):
+        assert (project / f"Pulumi.fleet-{role}.yaml").exists()
+    assert "composable-gpu:role: tenant:beta" in (project / "Pulumi.fleet-tenant-beta.yaml").read_text()
+
+
+def test_one_broken_host_stack_fails_alone(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preview", "--project", str(project), "--fleet", "fleet", "--stack", "platform"]) == 0
+    capsys.readouterr()
+    # rack-c's own stack file gets a key the program refuses: only that stack's run fails
+    broken = {"composable-gpu:idle": "1"}
+    _edit(project / "Pulumi.fleet-hosts-rack-c.yaml", lambda d: d["config"].update(broken))
+    status = main(["preview", "--project", str(project), "--fleet", "fleet", "--parallel", "2"])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert out.splitlines()[0] == "preview of 5 stacks: 4 ok, 1 failed, 0 skipped", out
+    assert _lines(out) == {
+        "fleet-platform": "ok", "fleet-hosts-lab-workers": "ok", "fleet-hosts-rack-c": "failed",
+        "fleet-tenant-alpha": "ok", "fleet-tenant-beta": "ok",
+    }
+    failed = next(ln for ln in out.splitlines() if "fleet-hosts-rack-c" in ln)
+    assert "composable-gpu:idle: unknown config key" in failed
+    assert os.environ["PULUMI_BACKEND_URL"].startswith("file://")
