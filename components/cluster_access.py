@@ -166,20 +166,27 @@ def cluster_targets(
     """A :class:`ClusterTarget` per hypervisor cluster of ``config``, providers named
     ``<name>-cluster-<cluster>``.
 
-    In order: the composer's own kubeconfig (``composer.kubeconfig``) for its target cluster (provider
-    ``<name>-composer-target``); an adopted cluster's kubeconfig, the mothership's own provider when
+    In order: a composer's own kubeconfig (``composer.kubeconfig``, or a ``composers`` entry's) for
+    its target cluster (provider ``<name>-composer-target``, ``-<cluster>`` appended after the
+    first); an adopted cluster's kubeconfig, the mothership's own provider when
     file and context are the mothership's; else the cluster's kubeconfig Secret
     (:func:`child_provider`, ``deployments`` giving each cluster's ClusterDeployment).
     """
     ms = config.mothership
     ms_kubeconfig = resolve_path(ms.kubeconfig, root)
-    composer = config.composer
+    # One composer per target cluster (stack_config.rules.composers_apart); the first keeps the
+    # provider name the one-composer form always had.
+    own = [c for c in config.all_composers() if c.kubeconfig is not None]
+    composers = {c.target_cluster: (c, "" if i == 0 else f"-{c.target_cluster}") for i, c in enumerate(own)}
     out: dict[str, ClusterTarget] = {}
     for c in config.hypervisor_clusters:
         opts = pulumi.ResourceOptions(parent=parent)
-        if composer is not None and composer.kubeconfig is not None and composer.target_cluster == c.name:
+        if c.name in composers:
+            composer, suffix = composers[c.name]
             provider = k8s.Provider(
-                f"{name}-composer-target", kubeconfig=str(resolve_path(composer.kubeconfig, root)), opts=opts
+                f"{name}-composer-target{suffix}",
+                kubeconfig=str(resolve_path(str(composer.kubeconfig), root)),
+                opts=opts,
             )
             out[c.name] = ClusterTarget(c.name, provider)
         elif c.kubeconfig is not None:

@@ -17,22 +17,35 @@ from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
 from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
 
-#: Leader-election Lease name (chart default ``leaderElection.leaseName``).
+#: Leader-election Lease name (chart default ``leaderElection.leaseName``) of the composer with the
+#: default release name ``composer``.
 LEASE_NAME = "gpu-composer"
 
 
+def lease_name(config: ComposerConfig) -> str:
+    """The leader-election Lease of the composer ``config`` (its orphan timers are in ConfigMap
+    ``<lease>-orphans``): :data:`LEASE_NAME` for the default release name ``composer``, so a
+    deployed composer keeps its Lease across an upgrade, else the release name (unique per
+    composer, :func:`stack_config.rules.composers_apart`)."""
+    return LEASE_NAME if config.release_name == "composer" else config.release_name
+
+
 def composer_rbac_rules(
-    *, leader_election: bool = True, restart_device_plugin: bool = True, nominate_node: str = "auto"
+    *,
+    leader_election: bool = True,
+    restart_device_plugin: bool = True,
+    nominate_node: str = "auto",
+    lease: str = LEASE_NAME,
 ) -> list[dict[str, Any]]:
     """The PolicyRules ``charts/composer`` grants (``templates/rbac.yaml``), in its order.
 
     ClusterRole: pods list/watch/patch (patch: the scheduling gate), pods/status patch (unless
     ``nominate_node`` is ``off``: ``status.nominatedNodeName``), nodes get/list/watch/patch,
     namespaces list/watch, events create/get/patch (a repeated cause raises its Event's count);
-    Role in the release namespace: leases create and get/update of its own Lease, configmaps create
-    and get/patch of ``<lease>-orphans`` (the orphan timers); Role in the
-    device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders the chart
-    with ``helm template`` and compares, so this list cannot drift from what is deployed.
+    Role in the release namespace: leases create and get/update of its own Lease ``lease``,
+    configmaps create and get/patch of ``<lease>-orphans`` (the orphan timers); Role in the
+    device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders
+    the chart with ``helm template`` and compares, so this list cannot drift from what is deployed.
     """
     nominate = [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
     rules: list[dict[str, Any]] = [
@@ -48,13 +61,13 @@ def composer_rbac_rules(
             {
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "resourceNames": [LEASE_NAME],
+                "resourceNames": [lease],
                 "verbs": ["get", "update"],
             },
         ]
     rules += [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{LEASE_NAME}-orphans"],
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{lease}-orphans"],
          "verbs": ["get", "patch"]},
     ]
     if restart_device_plugin:
@@ -77,12 +90,13 @@ class TenantPool:
     reclaim_budget: str | None = None
 
 
-def composer_pools(estate: EstateConfig) -> list[TenantPool]:
-    """The composer pools of ``estate`` (``composer.pools``), resolved: hosts (a pool's
+def composer_pools(estate: EstateConfig, composer: ComposerConfig | None = None) -> list[TenantPool]:
+    """The pools of ``composer`` (default: ``estate.composer``), resolved: hosts (a pool's
     ``hypervisor_cluster`` expanded), its tenants' namespaces, its quota (``quota_gpus``, else the
     sum of its tenants' ``gpu_quota``) and its reclaim budget. Empty without a composer. Pure."""
     out: list[TenantPool] = []
-    for p in estate.composer.pools if estate.composer is not None else []:
+    composer = composer if composer is not None else estate.composer
+    for p in composer.pools if composer is not None else []:
         tenants = [t for n in p.tenant_names if (t := estate.tenant(n)) is not None]
         out.append(
             TenantPool(
@@ -197,7 +211,7 @@ def composer_values(
             "restart": config.restart_device_plugin,
             "namespace": config.device_plugin_namespace,
         },
-        "leaderElection": {"enabled": True, "leaseName": LEASE_NAME},
+        "leaderElection": {"enabled": True, "leaseName": lease_name(config)},
     }
 
 
@@ -238,7 +252,9 @@ class Composer(pulumi.ComponentResource):
         own = {
             "cluster_admin": False,
             "excluded_devices": excluded,
-            "rbac_rules": composer_rbac_rules(restart_device_plugin=c.restart_device_plugin),
+            "rbac_rules": composer_rbac_rules(
+                restart_device_plugin=c.restart_device_plugin, lease=lease_name(c)
+            ),
             "host_pools": {h: p.name for p in args.tenant_pools for h in p.hosts},
             "pool_tenants": {p.name: list(p.tenants) for p in args.tenant_pools},
         }

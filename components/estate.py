@@ -214,7 +214,8 @@ class Estate(pulumi.ComponentResource):
       :class:`~components.dpu_cluster.DpuCluster`, :class:`~components.hypervisor_cluster.HypervisorCluster`
       per cluster, :class:`~components.tenant.Tenant` per tenant,
       :class:`~components.gpu_composition.GpuComposition` per static composition,
-      :class:`~components.composer.Composer`.
+      :class:`~components.composer.Composer` per composer (attribute ``composers``; ``composer`` is
+      the only one, or None when there are several).
 
     Output ``report`` (also the stack output ``estate``) is what :func:`stack_config.summary.render_summary`
     prints; hosts and DPUs prepared over SSH (config ``prep``) also report ``reboot_pending`` /
@@ -400,10 +401,11 @@ class Estate(pulumi.ComponentResource):
                 )
             )
 
-        # The composer.
-        self.composer = None
-        if cfg.composer is not None and (part is None or part.composer):
-            cc = cfg.composer
+        # The composers: one per GPU cluster (stack_config.rules.composers_apart keeps them apart).
+        self.composers: list[Composer] = []
+        for cc in cfg.all_composers():
+            if part is not None and cc.target_cluster not in part.composers:
+                continue
             target_provider = self.clusters.provider_for("composer-release", cc.target_cluster)
             excluded = excluded_devices(cfg, self.compositions)
             pool = cfg.pool(cc.pool)
@@ -411,7 +413,7 @@ class Estate(pulumi.ComponentResource):
             depends = [*self.compositions]
             if cc.target_cluster != MOTHERSHIP:
                 depends.append(self.hypervisor_clusters[cc.target_cluster])
-            self.composer = Composer(
+            self.composers.append(Composer(
                 cc.release_name,
                 ComposerArgs(
                     config=cc,
@@ -420,11 +422,12 @@ class Estate(pulumi.ComponentResource):
                     chart_path=resolve_path(cc.chart_path, root),
                     provider=target_provider,
                     excluded_devices=excluded,
-                    tenant_pools=composer_pools(cfg),
+                    tenant_pools=composer_pools(cfg, cc),
                     depends_on=depends,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
-            )
+            ))
+        self.composer = self.composers[0] if len(self.composers) == 1 else None
 
         publish_outputs(self, {"report": self._report(args.stack, cfg)})
 
@@ -440,6 +443,7 @@ class Estate(pulumi.ComponentResource):
         composer: Any = None
         if self.composer is not None:
             composer = output_row(self.composer, _COMPOSER_ROW)
+        composers = output_rows(self.composers, _COMPOSER_ROW)
         return pulumi.Output.all(
             stack=stack,
             environment=cfg.environment,
@@ -450,4 +454,5 @@ class Estate(pulumi.ComponentResource):
             tenants=tenants,
             gpus=gpus,
             composer=composer,
+            composers=composers,
         )

@@ -49,7 +49,8 @@ class StackSlice:
         hypervisor_clusters: hypervisor cluster names, in inventory order.
         dpu_cluster: True when the DPU cluster is this stack's.
         compositions: indexes into ``gpu_compositions`` of the static compositions it declares.
-        composer: True when the composer (Director account, pools, chart) is this stack's.
+        composers: target clusters of the composers (Director account, pools, chart) this stack
+            declares, in config order (:meth:`stack_config.models.EstateConfig.all_composers`).
         tenants: tenant names (tenant stacks only: its own).
         reads: the roles whose outputs it reads, sorted (the edges of the dependency graph).
         deployment_reads: hypervisor clusters of other stacks that this one reaches through their
@@ -62,10 +63,15 @@ class StackSlice:
     hypervisor_clusters: tuple[str, ...] = ()
     dpu_cluster: bool = False
     compositions: tuple[int, ...] = ()
-    composer: bool = False
+    composers: tuple[str, ...] = ()
     tenants: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
     deployment_reads: tuple[str, ...] = ()
+
+    @property
+    def composer(self) -> bool:
+        """True when this stack declares a composer."""
+        return bool(self.composers)
 
 
 @dataclass(frozen=True)
@@ -174,12 +180,14 @@ def split_estate(files: Sequence[InventoryFile], estate: EstateConfig, *, folder
                     for i, c in enumerate(estate.hypervisor_clusters)}
     cluster_role[MOTHERSHIP] = PLATFORM
     dpu_role = owner(estate.dpu_cluster_hosts(), "dpu_cluster") if estate.dpu_cluster else None
-    composer_role = cluster_role.get(estate.composer.target_cluster, PLATFORM) if estate.composer else None
-    if estate.composer is not None and composer_role is not None:
-        for i, p in enumerate(estate.composer.pools):
+    composer_roles = {c.target_cluster: cluster_role.get(c.target_cluster, PLATFORM)
+                      for c in estate.all_composers()}
+    for key, c in estate.composer_entries():
+        composer_role = composer_roles[c.target_cluster]
+        for i, p in enumerate(c.pools):
             served = {group_of.get(h, PLATFORM) for h in estate.composer_pool_hosts(p)} - {composer_role}
             if served - {PLATFORM}:
-                problems.append(ConfigProblem(f"composer.pools[{i}]", (
+                problems.append(ConfigProblem(f"{key}.pools[{i}]", (
                     f"serves hosts of {', '.join(sorted(served))}, "
                     f"not of the composer's stack {composer_role}")))
     comp_role = [group_of.get(g.host, PLATFORM) for g in estate.gpu_compositions]
@@ -194,7 +202,7 @@ def split_estate(files: Sequence[InventoryFile], estate: EstateConfig, *, folder
             ),
             dpu_cluster=dpu_role == role,
             compositions=tuple(i for i, r in enumerate(comp_role) if r == role),
-            composer=composer_role == role,
+            composers=tuple(t for t, r in composer_roles.items() if r == role),
             reads=() if role == PLATFORM else (PLATFORM,),
         )
     for t in estate.tenants:
@@ -212,7 +220,7 @@ def split_estate(files: Sequence[InventoryFile], estate: EstateConfig, *, folder
         problems.append(ConfigProblem("", f"the stacks read each other in a cycle: {exc.args[1]}"))
     if problems:
         raise EstateConfigError(problems, key=f"composable-gpu:inventory {folder}")
-    roles = _file_roles(files, group_of, cluster_role, dpu_role, composer_role)
+    roles = _file_roles(files, group_of, cluster_role, dpu_role, composer_roles)
     return Fleet(slices=slices, file_roles=roles)
 
 
@@ -221,11 +229,11 @@ def _through_secret(estate: EstateConfig, tenant: TenantConfig) -> tuple[str, ..
     Secret: neither the mothership, nor adopted (``kubeconfig``), nor the composer's target with the
     composer's own kubeconfig (:func:`components.cluster_access.cluster_targets` takes those from
     files)."""
-    own = estate.composer.target_cluster if estate.composer and estate.composer.kubeconfig else None
+    own = {c.target_cluster for c in estate.all_composers() if c.kubeconfig}
     out = []
     for c in estate.tenant_workload_clusters(tenant):
         hv = estate.hypervisor_cluster(c)
-        if c not in (MOTHERSHIP, own) and hv is not None and hv.kubeconfig is None:
+        if c != MOTHERSHIP and c not in own and hv is not None and hv.kubeconfig is None:
             out.append(c)
     return tuple(out)
 
@@ -235,13 +243,14 @@ def _file_roles(
     group_of: Mapping[str, str],
     cluster_role: Mapping[str, str],
     dpu_role: str | None,
-    composer_role: str | None,
+    composer_roles: Mapping[str, str],
 ) -> dict[str, tuple[str, ...]]:
     """Inventory file name -> the roles owning a part of it: a host's group, a tenant's stack, a
     hypervisor cluster's, a composition's host's group, the DPU cluster's and the composer's stack;
     every other top-level key (environment, mothership, fabric, catalog, gpu_products) is the
     platform's."""
-    owned_keys = {"hosts", "tenants", "hypervisor_clusters", "gpu_compositions", "dpu_cluster", "composer"}
+    owned_keys = {"hosts", "tenants", "hypervisor_clusters", "gpu_compositions", "dpu_cluster", "composer",
+                  "composers"}
     out: dict[str, tuple[str, ...]] = {}
     for f in files:
         roles: set[str] = set()
@@ -254,8 +263,11 @@ def _file_roles(
             roles.add(group_of.get(host, PLATFORM) if isinstance(host, str) else PLATFORM)
         if "dpu_cluster" in data and dpu_role is not None:
             roles.add(dpu_role)
-        if "composer" in data and composer_role is not None:
-            roles.add(composer_role)
+        one = [data["composer"]] if isinstance(data.get("composer"), Mapping) else []
+        for entry in [*one, *_items(data, "composers")]:
+            target = entry.get("target_cluster") if isinstance(entry, Mapping) else None
+            if isinstance(target, str) and target in composer_roles:
+                roles.add(composer_roles[target])
         if any(k not in owned_keys for k in data):
             roles.add(PLATFORM)
         out[f.name] = tuple(sorted(roles))

@@ -44,7 +44,7 @@ from stack_config.models import EstateConfig
 
 #: The top-level keys each file of a migrated folder holds (hosts and tenants get files of their own).
 FILE_KEYS: dict[str, tuple[str, ...]] = {
-    "estate.yaml": ("environment", "mothership", "composer", "catalog", "gpu_products"),
+    "estate.yaml": ("environment", "mothership", "composer", "composers", "catalog", "gpu_products"),
     "fabric.yaml": ("fabric", "gpu_compositions"),
     "clusters.yaml": ("hypervisor_clusters", "dpu_cluster"),
 }

@@ -936,7 +936,12 @@ class EstateConfig(_Model):
     gpu_compositions: list[GpuCompositionConfig] = Field(default_factory=list)
     """Static GPU attachments."""
     composer: ComposerConfig | None = None
-    """Dynamic GPU composer."""
+    """Dynamic GPU composer, when the estate has one: the one-composer form of ``composers``."""
+    composers: list[ComposerConfig] = Field(default_factory=list)
+    """One composer per GPU cluster (``docs/composer-pools.md`` "A composer per cluster"): each
+    entry has ``composer``'s fields and its own target cluster, fabric pool (Director group),
+    owner tag, release name and hosts (:func:`stack_config.rules.composers_apart`). Use either
+    ``composer`` or ``composers``, not both."""
     catalog: CatalogConfig = CatalogConfig()
     """Service versions."""
     gpu_products: list[GpuProduct] = Field(default_factory=list)
@@ -965,6 +970,17 @@ class EstateConfig(_Model):
         """The hypervisor cluster called ``name``, or None."""
         return next((c for c in self.hypervisor_clusters if c.name == name), None)
 
+    def composer_entries(self) -> list[tuple[str, ComposerConfig]]:
+        """Every composer with the key path of its config: ``("composer", c)`` for the one-composer
+        form, ``("composers[<i>]", c)`` for each list entry (both when both are set, so rules can
+        report each)."""
+        one = [("composer", self.composer)] if self.composer is not None else []
+        return [*one, *((f"composers[{i}]", c) for i, c in enumerate(self.composers))]
+
+    def all_composers(self) -> list[ComposerConfig]:
+        """Every composer of the estate (:meth:`composer_entries` without the key paths)."""
+        return [c for _, c in self.composer_entries()]
+
     def composer_pool_hosts(self, pool: ComposerPoolConfig) -> list[str]:
         """The hosts serving composer pool ``pool``: its ``hosts``, then its hypervisor cluster's
         (each once, in that order; undefined names kept so rules can report them)."""
@@ -972,18 +988,18 @@ class EstateConfig(_Model):
         return list(dict.fromkeys([*pool.hosts, *(hv.hosts if hv else [])]))
 
     def composer_host_pools(self) -> dict[str, str]:
-        """Host name -> the composer pool it serves (first pool wins; empty without a composer)."""
+        """Host name -> the composer pool it serves, over every composer (first pool wins; empty
+        without a composer)."""
         out: dict[str, str] = {}
-        for p in self.composer.pools if self.composer else []:
+        for p in (p for c in self.all_composers() for p in c.pools):
             for h in self.composer_pool_hosts(p):
                 out.setdefault(h, p.name)
         return out
 
     def composer_tenant_pool(self, tenant: str) -> str | None:
-        """The composer pool whose pods include tenant ``tenant``'s, or None."""
-        return next(
-            (p.name for p in (self.composer.pools if self.composer else []) if tenant in p.tenant_names), None
-        )
+        """The (first) composer pool, of any composer, whose pods include tenant ``tenant``'s, or None."""
+        pools = (p for c in self.all_composers() for p in c.pools)
+        return next((p.name for p in pools if tenant in p.tenant_names), None)
 
     def cluster_of_host(self, host: str) -> HypervisorClusterConfig | None:
         """The (first) hypervisor cluster that lists ``host``, or None."""
@@ -1017,21 +1033,27 @@ class EstateConfig(_Model):
         return list(dict.fromkeys(c.name for c in clusters if c is not None))
 
     def composer_serves(self, tenant: TenantConfig) -> bool:
-        """The composer serves ``tenant``'s GPU pods: the tenant is in a composer pool, its namespace is
-        in ``composer.namespaces``, or the composer serves every namespace (no pools, no namespaces)."""
-        c = self.composer
-        if c is None:
-            return False
-        if not c.pools and not c.namespaces:
-            return True
-        return self.composer_tenant_pool(tenant.name) is not None or tenant.namespace_name in c.namespaces
+        """Some composer serves ``tenant``'s GPU pods (:meth:`composers_serving`)."""
+        return bool(self.composers_serving(tenant))
+
+    def composers_serving(self, tenant: TenantConfig) -> list[ComposerConfig]:
+        """The composers that serve ``tenant``'s GPU pods: the tenant is in one of the composer's
+        pools, its namespace is in the composer's ``namespaces``, or the composer serves every
+        namespace (no pools, no namespaces)."""
+        return [
+            c
+            for c in self.all_composers()
+            if (not c.pools and not c.namespaces)
+            or any(tenant.name in p.tenant_names for p in c.pools)
+            or tenant.namespace_name in c.namespaces
+        ]
 
     def tenant_workload_clusters(self, tenant: TenantConfig) -> list[str]:
         """Every cluster where ``tenant``'s work runs, each once: its VMs' hypervisor clusters
-        (:meth:`tenant_vm_clusters`), its shared GPUs' (:meth:`sharing_clusters`) and the composer's
-        target cluster when the composer serves its pods (:meth:`composer_serves`). Its namespace and
+        (:meth:`tenant_vm_clusters`), its shared GPUs' (:meth:`sharing_clusters`) and the target
+        cluster of each composer that serves its pods (:meth:`composers_serving`). Its namespace and
         its ``gpu_quota`` ResourceQuota are created in each."""
-        pods = [self.composer.target_cluster] if self.composer and self.composer_serves(tenant) else []
+        pods = [c.target_cluster for c in self.composers_serving(tenant)]
         return list(
             dict.fromkeys([*self.tenant_vm_clusters(tenant), *self.sharing_clusters(tenant), *pods])
         )

@@ -21,7 +21,7 @@ from domain import mlxconfig as mlxconfig_rules
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
-from stack_config.models import MOTHERSHIP, EstateConfig, TenantNetworkConfig
+from stack_config.models import MOTHERSHIP, ComposerConfig, EstateConfig, TenantNetworkConfig
 
 Rule = Callable[[EstateConfig], Iterator[ConfigProblem]]
 
@@ -100,8 +100,7 @@ def unique_tenant_names(estate: EstateConfig) -> Iterator[ConfigProblem]:
 def tenant_namespaces_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """Tenant namespaces are unique, at most 63 characters, and not system or program namespaces."""
     taken = set(RESERVED_NAMESPACES) | {estate.mothership.namespace}
-    if estate.composer is not None:
-        taken.add(estate.composer.namespace)
+    taken.update(c.namespace for c in estate.all_composers())
     seen: dict[str, str] = {}
     for i, t in enumerate(estate.tenants):
         ns, path = t.namespace_name, f"tenants[{i}].namespace"
@@ -740,23 +739,26 @@ def gpu_sharing_hosts_run_pods(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 
 def composer_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """The composer's pool exists and its target is ``mothership`` or a ``container``-mode cluster."""
-    c = estate.composer
-    if c is None:
-        return
+    """Each composer's pool exists and its target is ``mothership`` or a ``container``-mode cluster."""
+    for key, c in estate.composer_entries():
+        yield from _composer_references_exist(estate, key, c)
+
+
+def _composer_references_exist(estate: EstateConfig, key: str, c: ComposerConfig) -> Iterator[ConfigProblem]:
+    """:func:`composer_references_exist` for the composer ``c`` at key path ``key``."""
     if estate.pool(c.pool) is None:
-        yield ConfigProblem("composer.pool", f"pool {c.pool!r} is not defined in fabric.pools")
+        yield ConfigProblem(f"{key}.pool", f"pool {c.pool!r} is not defined in fabric.pools")
     if c.target_cluster == MOTHERSHIP:
         return
     hv = estate.hypervisor_cluster(c.target_cluster)
     if hv is None:
         yield ConfigProblem(
-            "composer.target_cluster",
+            f"{key}.target_cluster",
             f"cluster {c.target_cluster!r} is not defined (use a hypervisor cluster or {MOTHERSHIP!r})",
         )
     elif hv.gpu_workload_mode != "container":
         yield ConfigProblem(
-            "composer.target_cluster",
+            f"{key}.target_cluster",
             f"cluster {hv.name!r} runs GPUs in VMs ({hv.gpu_workload_mode}); the composer serves "
             f"GPU pods on container-mode clusters",
         )
@@ -774,53 +776,63 @@ def adopted_cluster_kubeconfig(estate: EstateConfig) -> Iterator[ConfigProblem]:
                 f"kubeconfig file; set kubeconfig too, or drop context to read Secret "
                 f"{c.name}-kubeconfig on the mothership",
             )
-    cc = estate.composer
-    if cc is None or cc.kubeconfig is None:
+    for key, cc in estate.composer_entries():
+        yield from _composer_kubeconfig(estate, key, cc)
+
+
+def _composer_kubeconfig(estate: EstateConfig, key: str, cc: ComposerConfig) -> Iterator[ConfigProblem]:
+    """The composer part of :func:`adopted_cluster_kubeconfig` for ``cc`` at key path ``key``."""
+    if cc.kubeconfig is None:
         return
     if cc.target_cluster == MOTHERSHIP:
         yield ConfigProblem(
-            "composer.kubeconfig",
+            f"{key}.kubeconfig",
             "the composer targets the mothership, whose kubeconfig is mothership.kubeconfig: drop it",
         )
         return
     for i, c in enumerate(estate.hypervisor_clusters):
         if c.name == cc.target_cluster and c.kubeconfig is not None:
             yield ConfigProblem(
-                "composer.kubeconfig",
+                f"{key}.kubeconfig",
                 f"cluster {c.name!r} has its own kubeconfig (hypervisor_clusters[{i}].kubeconfig): "
                 "set one of the two",
             )
 
 
-def _composer_hosts(estate: EstateConfig) -> set[str] | None:
-    """Hosts the composer serves (its target cluster's), or None when it targets the mothership
+def _composer_hosts(estate: EstateConfig, c: ComposerConfig) -> set[str] | None:
+    """Hosts the composer ``c`` serves (its target cluster's), or None when it targets the mothership
     (every host may have a Node there) or an undefined cluster (reported by
     :func:`composer_references_exist`)."""
-    c = estate.composer
-    hv = estate.hypervisor_cluster(c.target_cluster) if c is not None else None
+    hv = estate.hypervisor_cluster(c.target_cluster)
     return set(hv.hosts) if hv is not None else None
 
 
 def composer_pool_references_exist(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A composer pool's name is unique, its tenants are defined (each in one pool), and its hosts and
     hypervisor cluster are defined and in the composer's target cluster (the composer sees no other
-    Nodes)."""
-    if estate.composer is None:
-        return
-    pools = estate.composer.pools
-    yield from _duplicates(((f"composer.pools[{i}].name", p.name) for i, p in enumerate(pools)), "pool name")
+    Nodes). Checked per composer."""
+    for key, c in estate.composer_entries():
+        yield from _composer_pool_references_exist(estate, key, c)
+
+
+def _composer_pool_references_exist(
+    estate: EstateConfig, key: str, c: ComposerConfig
+) -> Iterator[ConfigProblem]:
+    """:func:`composer_pool_references_exist` for the composer ``c`` at key path ``key``."""
+    pools = c.pools
+    yield from _duplicates(((f"{key}.pools[{i}].name", p.name) for i, p in enumerate(pools)), "pool name")
     yield from _duplicates(
         (
-            (f"composer.pools[{i}].tenants[{j}]", t)
+            (f"{key}.pools[{i}].tenants[{j}]", t)
             for i, p in enumerate(pools)
             for j, t in enumerate(p.tenant_names)
         ),
         "pool tenant",
     )
-    served = _composer_hosts(estate)
-    target = estate.composer.target_cluster
+    served = _composer_hosts(estate, c)
+    target = c.target_cluster
     for i, p in enumerate(pools):
-        base = f"composer.pools[{i}]"
+        base = f"{key}.pools[{i}]"
         for j, t in enumerate(p.tenant_names):
             if estate.tenant(t) is None:
                 where = f"{base}.tenants[{j}]" if p.tenants is not None else f"{base}.name"
@@ -847,25 +859,88 @@ def composer_pool_references_exist(estate: EstateConfig) -> Iterator[ConfigProbl
                 )
 
 
+def _served_hosts(estate: EstateConfig, c: ComposerConfig) -> set[str] | None:
+    """The hosts the composer ``c`` may compose onto: its pools' hosts when it has pools, else its
+    target hypervisor cluster's hosts; None when that is every host (no pools, target the
+    mothership, where any host may have its Node)."""
+    if c.pools:
+        return {h for p in c.pools for h in estate.composer_pool_hosts(p)}
+    return _composer_hosts(estate, c)
+
+
+def composers_apart(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """Composers sharing one Director never meet: ``composer`` or ``composers``, not both; no two
+    composers have the same target cluster, owner tag, fabric pool (or Director group), Helm release
+    name or host. The owner tag is what a composer takes, reclaims and counts by, the Director group
+    what it composes from; the release name names its Pulumi resources; a shared host would carry
+    both composers' GPUs and Node labels. Each message names the key and this rule."""
+    entries = estate.composer_entries()
+    if estate.composer is not None and estate.composers:
+        yield ConfigProblem(
+            "composers",
+            "set composer (one composer) or composers (one per GPU cluster), not both "
+            "(rule composers_apart)",
+        )
+    if len(entries) < 2:
+        return
+    rule = " (rule composers_apart: two composers sharing a Director must not meet)"
+    for field, what in (
+        ("target_cluster", "target cluster"),
+        ("owner_tag", "owner tag"),
+        ("pool", "fabric pool"),
+        ("release_name", "release name"),
+    ):
+        for problem in _duplicates(((f"{k}.{field}", getattr(c, field)) for k, c in entries), what):
+            yield ConfigProblem(problem.path, problem.message + rule)
+    # Distinct fabric pools may still name one Director group (GpuPoolConfig.group).
+    pools = {p.name: p for c in estate.all_composers() if (p := estate.pool(c.pool)) is not None}
+    groups = ((f"{k}.pool", pools[c.pool].director_group) for k, c in entries if c.pool in pools)
+    distinct = {pools[n].director_group for n in pools}
+    if len(distinct) < len(pools):
+        for problem in _duplicates(groups, "Director group"):
+            yield ConfigProblem(problem.path, problem.message + rule)
+    seen: dict[str, str] = {}
+    for k, c in entries:
+        served = _served_hosts(estate, c)
+        if served is None:
+            yield ConfigProblem(
+                f"{k}.pools",
+                f"composer of {c.target_cluster!r} serves every host (no pools, target the mothership); "
+                f"with several composers list its hosts in pools{rule}",
+            )
+            continue
+        for h in sorted(served):
+            if h in seen:
+                yield ConfigProblem(
+                    f"{k}.pools", f"host {h!r} is already served by {seen[h]}{rule}"
+                )
+            else:
+                seen[h] = k
+
+
 def composer_pool_has_hosts(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A composer pool has at least one host (its tenants' pods would never be served)."""
-    for i, p in enumerate(estate.composer.pools if estate.composer else []):
-        if not estate.composer_pool_hosts(p):
+    for key, c in estate.composer_entries():
+        for i, p in enumerate(c.pools):
+            if estate.composer_pool_hosts(p):
+                continue
             yield ConfigProblem(
-                f"composer.pools[{i}].hosts",
+                f"{key}.pools[{i}].hosts",
                 f"pool {p.name!r} has no host, so the pods of {', '.join(map(repr, p.tenant_names))} "
                 "would never get GPUs: list hosts or set hypervisor_cluster",
             )
 
 
 def composer_host_in_one_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """A host serves at most one composer pool (a Node carries one pool label)."""
+    """A host serves at most one composer pool (a Node carries one pool label), over every composer:
+    two composers never share a host."""
     items = []
-    for i, p in enumerate(estate.composer.pools if estate.composer else []):
-        listed = set(p.hosts)
-        for h in estate.composer_pool_hosts(p):
-            where = f"composer.pools[{i}].hosts" if h in listed else f"composer.pools[{i}].hypervisor_cluster"
-            items.append((where, h))
+    for key, c in estate.composer_entries():
+        for i, p in enumerate(c.pools):
+            listed = set(p.hosts)
+            for h in estate.composer_pool_hosts(p):
+                where = f"{key}.pools[{i}].hosts" if h in listed else f"{key}.pools[{i}].hypervisor_cluster"
+                items.append((where, h))
     seen: dict[str, str] = {}
     for where, h in items:
         if h in seen:
@@ -876,11 +951,11 @@ def composer_host_in_one_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
             seen[h] = where
 
 
-def composer_pool_size(estate: EstateConfig) -> int | None:
-    """GPUs the composer can hand out in all: the composer's fabric pool ``size`` minus the GPUs static
-    compositions take from that pool (the composer never touches those); None when the size is unknown."""
-    c = estate.composer
-    fabric_pool = estate.pool(c.pool) if c is not None else None
+def composer_pool_size(estate: EstateConfig, c: ComposerConfig) -> int | None:
+    """GPUs the composer ``c`` can hand out in all: its fabric pool ``size`` minus the GPUs static
+    compositions take from that pool (the composer never touches those); None when the size is
+    unknown."""
+    fabric_pool = estate.pool(c.pool)
     if fabric_pool is None or fabric_pool.size is None:
         return None
     static = sum(g.planned_count for g in estate.gpu_compositions if g.pool == fabric_pool.name)
@@ -890,22 +965,23 @@ def composer_pool_size(estate: EstateConfig) -> int | None:
 def composer_pool_quota_fits(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A composer pool's quota (``quota_gpus``, default the sum of its tenants' ``gpu_quota``) is at most
     the pool's size: the GPUs the composer can hand out (:func:`composer_pool_size`)."""
-    size = composer_pool_size(estate)
-    if size is None or estate.composer is None:
-        return
-    for i, p in enumerate(estate.composer.pools):
-        if p.quota_gpus is not None:
-            quota, where = p.quota_gpus, f"composer.pools[{i}].quota_gpus"
-        else:
-            quota = sum(t.gpu_quota for n in p.tenant_names if (t := estate.tenant(n)) is not None)
-            where = f"composer.pools[{i}]"
-        if quota > size:
-            yield ConfigProblem(
-                where,
-                f"pool {p.name!r} has a quota of {quota} GPUs but the composer can hand out {size} "
-                f"(fabric pool {estate.composer.pool!r}: size minus static compositions); lower the quota "
-                "(quota_gpus or the tenants' gpu_quota)",
-            )
+    for key, c in estate.composer_entries():
+        size = composer_pool_size(estate, c)
+        if size is None:
+            continue
+        for i, p in enumerate(c.pools):
+            if p.quota_gpus is not None:
+                quota, where = p.quota_gpus, f"{key}.pools[{i}].quota_gpus"
+            else:
+                quota = sum(t.gpu_quota for n in p.tenant_names if (t := estate.tenant(n)) is not None)
+                where = f"{key}.pools[{i}]"
+            if quota > size:
+                yield ConfigProblem(
+                    where,
+                    f"pool {p.name!r} has a quota of {quota} GPUs but the composer can hand out {size} "
+                    f"(fabric pool {c.pool!r}: size minus static compositions); lower the quota "
+                    "(quota_gpus or the tenants' gpu_quota)",
+                )
 
 
 def static_host_in_tenant_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -913,11 +989,16 @@ def static_host_in_tenant_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
     pool of that tenant: the composer lets pods of the host's pool use spare GPUs of the host, so
     on any other host the tenant's static GPUs would serve another tenant's pods. Without
     ``composer.pools`` the composer does not tell tenants apart (one pool) and this rule is off."""
-    c = estate.composer
-    if c is None or not c.pools:
+    for c in estate.all_composers():
+        yield from _static_host_in_tenant_pool(estate, c)
+
+
+def _static_host_in_tenant_pool(estate: EstateConfig, c: ComposerConfig) -> Iterator[ConfigProblem]:
+    """:func:`static_host_in_tenant_pool` for the composer ``c``."""
+    if not c.pools:
         return
-    served = _composer_hosts(estate)
-    host_pools = estate.composer_host_pools()
+    served = _composer_hosts(estate, c)
+    host_pools = {h: p.name for p in reversed(c.pools) for h in estate.composer_pool_hosts(p)}
     tenants_of = {p.name: set(p.tenant_names) for p in c.pools}
     for i, g in enumerate(estate.gpu_compositions):
         if g.tenant is None or (served is not None and g.host not in served):
@@ -1013,6 +1094,7 @@ RULES: tuple[Rule, ...] = (
     gpu_sharing_valid,
     gpu_sharing_hosts_exclusive,
     gpu_sharing_hosts_run_pods,
+    composers_apart,
     composer_references_exist,
     adopted_cluster_kubeconfig,
     composer_pool_references_exist,

@@ -18,7 +18,8 @@ per host, and returns text. Shape of ``estate`` (written by ``components.estate.
                   "gpu_sharing": {"name", "strategy", "hosts", "replicas", "mig_profile"} | None}],
      "gpus": [{"host", "pool", "tenant", "device_names", "models"}],      # static compositions
      "composer": {"namespace", "pool", "target_cluster", "idle_timeout_seconds",
-                  "excluded_devices"} | None}
+                  "excluded_devices"} | None,      # the only composer
+     "composers": [{...as composer}]}                  # every composer (several: "Composers")
 
 Missing keys render as ``-``; the function never raises on partial data.
 """
@@ -207,14 +208,18 @@ def render_summary(estate: Mapping[str, Any], *, attached: Mapping[str, Sequence
     out += _table([[host, _s(lines) if lines else "none"] for host, lines in per_host.items()])
 
     comp = estate.get("composer")
-    out += ["", "Composer"]
-    if isinstance(comp, Mapping):
+    several = estate.get("composers")
+    composers = [comp] if isinstance(comp, Mapping) else []
+    if not composers and isinstance(several, Sequence):
+        composers = [c for c in several if isinstance(c, Mapping)]
+    out += ["", "Composer" if len(composers) < 2 else "Composers"]
+    for c in composers:
         out.append(
-            f"  pool {_s(comp.get('pool'))} -> cluster {_s(comp.get('target_cluster'))}"
-            f" (namespace {_s(comp.get('namespace'))}), idle timeout "
-            f"{_s(comp.get('idle_timeout_seconds'))} s,"
-            f" excluded {_s(comp.get('excluded_devices'))}"
+            f"  pool {_s(c.get('pool'))} -> cluster {_s(c.get('target_cluster'))}"
+            f" (namespace {_s(c.get('namespace'))}), idle timeout "
+            f"{_s(c.get('idle_timeout_seconds'))} s,"
+            f" excluded {_s(c.get('excluded_devices'))}"
         )
-    else:
+    if not composers:
         out.append("  (none)")
     return "\n".join(out) + "\n"

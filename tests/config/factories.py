@@ -164,3 +164,25 @@ def encrypted(raw: Any) -> Any:
     if isinstance(raw, list):
         return [encrypted(v) for v in raw]
     return raw
+
+
+def two_composers(raw: dict[str, Any]) -> None:
+    """Turn the valid estate ``raw`` into one with a composer per GPU cluster (in place): the
+    existing composer becomes ``composers[0]`` (cluster ``workers``, fabric pool ``pool-a``, the
+    default owner tag and release name), and ``composers[1]`` serves a second container cluster
+    ``workers-b`` (host ``bm-3``) from fabric pool ``pool-b`` with owner tag and release name
+    ``composer-b``. Valid: it breaks no rule."""
+    raw["fabric"]["pools"].append({"name": "pool-b", "models": ["Tesla-T4"], "size": 4})
+    raw["hosts"].append(_host("bm-3", "baremetal-worker", 5, dpu=False))
+    raw["hypervisor_clusters"].append(
+        {"name": "workers-b", "hosts": ["bm-3"], "gpu_workload_mode": "container", "kubevirt": False}
+    )
+    raw["composers"] = [
+        raw.pop("composer"),
+        {
+            "pool": "pool-b",
+            "target_cluster": "workers-b",
+            "owner_tag": "composer-b",
+            "release_name": "composer-b",
+        },
+    ]

@@ -103,7 +103,8 @@ def test_a_key_written_in_two_files_is_refused_naming_both(tmp_path: Path) -> No
     problems = _problems(_write_folder(tmp_path / "inv", files))
     assert problems == [
         "inv/more.yaml: environment: is also set in inv/estate.yaml; write it in one file (only "
-        "hosts, hypervisor_clusters, tenants, gpu_compositions, gpu_products are lists joined over files)"
+        "hosts, hypervisor_clusters, tenants, gpu_compositions, composers, gpu_products are lists joined "
+        "over files)"
     ]
 
 

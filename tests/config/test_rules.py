@@ -12,7 +12,7 @@ import pytest
 from stack_config import EstateConfigError, load_estate, load_stack_file
 from stack_config.models import EstateConfig
 from stack_config.rules import RULES, check_rules
-from tests.config.factories import A30, host_prep, valid_estate
+from tests.config.factories import A30, host_prep, two_composers, valid_estate
 
 ROOT = Path(__file__).resolve().parents[2]
 Mutation = Callable[[dict[str, Any]], None]
@@ -262,6 +262,11 @@ CASES: dict[str, tuple[Mutation, str]] = {
         _set("tenants[2].gpu_sharing.hosts", ["hv-1"]),
         "tenants[2].gpu_sharing.hosts[0]: host 'hv-1' has role 'hypervisor'; GPU sharing needs "
         "a baremetal-worker",
+    ),
+    "composers_apart": (
+        _do(two_composers, _set("composers[1].owner_tag", "gpu-composer")),
+        "composers[1].owner_tag: duplicate owner tag 'gpu-composer' (first at composers[0].owner_tag) "
+        "(rule composers_apart: two composers sharing a Director must not meet)",
     ),
     "composer_references_exist": (
         _set("composer.target_cluster", "hv"),
