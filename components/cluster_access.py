@@ -141,14 +141,16 @@ def child_provider(
     Registers ``<name>-kubeconfig``, a read of Secret ``<namespace>/<cluster>-kubeconfig`` through
     ``mothership`` whose ID follows ``deployment``'s (so it is unknown, and the read skipped, while the
     ClusterDeployment is to be created), and the provider, whose ``kubeconfig`` is the decoded
-    ``value`` as a Pulumi secret. A ``pulumi up`` whose read finds no Secret (Cluster API writes it once
-    the control plane is up) fails naming it; run it again when the cluster is provisioned.
+    ``value`` as a Pulumi secret. The read depends on ``deployment``, whose create or update ends only
+    once kcm reports it Ready (its ``pulumi.com/waitFor`` annotation,
+    :mod:`components.hypervisor_cluster`), when Cluster API has written the Secret. A read that still
+    finds no Secret fails naming it.
     """
     secret_id = f"{namespace}/{kubeconfig_secret_name(cluster)}"
     read = k8s.core.v1.Secret.get(
         f"{name}-kubeconfig",
         deployment.id.apply(lambda _: secret_id),
-        opts=pulumi.ResourceOptions(parent=parent, provider=mothership),
+        opts=pulumi.ResourceOptions(parent=parent, provider=mothership, depends_on=[deployment]),
     )
     kubeconfig = pulumi.Output.secret(read.data.apply(lambda data: decode_kubeconfig(data, secret_id)))
     return k8s.Provider(name, kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=parent))

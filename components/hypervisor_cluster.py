@@ -10,7 +10,11 @@ import pulumi_kubernetes as k8s
 
 from components._base import Mothership, child_opts, contract_props, publish_outputs, token
 from components.manifests import K0RDENT_API, HypervisorGpus, common_labels, hypervisor_cluster_spec
+from domain.cluster_api import READY_CONDITION
 from stack_config.models import CatalogConfig, HypervisorClusterConfig
+
+#: pulumi-kubernetes waits for kcm's Ready condition on a ClusterDeployment carrying this annotation.
+WAIT_FOR = {"pulumi.com/waitFor": f"condition={READY_CONDITION}"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,19 @@ class HypervisorCluster(pulumi.ComponentResource):
     Attribute ``deployment``: that ClusterDeployment (the cluster's kubeconfig Secret is read after
     it, :func:`components.cluster_access.child_provider`).
 
+    A cluster reached through its kubeconfig Secret (no ``kubeconfig`` of an adopted cluster) is
+    waited for: the ClusterDeployment carries the annotation :data:`WAIT_FOR` =
+    ``condition=Ready``, so pulumi-kubernetes ends its create or update only once kcm reports the
+    cluster Ready, and the Secret read that follows finds the kubeconfig. pulumi-kubernetes
+    ``provider/pkg/metadata/overrides.go`` ``ReadyCondition``: ``pulumi.com/waitFor`` holds one
+    expression (or a JSON array of them, all must hold); ``condition=<type>``
+    (``provider/pkg/await/condition/custom.go`` ``NewCustom``, ``kubectl wait --for=condition``
+    syntax, status ``True`` unless ``=<status>`` follows) waits for
+    ``status.conditions[type=<type>].status == "True"``; a condition whose ``observedGeneration`` is
+    below ``metadata.generation`` does not count (``provider/pkg/await/condition/kubectl.go``
+    ``checkCondition``, vendored from kubectl). It waits until the resource's timeout
+    (``customTimeouts``, else ``pulumi.com/timeoutSeconds``), then the create fails naming it.
+
     Contract properties: ``name``, ``hosts``, ``gpu_workload_mode``, ``kubevirt``.
     """
 
@@ -81,6 +98,7 @@ class HypervisorCluster(pulumi.ComponentResource):
                 "labels": common_labels(
                     cluster=name, gpu_workload=c.gpu_workload_mode, object="cluster-deployment"
                 ),
+                **({"annotations": dict(WAIT_FOR)} if c.kubeconfig is None else {}),
             },
             spec=spec,
             opts=child_opts(self, provider=ms.provider, depends_on=[ms.namespace_resource, *args.depends_on]),

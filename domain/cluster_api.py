@@ -1,4 +1,4 @@
-"""Cluster API's kubeconfig Secret convention, the one fact the program and the lab both use.
+"""Cluster API's kubeconfig Secret convention and kcm's Ready condition: facts the program and the lab share.
 
 Cluster API publishes each workload cluster's kubeconfig on the management cluster as Secret
 ``<cluster>-kubeconfig`` in the cluster's namespace, the kubeconfig under data key ``value``
@@ -8,6 +8,12 @@ Cluster API publishes each workload cluster's kubeconfig on the management clust
 """
 
 from __future__ import annotations
+
+#: Condition type of a ClusterDeployment's readiness as k0rdent kcm reports it (its CRD's printer
+#: column ``Ready`` is ``.status.conditions[?(@.type=="Ready")].status``, k0rdent/kcm
+#: ``templates/provider/kcm/templates/crds/k0rdent.mirantis.com_clusterdeployments.yaml``); the lab's
+#: Cluster API stand-in sets it after it has written the kubeconfig Secret.
+READY_CONDITION = "Ready"
 
 #: Data key of the kubeconfig in a Cluster API kubeconfig Secret (``secret.KubeconfigDataName``).
 KUBECONFIG_DATA_KEY = "value"

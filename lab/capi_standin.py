@@ -1,5 +1,6 @@
-"""Lab stand-in for the last step Cluster API takes for a ClusterDeployment of a lab cluster:
-publishing the workload cluster's kubeconfig on the management cluster.
+"""Lab stand-in for the last steps Cluster API and kcm take for a ClusterDeployment of a lab
+cluster: publishing the workload cluster's kubeconfig on the management cluster, then reporting
+the ClusterDeployment Ready.
 
 It is a stand-in: it creates no cluster. In a real estate kcm renders the ClusterDeployment's
 ClusterTemplate into a Cluster API ``Cluster`` of the same name, the providers build the cluster,
@@ -17,8 +18,12 @@ ClusterDeployment named like a lab cluster this writes that Secret in the Cluste
 namespace on the mothership, its ``value`` the cluster's admin kubeconfig with the certificates
 embedded (``*-data`` fields, as Cluster API writes them), owned by the ClusterDeployment so that
 it is garbage-collected with it (upstream its owner is the ``Cluster``). A Secret whose content
-differs is replaced. ClusterDeployments of other names are left alone: no kubeconfig appears for
-them, as for a cluster that is not ready.
+differs is replaced. Then, and only then, it sets the ClusterDeployment's status condition
+``Ready`` = ``True`` (reason ``KubeconfigPublished``, ``observedGeneration`` its generation, other
+conditions kept), as kcm reports a provisioned cluster: a program that waits for that condition
+(the annotation ``pulumi.com/waitFor: condition=Ready``, :mod:`components.hypervisor_cluster`) reads
+the Secret after it exists. ClusterDeployments of other names are left alone: no kubeconfig and no
+Ready condition appear for them, as for a cluster that is not ready.
 
 Pure except :class:`Reconciler` and :func:`main`.
 """
@@ -35,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from domain.cluster_api import KUBECONFIG_DATA_KEY, kubeconfig_secret_name
+from domain.cluster_api import KUBECONFIG_DATA_KEY, READY_CONDITION, kubeconfig_secret_name
 
 #: The ClusterDeployment's API group, version and resource (k0rdent kcm).
 KCM_GROUP, KCM_VERSION, CLUSTER_DEPLOYMENTS = "k0rdent.mirantis.com", "v1beta1", "clusterdeployments"
@@ -99,6 +104,29 @@ def kubeconfig_secret(deployment: Mapping[str, Any], kubeconfig: str) -> dict[st
     }
 
 
+#: Reason of the Ready condition the stand-in sets (a metav1.Condition reason: CamelCase).
+READY_REASON = "KubeconfigPublished"
+
+
+def ready_conditions(deployment: Mapping[str, Any], now: str) -> list[dict[str, Any]] | None:
+    """The ClusterDeployment's ``status.conditions`` with ``Ready`` = ``True`` at ``observedGeneration``
+    = its ``metadata.generation``, or None when it already has that condition there (nothing to
+    write). Other conditions are kept in order; ``lastTransitionTime`` (``now``, RFC 3339) changes
+    only when the status changes. Pure."""
+    generation = deployment["metadata"].get("generation", 0)
+    conditions = list((deployment.get("status") or {}).get("conditions") or [])
+    old = next((c for c in conditions if c.get("type") == READY_CONDITION), None)
+    if old is not None and old.get("status") == "True" and old.get("observedGeneration") == generation:
+        return None
+    since = old["lastTransitionTime"] if old is not None and old.get("status") == "True" else now
+    ready = {
+        "type": READY_CONDITION, "status": "True", "reason": READY_REASON,
+        "message": f"lab stand-in: Secret {kubeconfig_secret_name(deployment['metadata']['name'])} written",
+        "lastTransitionTime": since, "observedGeneration": generation,
+    }
+    return [ready if c is old else c for c in conditions] if old is not None else [*conditions, ready]
+
+
 class Reconciler:
     """Writes the kubeconfig Secrets on the mothership, one pass at a time.
 
@@ -137,9 +165,31 @@ class Reconciler:
                                                                    live.metadata.resource_version}})
         return True
 
+    def _mark_ready(self, deployment: dict[str, Any]) -> bool:
+        """Set the Ready condition through the status subresource (:func:`ready_conditions`); True
+        when it was written. A conflict (the object changed since the list) is left to the next
+        pass."""
+        from kubernetes.client.exceptions import ApiException
+
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        conditions = ready_conditions(deployment, now)
+        if conditions is None:
+            return False
+        meta = deployment["metadata"]
+        body = {**deployment, "status": {**(deployment.get("status") or {}), "conditions": conditions}}
+        try:
+            self._custom.replace_namespaced_custom_object_status(
+                KCM_GROUP, KCM_VERSION, meta["namespace"], CLUSTER_DEPLOYMENTS, meta["name"], body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
     def run_once(self) -> list[str]:
-        """One pass over every ClusterDeployment; returns ``<namespace>/<secret>`` of each Secret
-        written in it."""
+        """One pass over every ClusterDeployment of a lab cluster: its kubeconfig Secret, then its
+        Ready condition. Returns ``<namespace>/<secret>`` of each Secret written and
+        ``<namespace>/<deployment> Ready`` of each condition set in it."""
         listing = self._custom.list_cluster_custom_object(KCM_GROUP, KCM_VERSION, CLUSTER_DEPLOYMENTS)
         written = []
         for deployment in listing.get("items", []):
@@ -150,6 +200,8 @@ class Reconciler:
             want = kubeconfig_secret(deployment, kubeconfig)
             if self._ensure(want):
                 written.append(f"{meta['namespace']}/{want['metadata']['name']}")
+            if self._mark_ready(deployment):
+                written.append(f"{meta['namespace']}/{meta['name']} Ready")
         return written
 
 
@@ -174,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         try:
             for name in reconciler.run_once():
-                print(f"capi stand-in: wrote Secret {name}", flush=True)
+                print(f"capi stand-in: wrote {name}", flush=True)
         except Exception as exc:  # the API server may restart under the lab
             print(f"capi stand-in: pass failed: {exc}", file=sys.stderr, flush=True)
         time.sleep(args.interval)

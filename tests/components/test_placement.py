@@ -165,3 +165,19 @@ def test_an_update_before_cluster_api_wrote_the_secret_fails_naming_it(tmp_path:
     install_mocks(missing=frozenset({"infra/workers-kubeconfig"}))
     with pytest.raises(Exception, match="infra/workers-kubeconfig"):
         run(lambda: _estate(tmp_path))
+
+
+def test_a_cluster_reached_through_its_secret_is_waited_for_until_ready(tmp_path: Path) -> None:
+    """The ClusterDeployment of a cluster whose kubeconfig Secret is read carries
+    ``pulumi.com/waitFor: condition=Ready`` (pulumi-kubernetes then ends its create only once kcm
+    reports it Ready); an adopted cluster's does not (nothing would wait on it)."""
+    raw = valid_estate()
+    raw["hypervisor_clusters"][1]["kubeconfig"] = "adopted.kubeconfig"
+    recorder = install_mocks()
+    run(lambda: _estate(tmp_path, raw))
+    deployments = {
+        r.name: (r.inputs["metadata"].get("annotations") or {})
+        for r in recorder.of_type("kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment")
+    }
+    assert deployments["hv"] == {"pulumi.com/waitFor": "condition=Ready"}
+    assert "pulumi.com/waitFor" not in deployments["workers"]
