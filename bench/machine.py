@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: The repository root (the git checkout whose commit is measured).
+ROOT = Path(__file__).resolve().parents[1]
+
 #: Python distributions whose versions the report states.
 PACKAGES = (
     "pulumi",
@@ -93,3 +96,24 @@ def describe(*, binaries: bool = True) -> dict[str, Any]:
         "binaries": {n: _binary_version(n, a) for n, a in BINARIES.items()} if binaries else {},
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def commit(paths: tuple[str, ...]) -> dict[str, Any]:
+    """The commit measured: ``{"sha", "dirty", "paths"}`` (dirty: uncommitted changes under
+    ``paths``, ``bench/results`` aside, the code the part measures); ``sha`` None outside a git
+    checkout."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *paths, ":!bench/results"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None, "paths": list(paths)}
+    return {"sha": sha, "dirty": bool(dirty), "paths": list(paths)}

@@ -61,9 +61,13 @@ from typing import Any
 
 import yaml
 
+from bench.machine import commit
+
 ROOT = Path(__file__).resolve().parents[1]
 #: What the program needs from the checkout (``environments`` holds the dev stack's inventory).
 PROGRAM_DIRS = ("components", "stack_config", "dynamic_providers", "domain", "charts", "environments")
+#: The code this part measures: the program, its policy pack and the benchmark.
+PREVIEW_PATHS = ("__main__.py", *PROGRAM_DIRS, "policies", "bench")
 DEV_PASSPHRASE = "dev-lab-only-passphrase"
 PROJECT = "composable-gpu"
 INVENTORY_KEY = f"{PROJECT}:inventory"
@@ -607,9 +611,11 @@ def run(
     reported; the largest stack's program is also profiled under mocks; the ``validate_sizes``
     fleets (default :data:`VALIDATE_ONLY`, 1,000 with ``quick``) are generated and validated only.
 
-    Returns ``{"stacks": [{"stack", "hosts", "config", "preview": {...}, "mocks": {...}}, ...],
+    Returns ``{"commit": {"sha", "dirty", "paths"} (bench.machine.commit),
+    "stacks": [{"stack", "hosts", "config", "preview": {...}, "mocks": {...}}, ...],
     "validated": [{"stack", "hosts", "validation_seconds", "config_bytes", ...}], ...}``.
     """
+    measured = commit(PREVIEW_PATHS)  # before the runs: the code that is measured
     reps = repeats or (1 if quick else 3)
     sizes = fleets if fleets is not None else ((16,) if quick else (16, 64, 256))
     checked = validate_sizes if validate_sizes is not None else ((1_000,) if quick else VALIDATE_ONLY)
@@ -637,8 +643,13 @@ def run(
     command = "python -m bench --only preview" + (" --quick" if quick else "")
     if fleets is not None:
         command += " --fleets " + ",".join(str(n) for n in fleets)
+    if repeats is not None:
+        command += f" --repeats {repeats}"
+    if validate_sizes is not None:
+        command += " --validate-fleets " + ",".join(str(n) for n in validate_sizes)
     return {
         "part": "preview",
+        "commit": measured,
         "quick": quick,
         "stacks": rows,
         "validated": validated,

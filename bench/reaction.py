@@ -63,9 +63,12 @@ import requests
 import yaml
 
 from bench.labctl import free_port, isolated_control_plane
+from bench.machine import commit
 from lab.scenario import local_gating_webhook, webhook_flags
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The code this part measures: a change under these paths makes its run "dirty".
+REACTION_PATHS = ("composer", "bench", "charts")
 SIM_USER, SIM_PASSWORD = "admin", "bench-director-password"
 INTENTS = "composer.liqid.io/intents"
 GPU = "nvidia.com/gpu"
@@ -688,7 +691,7 @@ def run(
     The composer runs once per ``gating`` mode (webhook off / on), the baseline once (no
     webhook); ``comparison`` pairs the baseline with each composer mode.
     """
-    measured = commit()  # before the runs: the code that is measured
+    measured = commit(REACTION_PATHS)  # before the runs: the code that is measured
     explicit_sizes = bool(sizes)
     sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
     kinds = tuple(workloads or (("pinned",) if quick else ("pinned", "unpinned")))
@@ -753,27 +756,6 @@ def composer_timing() -> dict[str, float]:
         "batch_idle_seconds": float(fields["batch_idle_seconds"].default),
         "batch_max_seconds": float(fields["batch_max_seconds"].default),
     }
-
-
-def commit() -> dict[str, Any]:
-    """The commit measured: ``{"sha", "dirty"}`` (dirty: uncommitted changes under composer/,
-    bench/ (results aside) or charts/, the code this part measures); ``sha`` None outside a git
-    checkout."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "composer", "bench", "charts", ":!bench/results"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return {"sha": None, "dirty": None}
-    return {"sha": sha, "dirty": bool(dirty)}
 
 
 def _config(

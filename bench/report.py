@@ -314,7 +314,9 @@ def _commit(d: dict[str, Any]) -> str:
     if not c.get("sha"):
         return "Commit measured: not recorded."
     return f"Commit measured: `{c['sha'][:12]}`" + (
-        " (with uncommitted changes under composer/, bench/ or charts/)." if c.get("dirty") else "."
+        f" (with uncommitted changes under {', '.join(c.get('paths') or ['composer', 'bench', 'charts'])})."
+        if c.get("dirty")
+        else "."
     )
 
 
@@ -750,6 +752,8 @@ def _preview(d: dict[str, Any], plotted: bool) -> str:
     return "\n".join(
         [
             "## 4. Preview cost",
+            "",
+            _commit(d),
             "",
             "`pulumi preview` (with the policy pack) of the dev stack and of generated fleets, each in a "
             "temporary copy of the program with its own file backend, against the benchmark's own control "
