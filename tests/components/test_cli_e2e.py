@@ -111,11 +111,11 @@ def _run_names(run: str, ca: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def dev_stack(lab_hosts_on_mothership: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
+def dev_stack(lab: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
     """The dev stack in a temporary backend, its inventory folder copied beside it with the
-    namespaces renamed ``e2e-<id>-...``; destroyed after. The hosts' Nodes are the mothership's
-    meanwhile: the program labels them through its mothership provider."""
-    lab = lab_hosts_on_mothership
+    namespaces renamed ``e2e-<id>-...``; destroyed after. lab-workers is reached as a real child:
+    not adopted, through the kubeconfig Secret the lab's Cluster API stand-in writes once the
+    ClusterDeployment exists (the stack waits for its Ready condition), the hosts' Nodes there."""
     work, env = _project(tmp_path, "Pulumi.dev.yaml")
     shutil.copytree(ROOT / "environments" / "dev", work / "environments" / "dev")
     env["PULUMI_CONFIG_PASSPHRASE"] = DEV_PASSPHRASE
@@ -123,6 +123,7 @@ def dev_stack(lab_hosts_on_mothership: Any, tmp_path: Path) -> Iterator[tuple[au
     run = f"e2e-{secrets.token_hex(3)}"
     ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
     _edit(work, "estate.yaml", lambda doc: doc["mothership"].update(kubeconfig=str(lab.kubeconfig)))
+    _edit(work, "clusters.yaml", lambda doc: doc["hypervisor_clusters"][0].pop("kubeconfig"))
     for name, change in _run_names(run, ca).items():
         _edit(work, name, change)
     try:
@@ -165,6 +166,9 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     infra = f"{run}-infra"
     api = kube.admin_client(lab)
     core = client.CoreV1Api(api)
+    # lab-workers' own API server: the hypervisor objects live there (docs/architecture.md table)
+    workers_api = kube.admin_client(lab.hypervisor)
+    workers_core = client.CoreV1Api(workers_api)
 
     # an invalid inventory file stops the preview naming the file, the key in it and the rule,
     # before anything is registered
@@ -207,7 +211,7 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     _edit(work, "hosts/lab-workers.yaml", lambda doc: doc["hosts"][1]["bmc"].pop("password"))
 
     label = "nvidia.com/gpu.workload.config"
-    owners_before = _label_owners(core, "blade-slot-1", label)  # e.g. a dev stack deployed on the same lab
+    owners_before = _label_owners(workers_core, "blade-slot-1", label)  # e.g. a dev stack on the same lab
     up = stack.up(**_policy_args("lab"))  # the CI gate: the policy pack passes
     assert up.summary.result == "succeeded"
     report = up.outputs["estate"].value
@@ -236,8 +240,19 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
         api, "k0rdent.mirantis.com", "v1beta1", "clusterdeployments", f"{run}-beta", "beta-k8s"
     )
     assert tenant_cluster["spec"]["template"] == "kubevirt-hosted-cp"
-    # the tenant network is a NetworkAttachmentDefinition (multus CRD) that the VMs reference ...
-    nad = _custom(api, "k8s.cni.cncf.io", "v1", "network-attachment-definitions", f"{run}-beta", "beta-net")
+    # the stack waited for the ClusterDeployment's Ready, set once the kubeconfig Secret was written
+    ready = [c for c in workers["status"]["conditions"] if c["type"] == "Ready"]
+    assert [c["status"] for c in ready] == ["True"]
+    assert workers["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
+    assert core.read_namespaced_secret("lab-workers-kubeconfig", infra).data["value"]
+    # the tenant network is a NetworkAttachmentDefinition (multus CRD) that the VMs reference, in
+    # the hypervisor cluster where they run, not on the mothership ...
+    nad = _custom(
+        workers_api, "k8s.cni.cncf.io", "v1", "network-attachment-definitions", f"{run}-beta", "beta-net"
+    )
+    with pytest.raises(ApiException) as on_mothership:
+        _custom(api, "k8s.cni.cncf.io", "v1", "network-attachment-definitions", f"{run}-beta", "beta-net")
+    assert on_mothership.value.status == 404
     cni = json.loads(nad["spec"]["config"])
     assert (cni["type"], cni["vlan"]) == ("bridge", 120)
     assert cni["ipam"] == {"type": "whereabouts", "range": "10.20.0.0/24", "gateway": "10.20.0.1"}
@@ -262,11 +277,22 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     # the GPU Operator settings the hypervisor cluster carries are ClusterPolicy fields
     gpu_operator = yaml.safe_load(workers["spec"]["serviceSpec"]["services"][0]["values"])
     assert gpu_operator["sandboxWorkloads"] == {"enabled": False, "defaultWorkload": "container"}
-    node = core.read_node("blade-slot-1")
+    node = workers_core.read_node("blade-slot-1")
     assert node.metadata.labels[label] == "container"
-    ours = _label_owners(core, "blade-slot-1", label) - owners_before
+    ours = _label_owners(workers_core, "blade-slot-1", label) - owners_before
     assert ours, "the NodePatch owns the label"
-    assert client.AppsV1Api(api).read_namespaced_deployment(f"{run}-composer", f"{run}-composer")
+    assert client.AppsV1Api(workers_api).read_namespaced_deployment(f"{run}-composer", f"{run}-composer")
+    # a pod beyond the tenant's gpu_quota (2) is refused by lab-workers' API server
+    over = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="over-quota"),
+        spec=client.V1PodSpec(containers=[client.V1Container(
+            name="c", image="busybox",
+            resources=client.V1ResourceRequirements(requests={"nvidia.com/gpu": "3"},
+                                                    limits={"nvidia.com/gpu": "3"}))]),
+    )
+    with pytest.raises(ApiException) as refused:
+        workers_core.create_namespaced_pod(f"{run}-beta", over)
+    assert refused.value.status == 403 and "exceeded quota: gpu-quota" in str(refused.value.body)
 
     # the DPU posture came from the Redfish simulator, and the report reads well
     dpus = {d["name"]: d for d in report["dpus"]}
@@ -290,7 +316,8 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
     assert '"ciphertext"' in exported
     assert "lab-bmc-password" not in exported and "lab-director-password" not in exported
     again = stack.preview()
-    assert set(again.change_summary) == {"same"}
+    # the kubeconfig Secret of lab-workers is read again in every preview (a read step), nothing changes
+    assert set(again.change_summary) == {"same", "read"} and again.change_summary["read"] == 1
 
     # drift, as `make drift` and `make up` see it: in sync, a refreshing preview proposes nothing
     # (the Kubernetes objects' status read back is no change); a DPU's rshim re-enabled behind the
@@ -316,7 +343,7 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
         director.compose("blade-slot-1", [gpu], owner_tag=run)
         with pytest.raises(auto.CommandError, match=f"still holds 1 GPU.*{gpu} on blade-slot-1"):
             stack.destroy()
-        assert client.AppsV1Api(api).read_namespaced_deployment(f"{run}-composer", f"{run}-composer")
+        assert client.AppsV1Api(workers_api).read_namespaced_deployment(f"{run}-composer", f"{run}-composer")
         director.decompose("blade-slot-1", [gpu])
         director.clear_owner_tag([gpu])
 
@@ -327,9 +354,9 @@ def test_dev_stack_up_read_back_destroy(lab: Any, dev_stack: tuple[auto.Stack, s
             "metal3.io", "v1alpha1", infra, "baremetalhosts", "blade-slot-1"
         )
     assert gone.value.status == 404
-    assert not ours & _label_owners(core, "blade-slot-1", label)  # our claim on the label is gone
+    assert not ours & _label_owners(workers_core, "blade-slot-1", label)  # our claim on the label is gone
     if not owners_before:
-        assert label not in (core.read_node("blade-slot-1").metadata.labels or {})
+        assert label not in (workers_core.read_node("blade-slot-1").metadata.labels or {})
 
 
 def test_migrating_the_inline_dev_stack_changes_nothing(lab_hosts_on_mothership: Any, tmp_path: Path) -> None:
