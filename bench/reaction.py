@@ -683,7 +683,7 @@ def run(
     ``comparison``).
 
     Workloads: ``pinned`` (pod i has the node selector ``kubernetes.io/hostname`` of node
-    ``i mod N``, as in the article, so a GPU composed for a pod can only serve pods of that
+    ``i mod N``, so a GPU composed for a pod can only serve pods of that
     host: the composer's overhead is measured cleanly) and ``unpinned`` (any host: the
     scheduler may bind a freshly advertised GPU to another pending pod than the one it was
     composed for). Default: both, ``pinned`` only with ``quick``.

@@ -332,7 +332,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             f"{cfg['max_gpus_per_node']} GPUs; baseline scans every {cfg['scan_interval']} s. "
             "Every mode is measured from the pod's creation: overhead = (creation → Running) − L − D. "
             "Quantiles are nearest-rank over the pods of a run. Workloads: `pinned` (pod i selects node "
-            "i mod N by `kubernetes.io/hostname`, as in the article: a composed GPU can only serve its "
+            "i mod N by `kubernetes.io/hostname`: a composed GPU can only serve its "
             "host's pods) and `unpinned` (any host). `composer + gating`: the composer's admission "
             "webhook gates each new pod (scheduling gate `composer.liqid.io/compose`), the composer "
             "reserves GPUs for it and, once they are advertised, pins it to their node and removes the "
@@ -649,7 +649,8 @@ def _savings(d: dict[str, Any], plotted: bool) -> str:
                 rows,
             ),
             "",
-            "- The article's case (2 hosts taking turns with one 2-GPU pod): see the `article` rows.",
+            "- Two hosts handing over two pooled GPUs (taking turns with one 2-GPU pod): see the `article` "
+            "rows.",
             "- Utilisation = GPU-seconds of running pods / (GPUs × span); a bursty trace leaves any pool "
             "sized for its bursts idle most of the day, fixed GPUs more so.",
             "- Fixed hosts need at least the largest pod's GPU count each (the curve's fixed points start "

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.trace import TracePod, article_trace, bursty_trace, write_trace
+from bench.trace import TracePod, bursty_trace, handover_trace, write_trace
 from composer.decide.planner import plan
 from composer.model.models import GPU_RESOURCE, FreeGpu, GpuRequest, HostState
 
@@ -419,7 +419,8 @@ def run(
     seed: int = 42,
     targets: Sequence[float] = (60.0, 300.0),
 ) -> dict[str, Any]:
-    """Run part 3: the article's case and a seeded bursty trace (or ``trace_path``), each under
+    """Run part 3: two hosts handing over two pooled GPUs (:func:`~bench.trace.handover_trace`,
+    results key and trace file ``article``) and a seeded bursty trace (or ``trace_path``), each under
     the composer's default idle timeout (600 s) and a short one (60 s).
 
     Writes the traces used to ``out_dir`` (``article.csv``, ``bursty-seed<seed>.jsonl``) when
@@ -430,7 +431,7 @@ def run(
     from bench.trace import read_trace
 
     cases: list[dict[str, Any]] = []
-    article = article_trace()
+    handover = handover_trace()
     hosts16 = tuple(f"gpu-node-{i:02d}" for i in range(1, 17))
     if trace_path is not None:
         traced = read_trace(trace_path)
@@ -439,12 +440,12 @@ def run(
         traced = bursty_trace(seed=seed, hours=6.0 if quick else 24.0, hosts=hosts16)
         bursty_name, bursty_hosts = f"bursty-seed{seed}.jsonl", hosts16
     if out_dir is not None:
-        write_trace(Path(out_dir) / "article.csv", article)
+        write_trace(Path(out_dir) / "article.csv", handover)
         if trace_path is None:
             write_trace(Path(out_dir) / bursty_name, traced)
     idle_timeouts = (600.0,) if quick else (600.0, 60.0)
     for name, pods, hosts, tgts in (
-        ("article", article, ("blade-slot-1", "blade-slot-2"), (120.0,)),
+        ("article", handover, ("blade-slot-1", "blade-slot-2"), (120.0,)),
         (bursty_name, traced, bursty_hosts, tuple(targets)),
     ):
         for idle in idle_timeouts:
@@ -465,7 +466,7 @@ def run(
         "part": "savings",
         "quick": quick,
         "seed": seed,
-        "traces": {"article": _trace_stats(article), bursty_name: _trace_stats(traced)},
+        "traces": {"article": _trace_stats(handover), bursty_name: _trace_stats(traced)},
         "cases": cases,
         "curve": {
             "trace": bursty_name,

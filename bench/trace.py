@@ -145,12 +145,13 @@ def write_trace(path: str | Path, pods: Iterable[TracePod]) -> Path:
     return p
 
 
-def article_trace(
+def handover_trace(
     *, cycles: int = 4, run_seconds: float = 1800.0, gap_seconds: float = 1800.0
 ) -> list[TracePod]:
     """Seed 000's minimal lab as a trace: 2 hosts, one 2-GPU Tesla-T4 pod at a time, pinned
     alternately to ``blade-slot-1`` and ``blade-slot-2``; each starts ``gap_seconds`` after the
-    previous one ended (so its GPUs have gone back to the pool)."""
+    previous one ended (so its GPUs have gone back to the pool). Its pods are named
+    ``article-<i>``, as in the traces and reports written before."""
     pods = []
     t = 0.0
     for i in range(cycles * 2):

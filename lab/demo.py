@@ -16,10 +16,10 @@
    every k0rdent template of the stack valid or invalid: each chart fetched by the lab's Flux
    source-controller from the lab's chart repository, the verdict written by the kcm stand-in
    (``lab.template_sources``); an invalid template fails the demo.
-5. Run the article's scenario against the composer Pods (their names and image digest are
-   printed): a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets both, it ends, the GPUs
-   go back to the free pool after the stack's idle timeout, and a pod pinned to
-   ``blade-slot-2`` gets the same two GPUs. Each step is printed with its time.
+5. Run the handover scenario (two hosts hand over two pooled GPUs) against the composer Pods (their
+   names and image digest are printed): a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets
+   both, it ends, the GPUs go back to the free pool after the stack's idle timeout, and a pod pinned
+   to ``blade-slot-2`` gets the same two GPUs. Each step is printed with its time.
    ``--local-composer`` runs the controller as a local process instead (the kwok-only mode).
 6. With the chart's Pods, draw the dashboard's main panels over the scenario from the lab's
    Prometheus (``lab.prometheus``, which scrapes them) into ``.lab/composer-dashboard.png``
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_scenario:
             t0 = time.time()
             # In the cluster whose Nodes the hosts are (the mothership unless --hosts-in lab-workers).
-            scenario.run_article_scenario(cfg.hosts_cluster, outputs["estate"], step=step,
+            scenario.run_handover_scenario(cfg.hosts_cluster, outputs["estate"], step=step,
                                           local_process=args.local_composer,
                                           idle_timeout_seconds=args.idle_timeout_seconds)
             if not args.local_composer:

@@ -143,7 +143,7 @@ def install_crds(api: client.ApiClient, dirs: Iterable[Path], *, timeout_seconds
 
 
 def node_manifest(name: str, *, cpu: int, memory_mib: int, pods: int = 110) -> dict:
-    """A kwok-managed Node named like the article's blades (``blade-slot-1``)."""
+    """A kwok-managed Node named like the lab's blades (``blade-slot-1``)."""
     resources = {"cpu": str(cpu), "memory": f"{memory_mib}Mi", "pods": str(pods)}
     return {
         "apiVersion": "v1",

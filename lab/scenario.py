@@ -1,4 +1,4 @@
-"""The article's scenario (2 hosts, 2 pooled GPUs) driven against the deployed composer.
+"""Two hosts hand over two pooled GPUs: the handover scenario driven against the deployed composer.
 
 By default the composer is the chart's Deployment as the dev stack installed it: its Pods run
 on the lab's real kubelet node (``lab.node``, ``mgmt-1``); :func:`deployed_composer` waits for
@@ -6,7 +6,7 @@ them to be Ready and for one to hold the Lease. With ``local_process=True`` (the
 kwok-only lab used) the controller runs here as lab process ``composer`` authenticated with a
 TokenRequest token of the chart's ServiceAccount, so its RBAC is exactly what the chart grants.
 
-Timeline printed by :func:`run_article_scenario`: pod on ``blade-slot-1`` asks for 2 GPUs →
+Timeline printed by :func:`run_handover_scenario`: pod on ``blade-slot-1`` asks for 2 GPUs →
 Pending, held by the composer's scheduling gate (the chart's admission webhook: the Pods behind
 its Service, or with ``local_process`` the local process the webhook is re-pointed to) →
 reserved → composed (Director) → advertised → released (gate removed) → Running → pod ends →
@@ -254,7 +254,7 @@ def deployed_composer(cfg: settings.LabConfig, composer_out: dict[str, Any], *,
         raise ScenarioError(f"{exc}; pods: {states or 'none'}") from exc
 
 
-def run_article_scenario(cfg: settings.LabConfig, estate: dict[str, Any], *,
+def run_handover_scenario(cfg: settings.LabConfig, estate: dict[str, Any], *,
                          idle_timeout_seconds: float | None = None, local_process: bool = False,
                          step: Callable[[str], Callable[[str], None]]) -> list[str]:
     """Run the scenario; returns the device names that moved from host A to host B.

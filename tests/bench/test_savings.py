@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from bench.savings import SimConfig, compare, min_gpus, run, simulate_fixed, simulate_pool, split_by_demand
-from bench.trace import TracePod, article_trace, write_trace
+from bench.trace import TracePod, handover_trace, write_trace
 
 
 def pod(t: float, d: float, g: int = 1, host: str | None = None, model: str | None = "Tesla-T4") -> TracePod:
@@ -50,9 +50,9 @@ def test_fixed_hosts_start_at_once_and_pinned_pods_wait_for_their_host():
     assert r.gpus == 2
 
 
-def test_the_article_case_needs_two_pooled_gpus_against_four_fixed():
+def test_two_hosts_handing_over_need_two_pooled_gpus_against_four_fixed():
     out = compare(
-        article_trace(cycles=2), SimConfig(hosts=("blade-slot-1", "blade-slot-2")), target_seconds=120
+        handover_trace(cycles=2), SimConfig(hosts=("blade-slot-1", "blade-slot-2")), target_seconds=120
     )
     assert out["pool"]["gpus"] == 2
     assert out["fixed"]["gpus"] == 4 and out["fixed"]["per_host"] == 2
@@ -80,7 +80,7 @@ def test_split_by_demand_shares_out_exactly_the_total():
     assert split_by_demand([pod(0, 1, model=None)], 3) == {"Tesla-T4": 3}
 
 
-def test_run_replays_a_user_trace_and_writes_the_article_trace(tmp_path):
+def test_run_replays_a_user_trace_and_writes_the_handover_trace(tmp_path):
     trace = write_trace(tmp_path / "mine.csv", [pod(i * 30.0, 200, host=f"h{i % 3}") for i in range(12)])
     out = run(quick=True, out_dir=tmp_path, trace_path=trace)
     assert (tmp_path / "article.csv").exists()

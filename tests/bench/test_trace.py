@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.trace import TraceError, TracePod, article_trace, bursty_trace, read_trace, write_trace
+from bench.trace import TraceError, TracePod, bursty_trace, handover_trace, read_trace, write_trace
 
 
 def test_csv_round_trip_keeps_every_field_and_blank_means_any(tmp_path):
@@ -75,8 +75,8 @@ def test_bursty_trace_is_reproducible_from_its_seed_and_bursty():
     assert 0 < sum(1 for p in a if p.host) < len(a)
 
 
-def test_article_trace_alternates_two_hosts_without_overlap():
-    pods = article_trace(cycles=2, run_seconds=100, gap_seconds=50)
+def test_handover_trace_alternates_two_hosts_without_overlap():
+    pods = handover_trace(cycles=2, run_seconds=100, gap_seconds=50)
     assert [p.host for p in pods] == ["blade-slot-1", "blade-slot-2"] * 2
     for a, b in zip(pods, pods[1:], strict=False):
         assert b.arrival_seconds >= a.arrival_seconds + a.duration_seconds

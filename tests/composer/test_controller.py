@@ -51,7 +51,7 @@ def run(ctrl: Controller):
     return d
 
 
-def article_world() -> FakeWorld:
+def handover_world() -> FakeWorld:
     kube = FakeKube()
     kube.add_node(node("blade-slot-1"))
     kube.add_node(node("blade-slot-2"))
@@ -59,8 +59,8 @@ def article_world() -> FakeWorld:
     return FakeWorld(kube, fabric)
 
 
-def test_article_scenario_in_memory(clock):
-    w = article_world()
+def test_two_hosts_hand_over_two_pooled_gpus_in_memory(clock):
+    w = handover_world()
     ctrl = make(w, clock)
     seen_before_compose = []
     probe_at_first_change(w.fabric, lambda machine: seen_before_compose.append(w.kube.intents_json(machine)))
@@ -109,7 +109,7 @@ def test_article_scenario_in_memory(clock):
 
 
 def test_restart_after_attach_adopts_without_composing_again(clock):
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("a", 2, host="blade-slot-1"))
     intent = ann.Intent("ml/a", "nvidia.com/gpu", 2, T4, ("gpu0", "gpu1"), ann.IntentPhase.COMPOSING, clock())
     w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.INTENTS] = ann.encode_intents(
@@ -126,7 +126,7 @@ def test_restart_after_attach_adopts_without_composing_again(clock):
 
 
 def test_restart_before_reprogram_cancels_the_edit_and_composes_once(clock):
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("a", 2, host="blade-slot-1"))
     intent = ann.Intent("ml/a", "nvidia.com/gpu", 2, T4, ("gpu0", "gpu1"), ann.IntentPhase.COMPOSING, clock())
     w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.INTENTS] = ann.encode_intents(
@@ -140,7 +140,7 @@ def test_restart_before_reprogram_cancels_the_edit_and_composes_once(clock):
 
 
 def test_compose_failures_back_off_then_give_up(clock):
-    w = article_world()
+    w = handover_world()
     err = DirectorServerError("reprogram failed", method="POST", path="fabric/reprogram", status=503)
     w.fabric.fail["compose"] = [err, err, err, err]
     w.kube.add_pod(pod("a", 1))
@@ -171,7 +171,7 @@ def test_compose_failures_back_off_then_give_up(clock):
 
 
 def test_director_unreadable_round_is_skipped(clock):
-    w = article_world()
+    w = handover_world()
     w.fabric.fail["gpus"] = [DirectorUnavailableError("connection refused")]
     w.kube.add_pod(pod("a", 1))
     ctrl = make(w, clock)
@@ -182,7 +182,7 @@ def test_director_unreadable_round_is_skipped(clock):
 
 
 def test_unsatisfiable_request_is_reported_once_and_never_composed(clock):
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("big", 3))
     w.kube.add_pod(pod("a100", 1, product=A100))
     ctrl = make(w, clock)
@@ -200,7 +200,7 @@ def test_unsatisfiable_request_is_reported_once_and_never_composed(clock):
 
 
 def test_reclaim_aborts_when_a_gpu_pod_lands_meanwhile(clock):
-    w = article_world()
+    w = handover_world()
     w.fabric.by("gpu0").machine = "blade-slot-1"
     w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.DEVICES] = "gpu0"
     ctrl = make(w, clock)
@@ -217,7 +217,7 @@ def test_reclaim_aborts_when_a_gpu_pod_lands_meanwhile(clock):
 
 
 def test_static_and_excluded_gpus_are_never_reclaimed(clock):
-    w = article_world()
+    w = handover_world()
     w.fabric.gpu_list.append(FakeGpu("gpu7", machine="blade-slot-2"))  # static: not in the annotation
     # listed as managed, but the Pulumi program's owner tag says it is static now
     w.fabric.gpu_list.append(FakeGpu("gpu8", machine="blade-slot-2", owner_tag="pulumi:estate"))
@@ -233,7 +233,7 @@ def test_static_and_excluded_gpus_are_never_reclaimed(clock):
 
 
 def test_decompose_failure_lifts_the_taint_and_retries_later(clock):
-    w = article_world()
+    w = handover_world()
     w.fabric.by("gpu0").machine = "blade-slot-1"
     w.kube.nodes["blade-slot-1"]["metadata"]["annotations"][ann.DEVICES] = "gpu0"
     w.fabric.fail["decompose"] = [DirectorUnavailableError("down")]
@@ -251,7 +251,7 @@ def test_decompose_failure_lifts_the_taint_and_retries_later(clock):
 
 
 def test_gpus_not_advertised_restart_the_device_plugin(clock):
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("a", 1))
     ctrl = make(w, clock)
     run(ctrl)
@@ -271,7 +271,7 @@ def test_gpus_not_advertised_restart_the_device_plugin(clock):
 
 
 def test_pod_never_scheduled_is_given_up_and_its_gpus_reclaimed_without_a_loop(clock):
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("stuck", 1))
     ctrl = make(w, clock)
     run(ctrl)
@@ -361,7 +361,7 @@ def test_a_node_whose_job_failed_on_kubernetes_sits_out_the_backoff(clock):
     would otherwise plan the same job again at once)."""
     from composer.shell.kube import KubeError
 
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("a", 1, host="blade-slot-1"))
     real = w.kube.patch_node_annotations
     attempts: list[str] = []
@@ -393,7 +393,7 @@ def test_a_node_whose_job_failed_on_kubernetes_sits_out_the_backoff(clock):
 def test_a_pod_recreated_before_its_gpu_was_advertised_gets_that_gpu_not_another(clock):
     """A GPU composed for a pod that went away before the node advertised it is on its way:
     the next pod for that host uses it (a StatefulSet pod or Job retry recreated at once)."""
-    w = article_world()
+    w = handover_world()
     w.kube.add_pod(pod("a", 1, host="blade-slot-1"))
     ctrl = make(w, clock)
     run(ctrl)
@@ -439,7 +439,7 @@ def test_async_events_do_not_wait_for_the_api_and_keep_their_order():
 def test_the_intent_write_runs_while_the_director_is_read_and_ends_before_any_change(clock):
     """The Composing intent's PATCH and the compose's Director reads overlap: the compose has
     started while the PATCH is still in flight, and its first change waits for the PATCH."""
-    w = article_world()
+    w = handover_world()
     ctrl = make(w, clock)
     entered = threading.Event()
     patch_saw_compose: list[bool] = []
@@ -476,7 +476,7 @@ def test_a_failed_intent_write_stops_the_compose_before_the_director_changes_any
     nothing attached, no owner tag written; the next round starts from what is there."""
     from composer.shell.kube import KubeError
 
-    w = article_world()
+    w = handover_world()
     ctrl = make(w, clock)
     real_patch = w.kube.patch_node_annotations
     failed: list[str] = []

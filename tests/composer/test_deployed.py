@@ -1,9 +1,10 @@
 """The composer as deployed by its chart: a Deployment whose Pods run the image built from
 ``Containerfile`` on the lab's real kubelet node (``mgmt-1``).
 
-The article's scenario, the two-replica failover and the killed-mid-compose case, with a
-forced delete of the leader's Pod (``--grace-period=0 --force``) as the kill. The fixtures
-(``make_deployed``: the Deployment serving a fresh scenario) are in ``conftest.py``.
+The handover scenario (two hosts hand over two pooled GPUs), the two-replica failover and the
+killed-mid-compose case, with a forced delete of the leader's Pod (``--grace-period=0 --force``) as
+the kill. The fixtures (``make_deployed``: the Deployment serving a fresh scenario) are in
+``conftest.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _one_leader(d: dep.Deployed) -> str:
     return wait_for(leader, timeout=60, interval=0.5, what="one leader among the Pods")
 
 
-def test_deployment_runs_ready_on_the_real_node_and_plays_the_article_scenario(make_deployed):
+def test_deployment_runs_ready_on_the_real_node_and_plays_the_handover_scenario(make_deployed):
     with make_deployed() as d:
         sc = d.sc
         try:

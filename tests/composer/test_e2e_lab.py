@@ -41,7 +41,7 @@ def _clean(sc, node: str) -> bool:
     return not any(a in ann for a in ANNOTATIONS) and "composer.liqid.io/reclaiming" not in taints
 
 
-def test_article_two_hosts_two_gpus(make_scenario):
+def test_two_hosts_hand_over_two_pooled_gpus(make_scenario):
     """Host A's pod gets both GPUs; it ends; after the idle timeout they return to the pool;
     a pod pinned to host B gets the same two GPUs."""
     with make_scenario(inventory="dev.yaml") as sc:

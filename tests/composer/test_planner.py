@@ -36,25 +36,25 @@ def req(key: str, units: int = 1, **kw) -> GpuRequest:
     return GpuRequest(f"ns/{key}", f"uid-{key}", units, **kw)
 
 
-ARTICLE_HOSTS = [host("blade-slot-1"), host("blade-slot-2")]
-ARTICLE_GPUS = [FreeGpu("gpu0", T4, "sw0"), FreeGpu("gpu1", T4, "sw0")]
+TWO_BLADES = [host("blade-slot-1"), host("blade-slot-2")]
+TWO_POOLED_T4S = [FreeGpu("gpu0", T4, "sw0"), FreeGpu("gpu1", T4, "sw0")]
 
 
 # -- tiny cases, one rule each ----------------------------------------------------------------
-def test_article_pod_gets_both_gpus_on_the_first_host():
-    p = plan([req("a", 2, models=frozenset({T4}))], ARTICLE_HOSTS, ARTICLE_GPUS)
+def test_a_two_gpu_pod_gets_both_pooled_gpus_on_the_first_host():
+    p = plan([req("a", 2, models=frozenset({T4}))], TWO_BLADES, TWO_POOLED_T4S)
     assert [(x.host, x.devices, x.model) for x in p.placements] == [("blade-slot-1", ("gpu0", "gpu1"), T4)]
     assert p.refusals == ()
 
 
 def test_pinned_host_is_honoured():
-    p = plan([req("b", 2, hosts=frozenset({"blade-slot-2"}))], ARTICLE_HOSTS, ARTICLE_GPUS)
+    p = plan([req("b", 2, hosts=frozenset({"blade-slot-2"}))], TWO_BLADES, TWO_POOLED_T4S)
     assert p.placements[0].host == "blade-slot-2"
     assert p.placements[0].devices == ("gpu0", "gpu1")
 
 
 def test_unknown_pinned_host_is_refused():
-    p = plan([req("b", 1, hosts=frozenset({"nope"}))], ARTICLE_HOSTS, ARTICLE_GPUS)
+    p = plan([req("b", 1, hosts=frozenset({"nope"}))], TWO_BLADES, TWO_POOLED_T4S)
     assert p.refusals[0].reason == Reason.UNKNOWN_HOST
     assert "nope" in p.refusals[0].message
 
@@ -62,7 +62,7 @@ def test_unknown_pinned_host_is_refused():
 def test_model_selection_t4_versus_a100():
     gpus = [FreeGpu("gpu0", T4, "sw0"), FreeGpu("gpu4", A100, "sw1"), FreeGpu("gpu5", A100, "sw1")]
     p = plan(
-        [req("a", 2, models=frozenset({A100})), req("t", 1, models=frozenset({T4}))], ARTICLE_HOSTS, gpus
+        [req("a", 2, models=frozenset({A100})), req("t", 1, models=frozenset({T4}))], TWO_BLADES, gpus
     )
     by = {x.key: x for x in p.placements}
     assert by["ns/a"].devices == ("gpu4", "gpu5") and by["ns/a"].model == A100
@@ -82,7 +82,7 @@ def test_a_node_carries_one_model_pinned_conflict_is_refused():
 
 def test_mixed_host_never_gets_more():
     hosts = [host("h1", model=MIXED_MODELS, attached=2)]
-    p = plan([req("a", 1, hosts=frozenset({"h1"}))], hosts, ARTICLE_GPUS)
+    p = plan([req("a", 1, hosts=frozenset({"h1"}))], hosts, TWO_POOLED_T4S)
     assert p.refusals[0].reason == Reason.MODEL_CONFLICT
 
 
@@ -95,9 +95,9 @@ def test_reuse_a_host_that_already_has_the_model():
 def test_pinned_host_must_fit_cpu_and_memory():
     hosts = [host("small", cpu_free_millis=1000, memory_free_bytes=GIB), host("big")]
     r = req("x", 1, hosts=frozenset({"small"}), cpu_millis=2000)
-    p = plan([r], hosts, ARTICLE_GPUS)
+    p = plan([r], hosts, TWO_POOLED_T4S)
     assert p.refusals[0].reason == Reason.NO_HOST_FITS
-    p = plan([req("y", 1, cpu_millis=2000, memory_bytes=2 * GIB)], hosts, ARTICLE_GPUS)
+    p = plan([req("y", 1, cpu_millis=2000, memory_bytes=2 * GIB)], hosts, TWO_POOLED_T4S)
     assert p.placements[0].host == "big"
 
 
@@ -126,21 +126,21 @@ def test_bin_packing_smallest_empty_host_that_fits():
 
 
 def test_batch_never_plans_a_gpu_twice():
-    p = plan([req("a"), req("b"), req("c")], ARTICLE_HOSTS, ARTICLE_GPUS)
+    p = plan([req("a"), req("b"), req("c")], TWO_BLADES, TWO_POOLED_T4S)
     devices = [d for x in p.placements for d in x.devices]
     assert sorted(devices) == ["gpu0", "gpu1"]
     assert [r.reason for r in p.refusals] == [Reason.NO_FREE_GPUS]
 
 
 def test_unsatisfiable_request_names_the_free_pool():
-    p = plan([req("a", 3, models=frozenset({A100}))], ARTICLE_HOSTS, ARTICLE_GPUS)
+    p = plan([req("a", 3, models=frozenset({A100}))], TWO_BLADES, TWO_POOLED_T4S)
     (r,) = p.refusals
     assert r.reason == Reason.NO_FREE_GPUS
     assert A100 in r.message
 
 
 def test_quota_caps_a_pool():
-    p = plan([req("a"), req("b")], ARTICLE_HOSTS, ARTICLE_GPUS, quotas={"default": 2}, usage={"default": 1})
+    p = plan([req("a"), req("b")], TWO_BLADES, TWO_POOLED_T4S, quotas={"default": 2}, usage={"default": 1})
     assert len(p.placements) == 1
     assert p.refusals[0].reason == Reason.QUOTA_EXCEEDED
 
@@ -167,13 +167,13 @@ def test_gpu_in_a_director_group_pool_only_goes_to_that_groups_machines():
 
 def test_taints_need_tolerations_and_labels_must_match():
     hosts = [host("a-tainted", taints=(Taint("dedicated", "ml"),)), host("b-plain", labels={"zone": "z1"})]
-    p = plan([req("x")], hosts, ARTICLE_GPUS)
+    p = plan([req("x")], hosts, TWO_POOLED_T4S)
     assert p.placements[0].host == "b-plain"
     tol = (Toleration("dedicated", "Equal", "ml", "NoSchedule"),)
     p = plan(
         [req("x", tolerations=tol, node_requirements=(LabelRequirement("zone", "DoesNotExist"),))],
         hosts,
-        ARTICLE_GPUS,
+        TWO_POOLED_T4S,
     )
     assert p.placements[0].host == "a-tainted"
 
@@ -181,25 +181,25 @@ def test_taints_need_tolerations_and_labels_must_match():
 def test_spare_units_are_reused_before_composing():
     hosts = [host("h", model=T4, attached=1, spare={"nvidia.com/gpu.shared": 2})]
     r = req("x", 1, resource="nvidia.com/gpu.shared", units_per_gpu=4)
-    p = plan([r], hosts, ARTICLE_GPUS)
+    p = plan([r], hosts, TWO_POOLED_T4S)
     assert p.placements[0].devices == () and p.placements[0].spare_units == 1
 
 
 def test_shared_gpu_units_are_packed_in_a_batch():
     rs = [req(k, 1, resource="nvidia.com/gpu.shared", units_per_gpu=4) for k in "abc"]
-    p = plan(rs, ARTICLE_HOSTS, ARTICLE_GPUS)
+    p = plan(rs, TWO_BLADES, TWO_POOLED_T4S)
     assert sum(len(x.devices) for x in p.placements) == 1
     assert {x.host for x in p.placements} == {"blade-slot-1"}
 
 
 def test_gpu_slot_limit():
     hosts = [host("h", model=T4, attached=1, max_gpus=2)]
-    p = plan([req("x", 2)], hosts, ARTICLE_GPUS)
+    p = plan([req("x", 2)], hosts, TWO_POOLED_T4S)
     assert p.refusals[0].reason == Reason.NO_HOST_FITS
 
 
 def test_excluded_devices_are_never_planned():
-    p = plan([req("x", 1)], ARTICLE_HOSTS, ARTICLE_GPUS, excluded={"gpu0"})
+    p = plan([req("x", 1)], TWO_BLADES, TWO_POOLED_T4S, excluded={"gpu0"})
     assert p.placements[0].devices == ("gpu1",)
 
 
@@ -229,25 +229,25 @@ def test_static_spare_serves_pods_of_its_own_pool_only():
         host("st", pool="alpha", model=T4, attached=1, static_gpus=1, spare={"nvidia.com/gpu": 1}),
         host("hb", pool="beta"),
     ]
-    p = plan([req("b", 1, pool="beta")], hosts, ARTICLE_GPUS)
+    p = plan([req("b", 1, pool="beta")], hosts, TWO_POOLED_T4S)
     assert [(x.host, x.devices) for x in p.placements] == [("hb", ("gpu0",))]
-    p = plan([req("b", 1, pool="beta", hosts=frozenset({"st"}))], hosts, ARTICLE_GPUS)
+    p = plan([req("b", 1, pool="beta", hosts=frozenset({"st"}))], hosts, TWO_POOLED_T4S)
     assert p.refusals[0].reason == Reason.NO_HOST_FITS and "pool 'alpha'" in p.refusals[0].message
-    p = plan([req("a", 1, pool="alpha")], hosts, ARTICLE_GPUS)
+    p = plan([req("a", 1, pool="alpha")], hosts, TWO_POOLED_T4S)
     assert [(x.host, x.devices, x.spare_units) for x in p.placements] == [("st", (), 1)]
 
 
 def test_higher_priority_first():
     p = plan(
         [req("low", priority=0, created=1.0), req("high", priority=10, created=2.0)],
-        ARTICLE_HOSTS,
-        ARTICLE_GPUS[:1],
+        TWO_BLADES,
+        TWO_POOLED_T4S[:1],
     )
     assert [x.key for x in p.placements] == ["ns/high"]
 
 
 def test_invalid_request():
-    p = plan([req("x", 0)], ARTICLE_HOSTS, ARTICLE_GPUS)
+    p = plan([req("x", 0)], TWO_BLADES, TWO_POOLED_T4S)
     assert p.refusals[0].reason == Reason.INVALID
 
 

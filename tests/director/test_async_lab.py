@@ -1,5 +1,5 @@
-"""The composer's article scenario (2 hosts, 2 GPUs) against a Director that answers every
-change with HTTP 202 and a job that ends 2 s later.
+"""The composer's handover scenario (two hosts hand over two pooled GPUs) against a Director
+that answers every change with HTTP 202 and a job that ends 2 s later.
 
 LIQID's SDK waits for every job before its next call (``liqidinc/liqidsdk-java``
 ``LiqidClientBase.java:176-237``); the simulator refuses, and records as a violation, any change
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 T4 = "Tesla-T4"
 
 
-def test_article_scenario_when_every_change_answers_202(
+def test_the_handover_scenario_when_every_change_answers_202(
     make_scenario: Any,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

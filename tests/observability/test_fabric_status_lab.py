@@ -1,9 +1,9 @@
-"""``python -m ops.fabric status`` against the article's scenario played by the chart's Deployment:
-mid-handover (GPUs idle on host A, pod B gated on host B) and after it, its GPUs, hosts and gated
-pods are the Director's and the cluster's state, and pod B's why is the composer's latest Warning
-Event about it (not the Normal ``Gated`` written in the same second); with the API server or the
-Director unreachable it exits 1 with one line naming which. The text output mid-handover is printed
-(the README shows it)."""
+"""``python -m ops.fabric status`` against the handover scenario (two hosts hand over two pooled
+GPUs) played by the chart's Deployment: mid-handover (GPUs idle on host A, pod B gated on host B)
+and after it, its GPUs, hosts and gated pods are the Director's and the cluster's state, and pod B's
+why is the composer's latest Warning Event about it (not the Normal ``Gated`` written in the same
+second); with the API server or the Director unreachable it exits 1 with one line naming which. The
+text output mid-handover is printed (the README shows it)."""
 
 from __future__ import annotations
 

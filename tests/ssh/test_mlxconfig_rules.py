@@ -24,7 +24,7 @@ SEED_002 = {  # a virtio-net emulation setup: 10 PFs, hot-plug on (NVIDIA virtio
 }
 
 
-def test_the_articles_settings_are_valid_and_normalised() -> None:
+def test_the_bluefield_emulation_settings_are_valid_and_normalised() -> None:
     assert validate(SEED_002) == SEED_002
     assert validate({"VIRTIO_NET_EMULATION_ENABLE": True, "PCI_SWITCH_EMULATION_ENABLE": "false",
                      "VIRTIO_NET_EMULATION_NUM_PF": "4"}) == {

@@ -34,7 +34,7 @@ def dpu_inputs(**over: object) -> dict:
             "allow_firmware_reset": False, "reset_level": 3, "use_sudo": False, "triggers": [], **over}
 
 
-def test_check_accepts_the_articles_settings() -> None:
+def test_check_accepts_the_bluefield_emulation_settings() -> None:
     result = DpuMlxconfigProvider().check({}, dpu_inputs())
     assert result.failures == []
     assert result.inputs["parameters"] == PARAMS
