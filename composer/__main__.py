@@ -22,6 +22,7 @@ import ssl
 import sys
 import threading
 import time
+from types import FrameType
 
 from pydantic import ValidationError
 
@@ -85,15 +86,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         log.info("admission webhook (HTTPS) on %s:%d%s", *hook.server_address[:2], WEBHOOK_PATH)
 
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        wake.set()
+
+    def on_leading(lead: bool) -> None:
+        metrics.leader.set(1 if lead else 0)
+        wake.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: (stop.set(), wake.set()))
+        signal.signal(sig, on_signal)
     elector = None
     if settings.leader_election:
         elector = LeaseElector(kube, settings)
         threading.Thread(
             target=elector.run,
             args=(stop,),
-            kwargs={"on_change": lambda lead: (metrics.leader.set(1 if lead else 0), wake.set())},
+            kwargs={"on_change": on_leading},
             name="composer-lease",
             daemon=True,
         ).start()

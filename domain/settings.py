@@ -10,6 +10,17 @@ round policy's defaults (:class:`composer.decide.round_types.Policy`) are checke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
+
+
+class FieldArgs(TypedDict, total=False):
+    """Keyword arguments for ``pydantic.Field`` of one setting: ``default``, ``gt`` or ``ge``
+    (whichever the setting's minimum is), and ``le``."""
+
+    default: float
+    gt: float
+    ge: float
+    le: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +53,12 @@ class Setting:
         head, *rest = self.name.split("_")
         return head + "".join(w.capitalize() for w in rest)
 
-    def field_args(self) -> dict[str, float]:
+    def field_args(self) -> FieldArgs:
         """Keyword arguments for ``pydantic.Field``: ``default``, ``gt`` or ``ge``, and ``le``."""
-        low = "gt" if self.exclusive_minimum else "ge"
         default = int(self.default) if self.integer else self.default
-        return {"default": default, low: self.minimum, "le": self.maximum}
+        if self.exclusive_minimum:
+            return {"default": default, "gt": self.minimum, "le": self.maximum}
+        return {"default": default, "ge": self.minimum, "le": self.maximum}
 
     def accepts(self, value: float) -> bool:
         """True when ``value`` is inside the bounds (and whole, for an integer setting)."""

@@ -280,10 +280,11 @@ class Controller:
             gates.apply(action, nominated=nominated.get(action.uid, ""))
         self.next_round_in = decision.wake_after
         created = {p.uid: p.created for p in snap.pods}
+        wake = self.on_job_done
         for job in decision.jobs:
             fut = self._pool.submit(self.executor.run, job, created)
-            if self.on_job_done is not None:  # its results feed the next round: start it
-                fut.add_done_callback(lambda _f, wake=self.on_job_done: wake())
+            if wake is not None:  # its results feed the next round: start it
+                fut.add_done_callback(lambda _f: wake())
             self._running[job.node] = _Running(fut, job)
         if self.nominate:
             self._nominate(snap, decision)
@@ -296,8 +297,8 @@ class Controller:
         self.metrics.gpus_taken.inc(decision.taken)
         self.metrics.gpus_lost.inc(decision.lost)
         self.metrics.gpus_adopted.inc(decision.adopted)
-        for reason, n in decision.held.items():
-            self.metrics.reclaims_held.labels(reason).set(n)
+        for reason, count in decision.held.items():
+            self.metrics.reclaims_held.labels(reason).set(count)
         self.metrics.set_free(decision.free_by_model)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.observe(time.monotonic() - t0)

@@ -35,7 +35,6 @@ from typing import Any, Protocol
 
 from composer.decide.decide import intents_for
 from composer.decide.round_types import (
-    EventSpec,
     NodeJob,
     Policy,
     ReclaimKind,
@@ -46,7 +45,7 @@ from composer.decide.round_types import (
 from composer.model import annotations as ann
 from composer.model.annotations import Intent, IntentPhase, NodeRecord, Reclaim, ReclaimPhase
 from composer.model.fabric import FabricClient, FabricFactory
-from composer.model.models import Taint
+from composer.model.models import EventSpec, Taint
 from composer.shell.lazy_pool import LazyPool
 from composer.shell.metrics import Metrics
 from dynamic_providers.director.errors import DirectorError

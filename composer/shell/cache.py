@@ -210,7 +210,8 @@ def _seen_at(view: PodView, first_seen: float) -> PodView:
 
 
 def _pool(raw: Mapping[str, Any]) -> str:
-    return ((raw.get("metadata") or {}).get("labels") or {}).get(ann.POOL_LABEL, "")
+    pool: str = ((raw.get("metadata") or {}).get("labels") or {}).get(ann.POOL_LABEL, "")
+    return pool
 
 
 class ClusterCache:
