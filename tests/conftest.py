@@ -39,6 +39,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_GUARD] = run_guard.guard_this_run(Path(os.environ["LAB_DIR"]))
 
 
+def unmarked_lab_tests(items: list[Any]) -> list[str]:
+    """The node ids of ``items`` (pytest items: ``nodeid``, ``fixturenames``,
+    ``get_closest_marker``) that use the ``lab`` fixture, directly or through another fixture,
+    without the ``lab`` marker. ``-m "not lab"`` is how a run leaves the lab alone (another
+    checkout's lab may hold its fixed ports), so a lab test must say it is one."""
+    return [
+        item.nodeid
+        for item in items
+        if "lab" in getattr(item, "fixturenames", ()) and item.get_closest_marker("lab") is None
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse the run when a test uses the lab without the ``lab`` marker (names each one)."""
+    unmarked = unmarked_lab_tests(list(items))
+    if unmarked:
+        raise pytest.UsageError(
+            "tests using the lab fixture without the lab marker (add pytestmark = pytest.mark.lab): "
+            + ", ".join(unmarked)
+        )
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The run ended: the watchdog stops what is left (the run waits for it)."""
     guard = config.stash.get(_GUARD, None)

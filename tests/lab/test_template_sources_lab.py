@@ -17,6 +17,8 @@ from lab import kube, template_sources
 from lab.settings import LabConfig
 from stack_config.models import CatalogConfig, HelmRepositoryConfig
 
+pytestmark = pytest.mark.lab
+
 NAMESPACE = "template-sources-test"
 K0RDENT = ("k0rdent.mirantis.com", "v1beta1")
 FLUX = ("source.toolkit.fluxcd.io", "v1")
