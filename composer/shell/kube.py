@@ -107,6 +107,10 @@ def _patch(call: Callable[..., Any], resource: str, *args: Any, content_type: st
         raise _wrap("PATCH", resource, exc) from exc
 
 
+#: apiVersion of the kinds Events are about that are not core/v1.
+_API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "ResourceClaim": "resource.k8s.io/v1"}
+
+
 def series_name(ev: EventSpec) -> str:
     """The Event object name of a ``series`` Event: its object's name and a digest of what
     makes it the same cause (object kind, namespace, name and UID, type, reason)."""
@@ -348,7 +352,7 @@ class KubeApi:
             "metadata": {**name, "namespace": ns},
             "involvedObject": {
                 "kind": ev.kind,
-                "apiVersion": "coordination.k8s.io/v1" if ev.kind == "Lease" else "v1",
+                "apiVersion": _API_VERSIONS.get(ev.kind, "v1"),
                 "name": ev.name,
                 **({"uid": ev.uid} if ev.uid else {}),
                 **({"namespace": ev.namespace} if namespaced else {}),
