@@ -18,9 +18,10 @@ first, tags the GPU with the composer's owner tag, records it in the node's
 - :func:`~composer.decide.decide.orphans`.
 
 It also says what the slices publish beyond the free pool: each composer GPU attached to a node
-and held by no allocated claim (``idle``: a claim allocated to it on that node needs no compose),
-and the GPUs a reclaim gives back (``reclaiming``), published with the ``NoSchedule`` taint so no
-claim gets them, before the decompose runs; decomposed, they are free and published untainted.
+and held by no allocated claim (``idle``, offered to that node only: a claim allocated to it
+there needs no compose), those a reclaim gives back (``reclaiming``) with the ``NoSchedule``
+taint, written before the decompose runs, so no claim gets them; decomposed, they are free and
+published untainted to every host that may take them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class DraDecision:
         decision: the node jobs (compositions, record updates, reclaim steps, orphans), Events
             and reclaim-guard counts, as :func:`composer.decide.decide.decide` returns them.
         idle: Director GPU name -> node: composer GPUs attached there that no allocated claim
-            holds and no reclaim gives back.
+            holds (those a reclaim gives back among them).
         reclaiming: Director GPU name -> :data:`RECLAIMING`: GPUs this round's reclaim steps
             decompose (``START``, or ``DECOMPOSE`` of one under way), to publish tainted before
             the jobs run. GPUs of a node whose job runs (left out of the round) are published
@@ -100,7 +101,7 @@ def decide_dra(
         rec = r.records[node.name]
         attached = fabric.attached(node.name)
         for d in sorted(rec.devices - claimed.get(node.name, frozenset()) - policy.excluded):
-            if d in attached and d not in reclaiming:
+            if d in attached:
                 idle[d] = node.name
     decision = Decision(
         tuple(r.jobs), tuple(r.events), r.plan, 0, {}, held=r.held, lost=r.lost, adopted=r.adopted

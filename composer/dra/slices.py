@@ -210,6 +210,7 @@ def build_slices(
     facts: Mapping[str, GpuFacts] | None = None,
     tainted: Mapping[str, str] | None = None,
     idle: Mapping[str, str] | None = None,
+    own_tag: str | None = None,
     driver: str = DRIVER,
     pool: str = POOL,
 ) -> SliceSet:
@@ -230,6 +231,9 @@ def build_slices(
             claim holds: published for that node only (a claim allocated to one needs no
             compose), when the Director shows it healthy and attached there and the node is
             among ``hosts`` and a machine.
+        own_tag: the composer's owner tag: a healthy GPU on no machine carrying it (left by a
+            failed compose or an interrupted reclaim until the orphan clean-up clears it) is
+            free like an untagged one, as the planner counts it.
         driver: the driver name (a DNS subdomain of at most 63 characters).
         pool: the pool name (a DNS label).
 
@@ -254,10 +258,14 @@ def build_slices(
     free = view.free(excluded=frozenset(excluded), device_pools=device_pools or {})
     pinned: dict[str, tuple[str, ...]] = {}
     for g in view.gpus:
+        if not g.healthy or g.name in excluded:
+            continue
         host = (idle or {}).get(g.name)
-        if host is not None and g.healthy and g.machine == host and host in reach and g.name not in excluded:
-            free.append(FreeGpu(g.name, g.model, g.switch, (device_pools or {}).get(g.name), g.group))
+        if host is not None and g.machine == host and host in reach:
             pinned[g.name] = (host,)
+        elif not (own_tag and g.machine is None and g.owner_tag == own_tag):
+            continue
+        free.append(FreeGpu(g.name, g.model, g.switch, (device_pools or {}).get(g.name), g.group))
     for gpu in sorted(free, key=lambda g: _natural(g.name)):
         name = device_name(gpu.name)
         if name is None:

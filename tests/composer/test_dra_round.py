@@ -51,7 +51,7 @@ def test_a_node_whose_gpu_a_claim_holds_is_not_reclaimed_and_one_whose_claim_is_
     assert job.reclaim is not None
     assert (job.reclaim.kind, job.reclaim.devices) == (ReclaimKind.START, ("gpu0",))
     assert gone.reclaiming == {"gpu0": RECLAIMING}  # tainted in the slices before the job decomposes it
-    assert gone.idle == {}
+    assert gone.idle == {"gpu0": "blade-1"}
 
 
 def test_an_idle_gpu_before_its_timeout_is_published_for_its_node():
@@ -79,7 +79,8 @@ def test_the_reclaim_guards_hold_as_in_device_plugin_mode():
     starts = [j.node for j in out.decision.jobs if j.reclaim and j.reclaim.kind is ReclaimKind.START]
     assert starts == ["blade-1"]
     assert [e.reason for e in out.decision.events] == ["ReclaimHeld"]
-    assert out.idle == {"gpu1": "blade-2"}  # held: still published for its node
+    assert out.idle == {"gpu0": "blade-1", "gpu1": "blade-2"}  # both still published for their node
+    assert out.reclaiming == {"gpu0": RECLAIMING}  # held: not tainted
     opted = snap(idle_node("blade-1", "gpu0", do_not_reclaim=True), gpus=gpus[:1])
     out = decide_dra(opted, Memory(), POLICY, composes={}, claimed={})
     assert all(j.reclaim is None for j in out.decision.jobs)

@@ -208,3 +208,13 @@ def test_an_idle_composed_gpu_is_published_for_its_own_node_only():
     assert hosts_of(out, "gpu3") == ["blade-1", "blade-2", "blade-3"]
     assert devices(out)["gpu0"]["taints"] == [
         {"key": dra.TAINT_KEY, "value": "Reclaiming", "effect": "NoSchedule"}]
+
+
+def test_a_free_gpu_carrying_the_composers_own_tag_is_published_another_owners_is_not():
+    v = view(
+        FabricGpu("gpu0", "Tesla-T4", "swit-1", owner_tag="gpu-composer"),  # a failed compose's tag
+        FabricGpu("gpu1", "Tesla-T4", "swit-1", owner_tag="pulumi"),
+        FabricGpu("gpu2", "Tesla-T4", "swit-1", owner_tag="gpu-composer", healthy=False),
+    )
+    assert sorted(devices(dra.build_slices(v, hosts=HOSTS, generation=0, own_tag="gpu-composer"))) == ["gpu0"]
+    assert devices(dra.build_slices(v, hosts=HOSTS, generation=0)) == {}
