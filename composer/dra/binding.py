@@ -70,12 +70,13 @@ def healed(
     failures: Mapping[str, Failure], view: FabricView, *, now: float, hold_seconds: float
 ) -> dict[str, Failure]:
     """The failures still held: a failure is dropped once ``hold_seconds`` passed since it and
-    the Director shows the GPU healthy and on no machine (free to publish untainted)."""
+    the Director shows the GPU healthy and on no machine (free to publish untainted), or when the
+    Director no longer shows the GPU at all."""
     gpus = {g.name: g for g in view.gpus}
     out = {}
     for name, f in failures.items():
         g = gpus.get(name)
-        if g is not None and g.healthy and g.machine is None and now - f.since >= hold_seconds:
+        if g is None or (g.healthy and g.machine is None and now - f.since >= hold_seconds):
             continue
         out[name] = f
     return out

@@ -227,3 +227,4 @@ def test_a_failure_is_held_until_the_hold_passed_and_the_gpu_is_healthy_and_free
     assert binding.healed(failures, sick, now=NOW + 600, hold_seconds=60) == failures
     stuck = view(FabricGpu("gpu0", "Tesla-T4", "sw1", machine="blade-2"))
     assert binding.healed(failures, stuck, now=NOW + 600, hold_seconds=60) == failures
+    assert binding.healed(failures, view(), now=NOW, hold_seconds=60) == {}  # gone from the Director
