@@ -11,8 +11,9 @@ Layering, written only here (:data:`LAYERS`, :data:`PURE`, :data:`FORBIDDEN_IN_P
 
 - ``model``: values: what the composer reads of pods, nodes and the Director, its node annotations;
 - ``decide`` and ``dra``, siblings: one round's pure decisions, ``decide`` for the device-plugin
-  placement mode, ``dra`` for Dynamic Resource Allocation (its ResourceSlices); siblings do not
-  import each other;
+  placement mode (and DRA mode's node jobs, :mod:`composer.decide.dra_round`, which reuse its
+  phases), ``dra`` for Dynamic Resource Allocation (its ResourceSlices, claims, binding
+  conditions, DeviceClass); siblings do not import each other;
 - ``shell``: I/O: the Kubernetes API (only ``shell.kube`` calls, ``shell.cache`` watches), the
   Director read, node jobs, threads, the HTTP endpoints, settings;
 - ``run``: the rounds, the control loop and the wiring of one replica.

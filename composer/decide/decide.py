@@ -132,6 +132,9 @@ class Round:
         by_node: node name -> its compositions this round (:func:`place`).
         held: guard -> nodes it holds, after this round's checks (:func:`reclaim`).
         jobs: node jobs that do something (:func:`reclaim`, :func:`orphans`).
+        claimed: DRA mode: node name -> GPUs allocated ResourceClaims hold on it, a node holding
+            any being busy (filled with the start by :mod:`composer.decide.dra_round`; empty in
+            device-plugin mode).
     """
 
     snapshot: Snapshot
@@ -157,6 +160,7 @@ class Round:
     by_node: dict[str, list[ComposeItem]] = field(default_factory=dict)
     held: dict[str, int] = field(default_factory=dict)
     jobs: list[NodeJob] = field(default_factory=list)
+    claimed: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, snapshot: Snapshot, memory: Memory, policy: Policy) -> Round:
@@ -410,7 +414,7 @@ def place(r: Round) -> None:
 def reclaim(r: Round) -> None:
     """Idle detection and reclaim (behind its guards), then each node's job.
 
-    Reads ``composable``, ``records``, ``flags``, ``by_node``, ``ctx``; adds ``guards`` and
+    Reads ``composable``, ``records``, ``flags``, ``by_node``, ``ctx``, ``claimed``; adds ``guards`` and
     ``jobs`` (the jobs that do something), the guards' Events, their holds in ``memory`` and
     ``held``, the holds counted.
     A node that is :func:`_untouched` is skipped.
@@ -421,7 +425,12 @@ def reclaim(r: Round) -> None:
         if _untouched(node, r.records[node.name], node.name in r.by_node, memory):
             continue
         rec = ann.with_hold(r.records[node.name])
-        busy = r.ctx.usage_of(node.name).gpu_pods > 0 or bool(rec.intents) or node.name in r.by_node
+        busy = (
+            r.ctx.usage_of(node.name).gpu_pods > 0
+            or bool(rec.intents)
+            or node.name in r.by_node
+            or bool(r.claimed.get(node.name))
+        )
         step, since = reclaim_step(
             node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
         )

@@ -229,12 +229,20 @@ class ReclaimStep:
 @dataclass(frozen=True, slots=True)
 class ComposeItem:
     """A placement with the request it serves, its earlier failed attempts, and for a gated
-    pod the end of its reservation (seconds since the epoch; 0 = none)."""
+    pod the end of its reservation (seconds since the epoch; 0 = none).
+
+    ``kind``: the kind of the object the placement serves, named by its ``key``/``uid`` in
+    Events (``Pod``; ``ResourceClaim`` in DRA mode). ``retry``: a failed compose is retried with
+    backoff up to ``compose_max_attempts``; False: the first failure gives up (DRA mode: the
+    claim gets the failure condition and the scheduler picks again).
+    """
 
     placement: Placement
     request: GpuRequest
     attempts: int = 0
     reserve_until: float = 0.0
+    kind: str = "Pod"
+    retry: bool = True
 
 
 @dataclass(frozen=True)

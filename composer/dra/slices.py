@@ -209,6 +209,8 @@ def build_slices(
     excluded: Collection[str] = frozenset(),
     facts: Mapping[str, GpuFacts] | None = None,
     tainted: Mapping[str, str] | None = None,
+    idle: Mapping[str, str] | None = None,
+    own_tag: str | None = None,
     driver: str = DRIVER,
     pool: str = POOL,
 ) -> SliceSet:
@@ -223,8 +225,15 @@ def build_slices(
             configuration); GPUs not named are shared.
         excluded: Director device names not to publish (reserved by the composer otherwise).
         facts: Director device name -> :class:`GpuFacts` (model string, memory, fabric).
-        tainted: Director device name -> reason (a label value, ``AttachFailed``): published with
+        tainted: Director device name -> reason (a label value, ``ComposeFailed``): published with
             the taint :data:`TAINT_KEY` ``NoSchedule``, so no new claim gets it.
+        idle: Director device name -> node, of GPUs the composer attached to that node that no
+            claim holds: published for that node only (a claim allocated to one needs no
+            compose), when the Director shows it healthy and attached there and the node is
+            among ``hosts`` and a machine.
+        own_tag: the composer's owner tag: a healthy GPU on no machine carrying it (left by a
+            failed compose or an interrupted reclaim until the orphan clean-up clears it) is
+            free like an untagged one, as the planner counts it.
         driver: the driver name (a DNS subdomain of at most 63 characters).
         pool: the pool name (a DNS label).
 
@@ -247,6 +256,16 @@ def build_slices(
     seen: dict[str, str] = {}
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     free = view.free(excluded=frozenset(excluded), device_pools=device_pools or {})
+    pinned: dict[str, tuple[str, ...]] = {}
+    for g in view.gpus:
+        if not g.healthy or g.name in excluded:
+            continue
+        host = (idle or {}).get(g.name)
+        if host is not None and g.machine == host and host in reach:
+            pinned[g.name] = (host,)
+        elif not (own_tag and g.machine is None and g.owner_tag == own_tag):
+            continue
+        free.append(FreeGpu(g.name, g.model, g.switch, (device_pools or {}).get(g.name), g.group))
     for gpu in sorted(free, key=lambda g: _natural(g.name)):
         name = device_name(gpu.name)
         if name is None:
@@ -255,7 +274,9 @@ def build_slices(
         if name in seen:
             omitted[gpu.name] = f"device name {name!r} is also {seen[name]!r}'s"
             continue
-        targets = tuple(allowed_hosts(gpu, reach=reach, machine_groups=view.machine_groups))
+        targets = pinned.get(gpu.name) or tuple(
+            allowed_hosts(gpu, reach=reach, machine_groups=view.machine_groups)
+        )
         if not targets:
             omitted[gpu.name] = "no host that reaches the fabric may take it"
             continue

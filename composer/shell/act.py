@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from composer.decide.decide import intents_for
 from composer.decide.round_types import (
+    ComposeItem,
     NodeJob,
     Policy,
     ReclaimKind,
@@ -53,6 +54,12 @@ from dynamic_providers.director.errors import DirectorError
 log = logging.getLogger(__name__)
 
 RECLAIM_TAINT = Taint(ann.RECLAIM_TAINT_KEY, ann.RECLAIM_TAINT_VALUE, ann.RECLAIM_TAINT_EFFECT)
+
+
+def _about(item: ComposeItem, type_: str, reason: str, message: str) -> EventSpec:
+    """An Event about the object a compose serves (a pod; a ResourceClaim in DRA mode)."""
+    ev = pod_event(item.placement.key, item.placement.uid, type_, reason, message)
+    return ev if item.kind == ev.kind else replace(ev, kind=item.kind)
 
 
 class KubeWrites(Protocol):
@@ -351,9 +358,8 @@ class Executor:
             intent.wait()
             for it in job.compose:
                 self.emit(
-                    pod_event(
-                        it.placement.key,
-                        it.placement.uid,
+                    _about(
+                        it,
                         "Normal",
                         "UsingSpareGpus",
                         f"{it.placement.spare_units} {it.request.resource} already on "
@@ -384,9 +390,8 @@ class Executor:
                 self.metrics.pending_to_composed.observe(max(0.0, done - created[pl.uid]))
             where = f" on PCIe switch {'/'.join(pl.switches)}" if pl.switches else ""
             self.emit(
-                pod_event(
-                    pl.key,
-                    pl.uid,
+                _about(
+                    it,
                     "Normal",
                     "Composed",
                     f"composed {', '.join(pl.devices) or 'no new GPUs'} ({pl.model}){where} onto "
@@ -414,19 +419,19 @@ class Executor:
             if not pl.devices:
                 continue  # only reuses spare units: nothing failed for it
             n = it.attempts + 1
-            if n >= self.policy.compose_max_attempts:
+            if n >= self.policy.compose_max_attempts or not it.retry:
                 intents.pop(pl.uid, None)
-                why = f"compose failed {n} time(s), giving up: {exc}"
+                why = (f"compose failed {n} time(s), giving up: {exc}" if it.retry
+                       else f"compose failed: {exc}")
                 res.gave_up[pl.uid] = why
-                self.emit(pod_event(pl.key, pl.uid, "Warning", "ComposeGaveUp", why))
+                self.emit(_about(it, "Warning", "ComposeGaveUp", why))
                 continue
             wait = self.policy.backoff_seconds(n)
             intents[pl.uid] = replace(fresh[pl.uid], retry_at=now + wait)
             res.failed[pl.uid] = n
             self.emit(
-                pod_event(
-                    pl.key,
-                    pl.uid,
+                _about(
+                    it,
                     "Warning",
                     "ComposeFailed",
                     f"composing {', '.join(pl.devices)} onto {job.node} failed (attempt {n} of "

@@ -12,7 +12,9 @@ pods/status patch (cluster, only when nominating: ``status.nominatedNodeName``),
 pods delete (device-plugin namespace), nodes list/watch/get/patch,
 namespaces list/watch, events create (and get/patch: a repeated Event is counted on the one
 object, :meth:`KubeApi.create_event`), leases get/create/update and configmaps get/create/patch
-(own namespace: the orphan timers, :mod:`composer.shell.timers`).
+(own namespace: the orphan timers, :mod:`composer.shell.timers`). DRA mode (docs/dra.md):
+resourceclaims list, resourceclaims/status patch, resourceslices list/patch (server-side
+apply)/delete, deviceclasses patch (server-side apply).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 #: Seconds for each API call (connect, read).
 REQUEST_TIMEOUT = (5.0, 30.0)
 _MAX_MESSAGE = 300
@@ -107,6 +110,10 @@ def _patch(call: Callable[..., Any], resource: str, *args: Any, content_type: st
         raise _wrap("PATCH", resource, exc) from exc
 
 
+#: apiVersion of the kinds Events are about that are not core/v1.
+_API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "ResourceClaim": "resource.k8s.io/v1"}
+
+
 def series_name(ev: EventSpec) -> str:
     """The Event object name of a ``series`` Event: its object's name and a digest of what
     makes it the same cause (object kind, namespace, name and UID, type, reason)."""
@@ -132,6 +139,7 @@ class KubeApi:
         self.instance = instance
         self.core = client.CoreV1Api(api)
         self.coord = client.CoordinationV1Api(api)
+        self.resource = client.ResourceV1Api(api)
 
     # -- reads --------------------------------------------------------------------------------
     def _list(self, fn: Any, resource: str, **kw: Any) -> list[dict[str, Any]]:
@@ -348,7 +356,7 @@ class KubeApi:
             "metadata": {**name, "namespace": ns},
             "involvedObject": {
                 "kind": ev.kind,
-                "apiVersion": "coordination.k8s.io/v1" if ev.kind == "Lease" else "v1",
+                "apiVersion": _API_VERSIONS.get(ev.kind, "v1"),
                 "name": ev.name,
                 **({"uid": ev.uid} if ev.uid else {}),
                 **({"namespace": ev.namespace} if namespaced else {}),
@@ -396,6 +404,73 @@ class KubeApi:
             "metadata": {"resourceVersion": old["metadata"]["resourceVersion"]},
         }
         _patch(self.core.patch_namespaced_event, resource, name, namespace, patch, content_type=MERGE_PATCH)
+
+    # -- DRA mode: resource.k8s.io/v1 ----------------------------------------------------------
+    def list_resource_claims(self) -> list[dict[str, Any]]:
+        """Every ResourceClaim (all namespaces), as JSON."""
+        return self._list(self.resource.list_resource_claim_for_all_namespaces, "resourceclaims")
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """JSON merge patch of a claim's ``status`` subresource (with ``metadata.resourceVersion``
+        in ``patch`` it is conditional: 409 when the claim changed).
+
+        Raises:
+            KubeError: any failure (``conflict`` on 409).
+        """
+        resource = f"{namespace}/resourceclaims/{name}/status"
+        return _patch(
+            self.resource.patch_namespaced_resource_claim_status, resource, name, namespace, dict(patch),
+            content_type=MERGE_PATCH,
+        )
+
+    def list_resource_slices(self, driver: str) -> list[dict[str, Any]]:
+        """The ResourceSlices of ``driver`` (field selector ``spec.driver``,
+        ``ResourceSliceSelectorDriver`` in ``k8s.io/api`` ``resource/v1/types.go``)."""
+        selector = f"spec.driver={driver}"
+        return self._list(self.resource.list_resource_slice, "resourceslices", field_selector=selector)
+
+    def apply_resource_slice(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a ResourceSlice by server-side apply (field manager: this
+        component, conflicts forced: the composer is the slices' only writer)."""
+        return self._apply(self.resource.patch_resource_slice, "resourceslices", body)
+
+    def apply_device_class(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a DeviceClass by server-side apply (as :meth:`apply_resource_slice`)."""
+        return self._apply(self.resource.patch_device_class, "deviceclasses", body)
+
+    def _apply(self, call: Callable[..., Any], plural: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        name = str(body["metadata"]["name"])
+        try:
+            resp = call(
+                name,
+                dict(body),
+                field_manager=ann.COMPONENT,
+                force=True,
+                _content_type=APPLY_PATCH,
+                _request_timeout=REQUEST_TIMEOUT,
+                _preload_content=False,
+            )
+            return dict(json.loads(resp.data))
+        except Exception as exc:
+            raise _wrap("APPLY", f"{plural}/{name}", exc) from exc
+
+    def delete_resource_slice(self, name: str) -> None:
+        """Delete a ResourceSlice; one already gone is no error.
+
+        Raises:
+            KubeError: any other failure.
+        """
+        try:
+            self.resource.delete_resource_slice(
+                name, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise _wrap("DELETE", f"resourceslices/{name}", exc) from exc
+        except Exception as exc:
+            raise _wrap("DELETE", f"resourceslices/{name}", exc) from exc
 
     # -- the composer's ConfigMap ------------------------------------------------------------
     def read_configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:

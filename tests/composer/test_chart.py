@@ -43,6 +43,24 @@ def test_helm_lint_is_clean():
         assert "[WARNING]" not in out.stdout and "[ERROR]" not in out.stdout
 
 
+def test_dra_rbac_grants_exactly_the_dra_calls():
+    (cr,) = by_kind(render("director.existingSecret=s", "dra.rbac=true"), "ClusterRole")
+    dra = [r for r in cr["rules"] if r["apiGroups"] == ["resource.k8s.io"]]
+    got = {(tuple(r["resources"]), tuple(r.get("resourceNames", ()))): sorted(r["verbs"]) for r in dra}
+    assert got == {
+        (("resourceclaims",), ()): ["list", "watch"],
+        (("resourceclaims/status",), ()): ["patch"],
+        # status.devices written from no particular node (DRAResourceClaimGranularStatusAuthorization)
+        (("resourceclaims/driver",), ("gpu.composer.liqid.io",)): ["arbitrary-node:patch"],
+        # server-side apply of a missing object is authorised as create too
+        (("resourceslices",), ()): ["create", "delete", "list", "patch", "watch"],
+        (("deviceclasses",), ()): ["create", "get", "patch"],
+    }
+    sets = ("--set", "director.existingSecret=s", "--set", "dra.rbac=yes")
+    bad = helm("template", "gpu", str(CHART), *sets, check=False)
+    assert bad.returncode != 0 and "/dra/rbac': got string, want boolean" in bad.stderr
+
+
 def test_rbac_is_least_privilege():
     docs = render("director.existingSecret=composer-director")
     (cr,) = by_kind(docs, "ClusterRole")
@@ -54,6 +72,7 @@ def test_rbac_is_least_privilege():
         (("",), ("namespaces",)): ["list", "watch"],
         (("",), ("events",)): ["create", "get", "patch"],  # a repeated cause counts on one Event
     }
+    assert not any("resource.k8s.io" in r["apiGroups"] for r in cr["rules"])  # DRA off by default
     (off,) = by_kind(render("director.existingSecret=s", "composer.nominateNode=off"), "ClusterRole")
     assert [r for r in off["rules"] if "pods/status" in r["resources"]] == []
     text = yaml.safe_dump_all(docs)

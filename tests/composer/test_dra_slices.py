@@ -189,3 +189,32 @@ def test_the_dra_core_is_pure():
         mods = imported_names(path)
         banned = ("kubernetes", "requests", "urllib3", "http", "socket", "subprocess", "dynamic_providers")
         assert sorted(m for m in mods if m.split(".")[0] in banned) == [], path
+
+
+def test_an_idle_composed_gpu_is_published_for_its_own_node_only():
+    v = view(
+        FabricGpu("gpu0", "Tesla-T4", "swit-1", machine="blade-2", owner_tag="gpu-composer"),
+        FabricGpu("gpu1", "Tesla-T4", "swit-1", machine="blade-2", owner_tag="gpu-composer"),
+        FabricGpu("gpu2", "Tesla-T4", "swit-1", machine="blade-1", owner_tag="gpu-composer", healthy=False),
+        FabricGpu("gpu3", "Tesla-T4", "swit-1"),
+    )
+    out = dra.build_slices(
+        v, hosts=HOSTS, generation=0,
+        idle={"gpu0": "blade-2", "gpu1": "blade-1", "gpu2": "blade-1"},  # gpu1 is not on blade-1
+        tainted={"gpu0": "Reclaiming"},
+    )
+    assert sorted(devices(out)) == ["gpu0", "gpu3"]
+    assert hosts_of(out, "gpu0") == ["blade-2"]
+    assert hosts_of(out, "gpu3") == ["blade-1", "blade-2", "blade-3"]
+    assert devices(out)["gpu0"]["taints"] == [
+        {"key": dra.TAINT_KEY, "value": "Reclaiming", "effect": "NoSchedule"}]
+
+
+def test_a_free_gpu_carrying_the_composers_own_tag_is_published_another_owners_is_not():
+    v = view(
+        FabricGpu("gpu0", "Tesla-T4", "swit-1", owner_tag="gpu-composer"),  # a failed compose's tag
+        FabricGpu("gpu1", "Tesla-T4", "swit-1", owner_tag="pulumi"),
+        FabricGpu("gpu2", "Tesla-T4", "swit-1", owner_tag="gpu-composer", healthy=False),
+    )
+    assert sorted(devices(dra.build_slices(v, hosts=HOSTS, generation=0, own_tag="gpu-composer"))) == ["gpu0"]
+    assert devices(dra.build_slices(v, hosts=HOSTS, generation=0)) == {}
