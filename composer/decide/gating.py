@@ -24,9 +24,22 @@ primitives instead of hoping the scheduler picks the right pod:
 - **Nominate** (KEP-5278, nominated node name for expectation): while a pod's GPUs are being
   composed, its ``status.nominatedNodeName`` names the reserved node, so the scheduler counts
   the pod on that node and a node autoscaler sees where it will run; :func:`nomination_enabled`
-  says when (the ``NominatedNodeNameForExpectation`` feature gate is alpha, off by default, in
-  1.34 and beta, on by default, in 1.35: ``pkg/features/kube_features.go`` of
-  kubernetes/kubernetes v1.34.4 and v1.35). An ungated-unchanged pod has its nomination cleared.
+  says when. This is what keeps the reserved GPUs from a pod the gate does not hold (admitted
+  while the webhook did not answer, ``failurePolicy: Ignore``; ungated unchanged; in a namespace
+  or with a label the webhook skips): once the node advertises them, the scheduler would bind
+  such a pending pod there before the composer's next round releases the gated one. The
+  scheduler of kubernetes/kubernetes v1.34.4 already counts a gated pod nominated by another
+  writer, without the ``NominatedNodeNameForExpectation`` feature gate (alpha, off there; beta,
+  on, from 1.35: ``pkg/features/kube_features.go``): the status update reaches
+  ``PriorityQueue.Update`` (``pkg/scheduler/backend/queue/scheduling_queue.go``), which calls
+  ``UpdateNominatedPod`` for a pod waiting in ``unschedulablePods``, where gated pods wait; the
+  nominator files it under ``status.nominatedNodeName`` (``nominator.go``,
+  ``addNominatedPodUnlocked``), and the filter places every pod nominated onto a node with equal
+  or higher priority than the pod being scheduled on that node first
+  (``pkg/scheduler/framework/runtime/framework.go``, ``addGENominatedPods``). Not covered: a
+  pod of higher priority; a scheduler that starts while the pod is gated (its ``Add`` of a gated
+  pod returns before ``AddNominatedPod``, so the nomination counts from the pod's next update).
+  An ungated-unchanged pod has its nomination cleared.
 
 Sources: kubernetes/enhancements ``keps/sig-scheduling/3521-pod-scheduling-readiness`` and
 ``keps/sig-scheduling/3838-pod-mutable-scheduling-directives`` (README "Design Details");
@@ -219,17 +232,19 @@ def batch_wait(
     return max(0.0, min(idle_left, max_left)) if idle_left > 0 and max_left > 0 else 0.0
 
 
-#: First Kubernetes minor version (of major 1) whose API server and scheduler have
-#: ``NominatedNodeNameForExpectation`` on by default (beta).
-NOMINATION_DEFAULT_ON_MINOR = 35
+#: First Kubernetes minor version (of major 1) whose scheduler is known to count a gated pod
+#: nominated by the composer on its node (read in kubernetes/kubernetes v1.34.4, see the module
+#: docstring; from 1.35 ``NominatedNodeNameForExpectation`` is on by default as well).
+NOMINATION_AUTO_MINOR = 34
 
 
 def nomination_enabled(setting: str, server_version: tuple[int, int] | None) -> bool:
     """Whether the composer sets ``status.nominatedNodeName`` on the pods it reserves GPUs for.
 
     Args:
-        setting: ``on``, ``off`` or ``auto`` (on from Kubernetes 1.35, where the feature gate
-            is on by default; off below and when the version is unknown).
+        setting: ``on``, ``off`` or ``auto`` (on from Kubernetes 1.34, whose scheduler counts
+            a nominated gated pod on its node; off below, where that was not checked, and when
+            the version is unknown).
         server_version: the API server's (major, minor), None when it could not be read.
 
     Raises:
@@ -239,7 +254,7 @@ def nomination_enabled(setting: str, server_version: tuple[int, int] | None) -> 
         return setting == "on"
     if setting != "auto":
         raise ValueError(f"nominate_node must be auto, on or off, not {setting!r}")
-    return server_version is not None and server_version >= (1, NOMINATION_DEFAULT_ON_MINOR)
+    return server_version is not None and server_version >= (1, NOMINATION_AUTO_MINOR)
 
 
 def time_gated(pod: PodView, now: float) -> float:

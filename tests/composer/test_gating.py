@@ -441,8 +441,9 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
 @pytest.mark.parametrize(
     ("setting", "version", "on"),
     [
-        ("auto", (1, 34), False),  # NominatedNodeNameForExpectation alpha, off by default
-        ("auto", (1, 35), True),  # beta, on by default
+        ("auto", (1, 33), False),  # not checked
+        ("auto", (1, 34), True),  # the scheduler counts a nominated gated pod on its node
+        ("auto", (1, 35), True),  # NominatedNodeNameForExpectation beta, on by default
         ("auto", (1, 37), True),
         ("auto", None, False),  # version unreadable
         ("on", (1, 34), True),
@@ -528,7 +529,8 @@ def test_auto_nomination_reads_the_server_version_once_at_start():
     from composer.run.wiring import _nominate
 
     assert _nominate("auto", _Versioned((1, 35))) is True
-    assert _nominate("auto", _Versioned((1, 34))) is False
+    assert _nominate("auto", _Versioned((1, 34))) is True
+    assert _nominate("auto", _Versioned((1, 33))) is False
     assert _nominate("auto", _Versioned(error=KubeError("GET", "version", 403, "forbidden"))) is False
     explicit = _Versioned((1, 30))
     assert _nominate("on", explicit) is True and explicit.calls == 0

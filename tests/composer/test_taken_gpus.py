@@ -1,12 +1,19 @@
-"""An intent whose advertised GPUs were bound to another pod is dropped and planned again."""
+"""GPUs taken by another pod: an intent whose advertised GPUs were bound to another pod is dropped
+and planned again; a gated pod's nomination keeps its advertised GPUs from an ungated pod."""
 
 from __future__ import annotations
 
 from composer.decide.decide import Policy, reconcile_record
+from composer.decide.gating import nomination_enabled
 from composer.decide.round_types import RoundContext
+from composer.model import annotations as ann
 from composer.model.annotations import Intent, IntentPhase, NodeRecord
 from composer.model.nodestate import NodeUsage, NodeView
 from composer.model.podspec import PodView
+from composer.run.controller import Controller
+from composer.shell.act import Executor
+from composer.shell.metrics import Metrics
+from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 NOW = 1_000.0
 
@@ -52,3 +59,52 @@ def test_free_advertised_gpus_advance_the_intent() -> None:
     record, reasons = _reconcile(allocatable=2, used=0, phase=IntentPhase.ATTACHED)
     assert record.intents["a"].phase == IntentPhase.ADVERTISED
     assert reasons == []
+
+
+# -- the window: an ungated GPU pod and a gated pod's freshly advertised GPUs ---------------------
+def _world() -> FakeWorld:
+    """Two hosts of one GPU slot each, four free T4s."""
+    kube = FakeKube()
+    for n in ("host-1", "host-2"):
+        kube.add_node(node(n, labels={ann.MAX_GPUS_LABEL: "1"}))
+    return FakeWorld(kube, FakeFabric([FakeGpu(f"gpu{i}") for i in range(4)], ["host-1", "host-2"]))
+
+
+def _controller(w: FakeWorld, clock: Clock, nominate: bool) -> tuple[Controller, Metrics]:
+    pol = Policy(batch_idle_seconds=0.0, batch_max_seconds=0.0)
+    metrics = Metrics()
+    ex = Executor(w.kube, lambda: w.fabric, pol, metrics, clock=clock)
+    ctrl = Controller(w.kube, lambda: w.fabric, pol, metrics, ex, clock=clock, workers=2, nominate=nominate)
+    return ctrl, metrics
+
+
+def _round(ctrl: Controller) -> None:
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    ctrl.close()  # jobs and the nomination thread done (the controller starts them again)
+
+
+def test_an_ungated_gpu_pod_does_not_take_a_gated_pods_advertised_gpus_at_kubernetes_1_34(clock):
+    """A GPU pod admitted without the gate (the webhook did not answer in time: failurePolicy
+    Ignore; or a pod the composer ungated unchanged) is pending when the GPU composed for a gated
+    pod is advertised. The scheduler reacts to the node's new allocatable before the composer's
+    next round releases the gated pod; only the gated pod's nomination onto its node, which
+    kube-scheduler 1.34 counts there for pods of equal or lower priority, keeps the GPU for it."""
+    w = _world()
+    ctrl, m = _controller(w, clock, nominate=nomination_enabled("auto", (1, 34)))
+    w.kube.add_pod(pod("a", 1, gated=True))
+    _round(ctrl)  # a's GPU reserved and composed on its host
+    (host,) = w.fabric.attached()
+    w.kube.add_pod(pod("u", 1))  # admitted ungated
+    w.agent_step()  # the host advertises a's GPU
+    w.schedule()  # before the composer's next round: u may only take a GPU nobody is nominated to
+    assert w.kube.pods["ml/u"]["spec"].get("nodeName") != host
+    _round(ctrl)  # a released onto its host; u gets its own GPU on the other host
+    w.agent_step()
+    w.schedule()
+    assert w.kube.pods["ml/a"]["spec"]["nodeName"] == host
+    assert w.kube.pods["ml/u"]["spec"]["nodeName"] not in ("", None, host)
+    _round(ctrl)
+    assert "GpusTakenByAnotherPod" not in w.kube.reasons("a")
+    assert m.registry.get_sample_value("composer_gpus_taken_by_another_pod_total") == 0
+    assert sorted(len(g) for g in w.fabric.attached().values()) == [1, 1]  # one compose each
