@@ -24,9 +24,10 @@ primitives instead of hoping the scheduler picks the right pod:
 - **Nominate** (KEP-5278, nominated node name for expectation): while a pod's GPUs are being
   composed, its ``status.nominatedNodeName`` names the reserved node, so the scheduler counts
   the pod on that node and a node autoscaler sees where it will run; :func:`nomination_enabled`
-  says when. This is what keeps the reserved GPUs from a pod the gate does not hold (admitted
-  while the webhook did not answer, ``failurePolicy: Ignore``; ungated unchanged; in a namespace
-  or with a label the webhook skips): once the node advertises them, the scheduler would bind
+  says whether, :func:`nominations` which pods and when. This is what keeps the reserved GPUs
+  from a pod the gate does not hold (admitted while the webhook did not answer,
+  ``failurePolicy: Ignore``; ungated unchanged; in a namespace or with a label the webhook
+  skips): once the node advertises them, the scheduler would bind
   such a pending pod there before the composer's next round releases the gated one. The
   scheduler of kubernetes/kubernetes v1.34.4 already counts a gated pod nominated by another
   writer, without the ``NominatedNodeNameForExpectation`` feature gate (alpha, off there; beta,
@@ -54,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from composer.model.annotations import GATE, GATING_DISABLED, GATING_OPT_OUT, RESERVATION
+from composer.model.annotations import GATE, GATING_DISABLED, GATING_OPT_OUT, RESERVATION, Intent
 from composer.model.models import HOSTNAME_LABEL, EventSpec, is_gpu_resource
 from composer.model.podspec import PodView, effective_requests
 
@@ -257,6 +258,45 @@ def nomination_enabled(setting: str, server_version: tuple[int, int] | None) -> 
     return server_version is not None and server_version >= (1, NOMINATION_AUTO_MINOR)
 
 
+def _waiting(pod: PodView | None) -> bool:
+    """The pod exists and is still to be bound (not bound, finished or being deleted)."""
+    return pod is not None and not pod.node_name and not pod.terminal and not pod.deleting
+
+
+def nominations(
+    reserved: Mapping[str, Mapping[str, Intent]], pods: Mapping[str, PodView]
+) -> dict[str, str]:
+    """The gated pods to nominate now, each onto the node its GPUs are reserved on.
+
+    The scheduler counts a nominated pod on its node before that pod's GPUs are advertised, so a
+    nomination made while the node still has to bind a pod of an earlier reservation would hold
+    that pod back until the later GPUs arrive too (and that one the next, on a node filled one
+    compose at a time). A gated pod is therefore nominated once no other pod reserved on its node
+    in an earlier round (an earlier ``until``; a reservation without one, of a pod that was never
+    gated, counts as earlier) waits to be bound there; pods of one round share one compose and
+    are nominated together. A pod nominated onto that node already is left out.
+
+    Args:
+        reserved: node name -> pod UID -> its intent on that node (what the node's record holds
+            or is being written to hold).
+        pods: pod UID -> pod.
+
+    Returns:
+        pod UID -> node name.
+    """
+    out: dict[str, str] = {}
+    for node, intents in reserved.items():
+        waiting = {uid: it for uid, it in intents.items() if _waiting(pods.get(uid))}
+        for uid, it in waiting.items():
+            pod = pods[uid]
+            if not pod.gated or not it.until or pod.nominated_node == node:
+                continue
+            if any(o != uid and other.until < it.until for o, other in waiting.items()):
+                continue  # an earlier reservation's pod is still to be bound here
+            out[uid] = node
+    return out
+
+
 def time_gated(pod: PodView, now: float) -> float:
     """Seconds the pod has been gated (since its creation; the gate is added at creation)."""
     return max(0.0, now - pod.created) if pod.created > 0 else 0.0
@@ -269,6 +309,7 @@ __all__ = [
     "batch_wait",
     "gate_decision",
     "nomination_enabled",
+    "nominations",
     "release_patch",
     "time_gated",
     "ungate_patch",

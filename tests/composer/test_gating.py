@@ -18,6 +18,7 @@ from composer.decide.gating import (
     batch_wait,
     gate_decision,
     nomination_enabled,
+    nominations,
     release_patch,
     ungate_patch,
 )
@@ -452,6 +453,44 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
 )
 def test_nomination_enabled(setting, version, on):
     assert nomination_enabled(setting, version) is on
+
+
+def _reserved(until: float, phase: ann.IntentPhase = ann.IntentPhase.COMPOSING) -> ann.Intent:
+    return ann.Intent(pod="ml/x", resource="nvidia.com/gpu", units=1, model=T4, phase=phase, until=until)
+
+
+def _views(*specs: tuple[str, dict]) -> dict:
+    return {f"uid-{name}": pod_view(pod(name, 1, **kw)) for name, kw in specs}
+
+
+def test_nominations_wait_for_the_earlier_reservations_pods_to_be_bound():
+    pods = _views(("a", {"gated": True}), ("b", {"gated": True}), ("c", {"gated": True}))
+    one_round = {"uid-a": _reserved(T0 + 300), "uid-b": _reserved(T0 + 300)}
+    assert nominations({"n1": one_round}, pods) == {"uid-a": "n1", "uid-b": "n1"}  # one compose
+    later = {**one_round, "uid-c": _reserved(T0 + 301)}
+    assert nominations({"n1": later}, pods) == {"uid-a": "n1", "uid-b": "n1"}
+    # another node's waiting pods do not hold c back
+    assert nominations({"n1": one_round, "n2": {"uid-c": later["uid-c"]}}, pods) == {
+        "uid-a": "n1", "uid-b": "n1", "uid-c": "n2"
+    }
+    pods.update(_views(("a", {"node_name": "n1"}), ("b", {"node_name": "n1"})))
+    assert nominations({"n1": later}, pods) == {"uid-c": "n1"}  # a and b bound: c's turn
+
+
+def test_nominations_leave_out_what_the_scheduler_needs_no_nomination_for():
+    pods = _views(("g", {"gated": True}), ("u", {}), ("done", {"gated": True}))
+    pods["uid-done"] = pod_view(pod("done", 1, gated=True, phase="Succeeded"))
+    assert nominations({"n1": {"uid-u": _reserved(0.0)}}, pods) == {}  # never gated
+    # a pod never gated, still to be bound, counts as an earlier reservation
+    assert nominations({"n1": {"uid-u": _reserved(0.0), "uid-g": _reserved(T0)}}, pods) == {}
+    for earlier in ("uid-done", "uid-gone"):  # finished, or no longer there: nothing to bind
+        assert nominations({"n1": {earlier: _reserved(T0 - 1), "uid-g": _reserved(T0)}}, pods) == {
+            "uid-g": "n1"
+        }
+    nominated = pod("g", 1, gated=True)
+    nominated["status"]["nominatedNodeName"] = "n1"
+    assert nominations({"n1": {"uid-g": _reserved(T0)}}, {"uid-g": pod_view(nominated)}) == {}
+    assert nominations({"n2": {"uid-g": _reserved(T0)}}, {"uid-g": pod_view(nominated)}) == {"uid-g": "n2"}
 
 
 def test_nomination_setting_must_be_known():

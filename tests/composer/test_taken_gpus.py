@@ -108,3 +108,31 @@ def test_an_ungated_gpu_pod_does_not_take_a_gated_pods_advertised_gpus_at_kubern
     assert "GpusTakenByAnotherPod" not in w.kube.reasons("a")
     assert m.registry.get_sample_value("composer_gpus_taken_by_another_pod_total") == 0
     assert sorted(len(g) for g in w.fabric.attached().values()) == [1, 1]  # one compose each
+
+
+def test_a_released_pod_is_not_held_back_by_the_next_reservation_on_its_node(clock):
+    """One host filled one compose at a time: b is reserved there while a waits to be bound. b is
+    nominated only once a is bound, or the scheduler would count b on the host before b's GPU is
+    advertised and keep a off its own GPU until then."""
+    kube = FakeKube()
+    kube.add_node(node("host-1", labels={ann.MAX_GPUS_LABEL: "2"}))
+    w = FakeWorld(kube, FakeFabric([FakeGpu(f"gpu{i}") for i in range(2)], ["host-1"]))
+    ctrl, m = _controller(w, clock, nominate=True)
+    w.kube.add_pod(pod("a", 1, gated=True))
+    _round(ctrl)
+    assert w.kube.pods["ml/a"]["status"]["nominatedNodeName"] == "host-1"
+    w.agent_step()  # a's GPU advertised
+    clock.tick(1)
+    w.kube.add_pod(pod("b", 1, gated=True))
+    _round(ctrl)  # a released; b reserved on the same host, its GPU composed, not yet advertised
+    assert "Released" in w.kube.reasons("a") and w.fabric.attached() == {"host-1": ["gpu0", "gpu1"]}
+    w.schedule()
+    assert w.kube.pods["ml/a"]["spec"].get("nodeName") == "host-1"  # not held back by b
+    assert "nominatedNodeName" not in w.kube.pods["ml/b"]["status"]
+    _round(ctrl)  # a bound: b is nominated
+    assert w.kube.pods["ml/b"]["status"]["nominatedNodeName"] == "host-1"
+    w.agent_step()
+    _round(ctrl)
+    w.schedule()
+    assert w.kube.pods["ml/b"]["spec"]["nodeName"] == "host-1"
+    assert m.registry.get_sample_value("composer_gpus_taken_by_another_pod_total") == 0
