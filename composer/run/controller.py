@@ -343,13 +343,17 @@ class Controller:
 
         ``snap`` is the whole observation, busy nodes included; the intents of a node with a
         job (``running`` when observed, or the decision's) are the ones the job writes."""
-        reserved: dict[str, Mapping[str, Intent]] = {n.name: n.record.intents for n in snap.nodes}
-        now = self.clock()
-        for job in (*running.values(), *decision.jobs):
-            reserved[job.node] = {**job.after.intents, **intents_for(job.compose, now)}
         pods = {p.uid: p for p in snap.pods}
         for uid in [u for u in self._nominated if u not in pods or not pods[u].gated]:
             del self._nominated[uid]
+        if not any(p.gated for p in snap.pods):
+            return
+        reserved: dict[str, Mapping[str, Intent]] = {
+            n.name: n.record.intents for n in snap.nodes if n.record.intents
+        }
+        now = self.clock()
+        for job in (*running.values(), *decision.jobs):
+            reserved[job.node] = {**job.after.intents, **intents_for(job.compose, now)}
         for uid, node in nominations(reserved, pods).items():
             if self._nominated.get(uid) != node:
                 self._nominated[uid] = node

@@ -3,6 +3,8 @@ and planned again; a gated pod's nomination keeps its advertised GPUs from an un
 
 from __future__ import annotations
 
+import threading
+
 from composer.decide.decide import Policy, reconcile_record
 from composer.decide.gating import nomination_enabled
 from composer.decide.round_types import RoundContext
@@ -136,3 +138,35 @@ def test_a_released_pod_is_not_held_back_by_the_next_reservation_on_its_node(clo
     w.schedule()
     assert w.kube.pods["ml/b"]["spec"]["nodeName"] == "host-1"
     assert m.registry.get_sample_value("composer_gpus_taken_by_another_pod_total") == 0
+
+
+def test_the_next_reservation_is_nominated_while_its_compose_still_runs(clock):
+    """b's compose runs on the host (the node sits out of decide) when a, reserved there before,
+    is bound: b is nominated then, before its GPU is attached, not after its job ends."""
+    kube = FakeKube()
+    kube.add_node(node("host-1"))
+    w = FakeWorld(kube, FakeFabric([FakeGpu(f"gpu{i}") for i in range(2)], ["host-1"]))
+    ctrl, _ = _controller(w, clock, nominate=True)
+    w.kube.add_pod(pod("a", 1, gated=True))
+    _round(ctrl)  # a's GPU composed, not advertised yet
+    gate = threading.Event()
+    real = w.fabric.compose
+    w.fabric.compose = lambda machine, names, **kw: (gate.wait(10), real(machine, names, **kw))[1]
+    clock.tick(1)
+    w.kube.add_pod(pod("b", 1, gated=True))
+    try:
+        ctrl.round()  # b reserved on host-1 behind a (not nominated); its compose blocks
+        w.agent_step()  # a's GPU advertised
+        ctrl.round()  # a released although host-1 is busy
+        w.schedule()
+        assert w.kube.pods["ml/a"]["spec"]["nodeName"] == "host-1"
+        ctrl.round()
+        gates = ctrl._gate_executor
+        assert gates is not None
+        gates.close()  # the nomination thread is done
+        assert ctrl._running and w.fabric.attached() == {"host-1": ["gpu0"]}  # b's compose still running
+        assert w.kube.pods["ml/b"]["status"]["nominatedNodeName"] == "host-1"
+    finally:
+        gate.set()
+        assert ctrl.wait_idle(10)
+    assert [wr[1:] for wr in w.kube.writes if wr[0] == "nominate"] == [("ml/a", "host-1"), ("ml/b", "host-1")]
