@@ -149,7 +149,7 @@ class Controller:
     _job_failures: dict[str, int] = field(default_factory=dict)
     _cooldown: dict[str, float] = field(default_factory=dict)
     _gate_executor: GateExecutor | None = None
-    _nominated: dict[str, str] = field(default_factory=dict)
+    _nominated: dict[str, tuple[str, float]] = field(default_factory=dict)
     next_round_in: float | None = None
 
     def __post_init__(self) -> None:
@@ -338,8 +338,9 @@ class Controller:
         return self._gate_executor
 
     def _nominate(self, snap: Snapshot, running: Mapping[str, NodeJob], decision: Decision) -> None:
-        """Nominate the gated pods :func:`composer.decide.gating.nominations` names, each once
-        per node (not again while the watch does not show it yet; a failed one is not retried).
+        """Nominate the gated pods :func:`composer.decide.gating.nominations` names: once per
+        node, and again every :data:`NOMINATION_RESEND_SECONDS` while the watch does not show it
+        (a failed or lost patch is sent again; a late watch costs one repeated patch).
 
         ``snap`` is the whole observation, busy nodes included; the intents of a node with a
         job (``running`` when observed, or the decision's) are the ones the job writes."""
@@ -355,8 +356,9 @@ class Controller:
         for job in (*running.values(), *decision.jobs):
             reserved[job.node] = {**job.after.intents, **intents_for(job.compose, now)}
         for uid, node in nominations(reserved, pods).items():
-            if self._nominated.get(uid) != node:
-                self._nominated[uid] = node
+            sent = self._nominated.get(uid)
+            if sent is None or sent[0] != node or now - sent[1] >= NOMINATION_RESEND_SECONDS:
+                self._nominated[uid] = (node, now)
                 self._gates().nominate_reserved(pods[uid].key, node)
 
     def wait_seconds(self, resync_seconds: float) -> float:
@@ -385,6 +387,10 @@ class Controller:
         if self._gate_executor is not None:
             self._gate_executor.close()
         self.executor.close()
+
+
+#: Seconds after which a nomination the watch does not show yet is sent again.
+NOMINATION_RESEND_SECONDS = 10.0
 
 
 def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:

@@ -553,6 +553,42 @@ def test_a_refused_nomination_is_counted_not_raised():
     assert m.registry.get_sample_value("composer_gate_patch_failures_total", {"kind": "nominate"}) == 1
 
 
+def test_a_nomination_the_watch_does_not_show_is_sent_again(clock):
+    """Lost (the API server refused it once): sent again after NOMINATION_RESEND_SECONDS, not
+    every round before that; once the pod shows it, never again."""
+    from composer.run.controller import NOMINATION_RESEND_SECONDS
+
+    w = world()
+    ctrl, m = make(w, clock, nominate=True, advertise_timeout_seconds=1000)
+    real, refused = w.kube.nominate_pod, []
+
+    def refuse_once(ns, name, node):
+        if not refused:
+            refused.append(name)
+            raise KubeError("PATCH", f"{ns}/{name}/status", 500, "etcd timeout")
+        real(ns, name, node)
+
+    w.kube.nominate_pod = refuse_once
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    ctrl.close()
+    assert "nominatedNodeName" not in w.kube.pods["ml/a"]["status"]
+    clock.tick(NOMINATION_RESEND_SECONDS - 1)
+    run(ctrl)
+    ctrl.close()
+    assert "nominatedNodeName" not in w.kube.pods["ml/a"]["status"]
+    clock.tick(1)
+    run(ctrl)
+    ctrl.close()
+    (host,) = w.fabric.attached()
+    assert w.kube.pods["ml/a"]["status"]["nominatedNodeName"] == host
+    clock.tick(NOMINATION_RESEND_SECONDS)
+    run(ctrl)
+    ctrl.close()
+    assert [wr[1:] for wr in w.kube.writes if wr[0] == "nominate"] == [("ml/a", host)]  # the one that landed
+    assert metric(m, "composer_gate_patch_failures_total", kind="nominate") == 1
+
+
 class _Versioned:
     def __init__(self, version=None, error=None):
         self.version, self.error, self.calls = version, error, 0
