@@ -6,8 +6,9 @@ primitives instead of hoping the scheduler picks the right pod:
 - **Gate** (KEP-3521 Pod Scheduling Readiness, GA in 1.30): the composer's mutating admission
   webhook adds the scheduling gate ``composer.liqid.io/compose`` to a new pod that requests an
   NVIDIA GPU resource (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``) in
-  a namespace the composer serves. The scheduler ignores a gated pod, so no other pod can be
-  given the GPUs composed for it and no other pod can take its GPUs. Opt-out: the label or
+  a namespace the composer serves. The scheduler ignores a gated pod, so it cannot be given
+  GPUs composed for another pod, and no other gated pod can take its GPUs (pods the gate does
+  not hold are kept off them by the nomination, below). Opt-out: the label or
   annotation ``composer.liqid.io/gating: disabled`` on the pod, or that label on the namespace
   (the webhook configuration's selectors also skip them, so the API server does not even call).
   Pods with ``spec.nodeName`` set bypass the scheduler and are never gated (the API server
