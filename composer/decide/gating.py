@@ -6,8 +6,9 @@ primitives instead of hoping the scheduler picks the right pod:
 - **Gate** (KEP-3521 Pod Scheduling Readiness, GA in 1.30): the composer's mutating admission
   webhook adds the scheduling gate ``composer.liqid.io/compose`` to a new pod that requests an
   NVIDIA GPU resource (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``) in
-  a namespace the composer serves. The scheduler ignores a gated pod, so no other pod can be
-  given the GPUs composed for it and no other pod can take its GPUs. Opt-out: the label or
+  a namespace the composer serves. The scheduler ignores a gated pod, so it cannot be given
+  GPUs composed for another pod, and no other gated pod can take its GPUs (pods the gate does
+  not hold are kept off them by the nomination, below). Opt-out: the label or
   annotation ``composer.liqid.io/gating: disabled`` on the pod, or that label on the namespace
   (the webhook configuration's selectors also skip them, so the API server does not even call).
   Pods with ``spec.nodeName`` set bypass the scheduler and are never gated (the API server
@@ -24,9 +25,23 @@ primitives instead of hoping the scheduler picks the right pod:
 - **Nominate** (KEP-5278, nominated node name for expectation): while a pod's GPUs are being
   composed, its ``status.nominatedNodeName`` names the reserved node, so the scheduler counts
   the pod on that node and a node autoscaler sees where it will run; :func:`nomination_enabled`
-  says when (the ``NominatedNodeNameForExpectation`` feature gate is alpha, off by default, in
-  1.34 and beta, on by default, in 1.35: ``pkg/features/kube_features.go`` of
-  kubernetes/kubernetes v1.34.4 and v1.35). An ungated-unchanged pod has its nomination cleared.
+  says whether, :func:`nominations` which pods and when. This is what keeps the reserved GPUs
+  from a pod the gate does not hold (admitted while the webhook did not answer,
+  ``failurePolicy: Ignore``; ungated unchanged; in a namespace or with a label the webhook
+  skips): once the node advertises them, the scheduler would bind
+  such a pending pod there before the composer's next round releases the gated one. The
+  scheduler of kubernetes/kubernetes v1.34.4 already counts a gated pod nominated by another
+  writer, without the ``NominatedNodeNameForExpectation`` feature gate (alpha, off there; beta,
+  on, from 1.35: ``pkg/features/kube_features.go``): the status update reaches
+  ``PriorityQueue.Update`` (``pkg/scheduler/backend/queue/scheduling_queue.go``), which calls
+  ``UpdateNominatedPod`` for a pod waiting in ``unschedulablePods``, where gated pods wait; the
+  nominator files it under ``status.nominatedNodeName`` (``nominator.go``,
+  ``addNominatedPodUnlocked``), and the filter places every pod nominated onto a node with equal
+  or higher priority than the pod being scheduled on that node first
+  (``pkg/scheduler/framework/runtime/framework.go``, ``addGENominatedPods``). Not covered: a
+  pod of higher priority; a scheduler that starts while the pod is gated (its ``Add`` of a gated
+  pod returns before ``AddNominatedPod``, so the nomination counts from the pod's next update).
+  An ungated-unchanged pod has its nomination cleared.
 
 Sources: kubernetes/enhancements ``keps/sig-scheduling/3521-pod-scheduling-readiness`` and
 ``keps/sig-scheduling/3838-pod-mutable-scheduling-directives`` (README "Design Details");
@@ -41,7 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from composer.model.annotations import GATE, GATING_DISABLED, GATING_OPT_OUT, RESERVATION
+from composer.model.annotations import GATE, GATING_DISABLED, GATING_OPT_OUT, RESERVATION, Intent
 from composer.model.models import HOSTNAME_LABEL, EventSpec, is_gpu_resource
 from composer.model.podspec import PodView, effective_requests
 
@@ -219,17 +234,19 @@ def batch_wait(
     return max(0.0, min(idle_left, max_left)) if idle_left > 0 and max_left > 0 else 0.0
 
 
-#: First Kubernetes minor version (of major 1) whose API server and scheduler have
-#: ``NominatedNodeNameForExpectation`` on by default (beta).
-NOMINATION_DEFAULT_ON_MINOR = 35
+#: First Kubernetes minor version (of major 1) whose scheduler is known to count a gated pod
+#: nominated by the composer on its node (read in kubernetes/kubernetes v1.34.4, see the module
+#: docstring; from 1.35 ``NominatedNodeNameForExpectation`` is on by default as well).
+NOMINATION_AUTO_MINOR = 34
 
 
 def nomination_enabled(setting: str, server_version: tuple[int, int] | None) -> bool:
     """Whether the composer sets ``status.nominatedNodeName`` on the pods it reserves GPUs for.
 
     Args:
-        setting: ``on``, ``off`` or ``auto`` (on from Kubernetes 1.35, where the feature gate
-            is on by default; off below and when the version is unknown).
+        setting: ``on``, ``off`` or ``auto`` (on from Kubernetes 1.34, whose scheduler counts
+            a nominated gated pod on its node; off below, where that was not checked, and when
+            the version is unknown).
         server_version: the API server's (major, minor), None when it could not be read.
 
     Raises:
@@ -239,7 +256,46 @@ def nomination_enabled(setting: str, server_version: tuple[int, int] | None) -> 
         return setting == "on"
     if setting != "auto":
         raise ValueError(f"nominate_node must be auto, on or off, not {setting!r}")
-    return server_version is not None and server_version >= (1, NOMINATION_DEFAULT_ON_MINOR)
+    return server_version is not None and server_version >= (1, NOMINATION_AUTO_MINOR)
+
+
+def _waiting(pod: PodView | None) -> bool:
+    """The pod exists and is still to be bound (not bound, finished or being deleted)."""
+    return pod is not None and not pod.node_name and not pod.terminal and not pod.deleting
+
+
+def nominations(
+    reserved: Mapping[str, Mapping[str, Intent]], pods: Mapping[str, PodView]
+) -> dict[str, str]:
+    """The gated pods to nominate now, each onto the node its GPUs are reserved on.
+
+    The scheduler counts a nominated pod on its node before that pod's GPUs are advertised, so a
+    nomination made while the node still has to bind a pod of an earlier reservation would hold
+    that pod back until the later GPUs arrive too (and that one the next, on a node filled one
+    compose at a time). A gated pod is therefore nominated once no other pod reserved on its node
+    in an earlier round (an earlier ``until``; a reservation without one, of a pod that was never
+    gated, counts as earlier) waits to be bound there; pods of one round share one compose and
+    are nominated together. A pod nominated onto that node already is left out.
+
+    Args:
+        reserved: node name -> pod UID -> its intent on that node (what the node's record holds
+            or is being written to hold).
+        pods: pod UID -> pod.
+
+    Returns:
+        pod UID -> node name.
+    """
+    out: dict[str, str] = {}
+    for node, intents in reserved.items():
+        waiting = {uid: it for uid, it in intents.items() if _waiting(pods.get(uid))}
+        for uid, it in waiting.items():
+            pod = pods[uid]
+            if not pod.gated or not it.until or pod.nominated_node == node:
+                continue
+            if any(o != uid and other.until < it.until for o, other in waiting.items()):
+                continue  # an earlier reservation's pod is still to be bound here
+            out[uid] = node
+    return out
 
 
 def time_gated(pod: PodView, now: float) -> float:
@@ -254,6 +310,7 @@ __all__ = [
     "batch_wait",
     "gate_decision",
     "nomination_enabled",
+    "nominations",
     "release_patch",
     "time_gated",
     "ungate_patch",

@@ -36,11 +36,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from composer.decide.decide import busy_releases, decide
+from composer.decide.decide import busy_releases, decide, intents_for
+from composer.decide.gating import nominations
 from composer.decide.pools import label_changes
 from composer.decide.round_types import Decision, Memory, NodeJob, Policy, Snapshot
 from composer.model import annotations as ann
-from composer.model.annotations import NodeRecord
+from composer.model.annotations import Intent, NodeRecord
 from composer.model.fabric import FabricFactory
 from composer.model.nodestate import NodeView, node_view
 from composer.model.podspec import PodView, pod_view
@@ -120,7 +121,8 @@ class Controller:
         on_job_done: called (on the worker thread) when a node job ends, and when a background
             Director read found a change, to wake the loop.
         nominate: set ``status.nominatedNodeName`` of gated pods to the node their GPUs are
-            reserved on (see :func:`composer.decide.gating.nomination_enabled`).
+            reserved on (see :func:`composer.decide.gating.nomination_enabled`; which pods and
+            when: :func:`composer.decide.gating.nominations`).
         timers: where the orphan timers (``memory.orphan_since``) are loaded from on the first
             round and saved to after each round that changed them; None = the ConfigMap
             ``<lease name>-orphans`` next to the Lease (``policy.lease``), through ``kube``.
@@ -147,6 +149,7 @@ class Controller:
     _job_failures: dict[str, int] = field(default_factory=dict)
     _cooldown: dict[str, float] = field(default_factory=dict)
     _gate_executor: GateExecutor | None = None
+    _nominated: dict[str, tuple[str, float]] = field(default_factory=dict)
     next_round_in: float | None = None
 
     def __post_init__(self) -> None:
@@ -247,6 +250,7 @@ class Controller:
             log.info("round skipped: the watch cache has not listed everything yet")
             return None
         busy = {n: r.job for n, r in self._running.items()}  # fixed before observing (see module doc)
+        running = dict(busy)
         now = self.clock()
         for n, until in list(self._cooldown.items()):  # a node whose job just failed sits out
             if now < until:
@@ -264,6 +268,7 @@ class Controller:
             self.metrics.round_failures.labels("observe-director").inc()
             return None
         self._label_pools(snap)
+        whole = snap
         composing = {n: frozenset(it.placement.uid for it in r.job.compose) for n, r in self._running.items()}
         early = busy_releases(snap, composing, self.policy) if composing else ()
         snap = _without_busy(snap, busy)
@@ -287,7 +292,7 @@ class Controller:
                 fut.add_done_callback(lambda _f: wake())
             self._running[job.node] = _Running(fut, job)
         if self.nominate:
-            self._nominate(snap, decision)
+            self._nominate(whole, running, decision)
         for seconds in decision.advertised_after:
             self.metrics.pending_to_advertised.observe(seconds)
         self.metrics.pending_pods.set(decision.pending)
@@ -332,15 +337,29 @@ class Controller:
             )
         return self._gate_executor
 
-    def _nominate(self, snap: Snapshot, decision: Decision) -> None:
-        """Nominate each gated pod a new job composes for onto the job's node (unless it is
-        nominated there already)."""
-        gated = {p.uid: p for p in snap.pods if p.gated}
-        for job in decision.jobs:
-            for it in job.compose:
-                p = gated.get(it.placement.uid)
-                if p is not None and p.nominated_node != job.node:
-                    self._gates().nominate_reserved(p.key, job.node)
+    def _nominate(self, snap: Snapshot, running: Mapping[str, NodeJob], decision: Decision) -> None:
+        """Nominate the gated pods :func:`composer.decide.gating.nominations` names: once per
+        node, and again every :data:`NOMINATION_RESEND_SECONDS` while the watch does not show it
+        (a failed or lost patch is sent again; a late watch costs one repeated patch).
+
+        ``snap`` is the whole observation, busy nodes included; the intents of a node with a
+        job (``running`` when observed, or the decision's) are the ones the job writes."""
+        pods = {p.uid: p for p in snap.pods}
+        for uid in [u for u in self._nominated if u not in pods or not pods[u].gated]:
+            del self._nominated[uid]
+        if not any(p.gated for p in snap.pods):
+            return
+        reserved: dict[str, Mapping[str, Intent]] = {
+            n.name: n.record.intents for n in snap.nodes if n.record.intents
+        }
+        now = self.clock()
+        for job in (*running.values(), *decision.jobs):
+            reserved[job.node] = {**job.after.intents, **intents_for(job.compose, now)}
+        for uid, node in nominations(reserved, pods).items():
+            sent = self._nominated.get(uid)
+            if sent is None or sent[0] != node or now - sent[1] >= NOMINATION_RESEND_SECONDS:
+                self._nominated[uid] = (node, now)
+                self._gates().nominate_reserved(pods[uid].key, node)
 
     def wait_seconds(self, resync_seconds: float) -> float:
         """How long the loop may sleep before the next round: ``resync_seconds``, or less when
@@ -368,6 +387,10 @@ class Controller:
         if self._gate_executor is not None:
             self._gate_executor.close()
         self.executor.close()
+
+
+#: Seconds after which a nomination the watch does not show yet is sent again.
+NOMINATION_RESEND_SECONDS = 10.0
 
 
 def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:

@@ -155,8 +155,8 @@ class Settings(BaseSettings):
     nominate_node: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="set a gated pod's status.nominatedNodeName to the node its GPUs are reserved on "
-        "(KEP-5278, so the scheduler and node autoscalers see where it will run); auto: on when the "
-        "API server is 1.35 or newer, where NominatedNodeNameForExpectation is on by default",
+        "(KEP-5278, so the scheduler counts the pod there and node autoscalers see where it will run); "
+        "auto: on when the API server is 1.34 or newer, whose scheduler counts a nominated gated pod",
     )
     reclaim_budget: BudgetText = Field(
         default=None,

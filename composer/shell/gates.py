@@ -6,8 +6,10 @@ decides again from what is there; nothing is retried here.
 
 Nominations (``status.nominatedNodeName``, see :mod:`composer.decide.gating`) are sent from one
 background thread, in order, so they never delay a round or a compose; a failed one is logged
-and counted (``composer_gate_patch_failures_total{kind="nominate"}``), never retried: the
-nomination is a hint, the pin in the release patch is what places the pod.
+and counted (``composer_gate_patch_failures_total{kind="nominate"}``); the controller sends it
+again after ``NOMINATION_RESEND_SECONDS`` (:mod:`composer.run.controller`) while the watch does
+not show it, since until the pod is released a pod the gate does not hold may take its
+advertised GPUs.
 """
 
 from __future__ import annotations

@@ -388,12 +388,18 @@ class FakeWorld:
 
     def schedule(self) -> None:
         """Bind each pending GPU pod (not gated, in name order) to the first node by name that
-        advertises enough free GPUs and matches its selector."""
+        advertises enough free GPUs and matches its selector.
+
+        GPUs of pods bound to a node are used; so are those of pods nominated onto it
+        (``status.nominatedNodeName``, gated or not) of equal or higher priority than the pod
+        being placed, as kube-scheduler's filter counts them (k8s.io/kubernetes v1.34.4
+        ``pkg/scheduler/framework/runtime/framework.go``, ``addGENominatedPods``)."""
         for _, p in sorted(self.kube.pods.items()):
             v = pod_view(p)
             if v.node_name or not v.wants_gpu or v.gates or v.phase != "Pending":
                 continue
             want = v.gpu.get("nvidia.com/gpu", 0)
+            prio = p["spec"].get("priority") or 0
             for name, n in sorted(self.kube.nodes.items()):
                 if any(t["key"] == ann.RECLAIM_TAINT_KEY for t in n["spec"].get("taints") or []):
                     continue
@@ -407,6 +413,12 @@ class FakeWorld:
                     pod_view(q).gpu.get("nvidia.com/gpu", 0)
                     for q in self.kube.pods.values()
                     if q["spec"].get("nodeName") == name
+                    or (
+                        not q["spec"].get("nodeName")
+                        and q["status"].get("nominatedNodeName") == name
+                        and q is not p
+                        and (q["spec"].get("priority") or 0) >= prio
+                    )
                 )
                 if int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) - used >= want:
                     p["spec"]["nodeName"] = name

@@ -18,6 +18,7 @@ from composer.decide.gating import (
     batch_wait,
     gate_decision,
     nomination_enabled,
+    nominations,
     release_patch,
     ungate_patch,
 )
@@ -441,8 +442,9 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
 @pytest.mark.parametrize(
     ("setting", "version", "on"),
     [
-        ("auto", (1, 34), False),  # NominatedNodeNameForExpectation alpha, off by default
-        ("auto", (1, 35), True),  # beta, on by default
+        ("auto", (1, 33), False),  # not checked
+        ("auto", (1, 34), True),  # the scheduler counts a nominated gated pod on its node
+        ("auto", (1, 35), True),  # NominatedNodeNameForExpectation beta, on by default
         ("auto", (1, 37), True),
         ("auto", None, False),  # version unreadable
         ("on", (1, 34), True),
@@ -451,6 +453,44 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
 )
 def test_nomination_enabled(setting, version, on):
     assert nomination_enabled(setting, version) is on
+
+
+def _reserved(until: float, phase: ann.IntentPhase = ann.IntentPhase.COMPOSING) -> ann.Intent:
+    return ann.Intent(pod="ml/x", resource="nvidia.com/gpu", units=1, model=T4, phase=phase, until=until)
+
+
+def _views(*specs: tuple[str, dict]) -> dict:
+    return {f"uid-{name}": pod_view(pod(name, 1, **kw)) for name, kw in specs}
+
+
+def test_nominations_wait_for_the_earlier_reservations_pods_to_be_bound():
+    pods = _views(("a", {"gated": True}), ("b", {"gated": True}), ("c", {"gated": True}))
+    one_round = {"uid-a": _reserved(T0 + 300), "uid-b": _reserved(T0 + 300)}
+    assert nominations({"n1": one_round}, pods) == {"uid-a": "n1", "uid-b": "n1"}  # one compose
+    later = {**one_round, "uid-c": _reserved(T0 + 301)}
+    assert nominations({"n1": later}, pods) == {"uid-a": "n1", "uid-b": "n1"}
+    # another node's waiting pods do not hold c back
+    assert nominations({"n1": one_round, "n2": {"uid-c": later["uid-c"]}}, pods) == {
+        "uid-a": "n1", "uid-b": "n1", "uid-c": "n2"
+    }
+    pods.update(_views(("a", {"node_name": "n1"}), ("b", {"node_name": "n1"})))
+    assert nominations({"n1": later}, pods) == {"uid-c": "n1"}  # a and b bound: c's turn
+
+
+def test_nominations_leave_out_what_the_scheduler_needs_no_nomination_for():
+    pods = _views(("g", {"gated": True}), ("u", {}), ("done", {"gated": True}))
+    pods["uid-done"] = pod_view(pod("done", 1, gated=True, phase="Succeeded"))
+    assert nominations({"n1": {"uid-u": _reserved(0.0)}}, pods) == {}  # never gated
+    # a pod never gated, still to be bound, counts as an earlier reservation
+    assert nominations({"n1": {"uid-u": _reserved(0.0), "uid-g": _reserved(T0)}}, pods) == {}
+    for earlier in ("uid-done", "uid-gone"):  # finished, or no longer there: nothing to bind
+        assert nominations({"n1": {earlier: _reserved(T0 - 1), "uid-g": _reserved(T0)}}, pods) == {
+            "uid-g": "n1"
+        }
+    nominated = pod("g", 1, gated=True)
+    nominated["status"]["nominatedNodeName"] = "n1"
+    assert nominations({"n1": {"uid-g": _reserved(T0)}}, {"uid-g": pod_view(nominated)}) == {}
+    assert nominations({"n2": {"uid-g": _reserved(T0)}}, {"uid-g": pod_view(nominated)}) == {"uid-g": "n2"}
 
 
 def test_nomination_setting_must_be_known():
@@ -513,6 +553,42 @@ def test_a_refused_nomination_is_counted_not_raised():
     assert m.registry.get_sample_value("composer_gate_patch_failures_total", {"kind": "nominate"}) == 1
 
 
+def test_a_nomination_the_watch_does_not_show_is_sent_again(clock):
+    """Lost (the API server refused it once): sent again after NOMINATION_RESEND_SECONDS, not
+    every round before that; once the pod shows it, never again."""
+    from composer.run.controller import NOMINATION_RESEND_SECONDS
+
+    w = world()
+    ctrl, m = make(w, clock, nominate=True, advertise_timeout_seconds=1000)
+    real, refused = w.kube.nominate_pod, []
+
+    def refuse_once(ns, name, node):
+        if not refused:
+            refused.append(name)
+            raise KubeError("PATCH", f"{ns}/{name}/status", 500, "etcd timeout")
+        real(ns, name, node)
+
+    w.kube.nominate_pod = refuse_once
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    ctrl.close()
+    assert "nominatedNodeName" not in w.kube.pods["ml/a"]["status"]
+    clock.tick(NOMINATION_RESEND_SECONDS - 1)
+    run(ctrl)
+    ctrl.close()
+    assert "nominatedNodeName" not in w.kube.pods["ml/a"]["status"]
+    clock.tick(1)
+    run(ctrl)
+    ctrl.close()
+    (host,) = w.fabric.attached()
+    assert w.kube.pods["ml/a"]["status"]["nominatedNodeName"] == host
+    clock.tick(NOMINATION_RESEND_SECONDS)
+    run(ctrl)
+    ctrl.close()
+    assert [wr[1:] for wr in w.kube.writes if wr[0] == "nominate"] == [("ml/a", host)]  # the one that landed
+    assert metric(m, "composer_gate_patch_failures_total", kind="nominate") == 1
+
+
 class _Versioned:
     def __init__(self, version=None, error=None):
         self.version, self.error, self.calls = version, error, 0
@@ -528,7 +604,8 @@ def test_auto_nomination_reads_the_server_version_once_at_start():
     from composer.run.wiring import _nominate
 
     assert _nominate("auto", _Versioned((1, 35))) is True
-    assert _nominate("auto", _Versioned((1, 34))) is False
+    assert _nominate("auto", _Versioned((1, 34))) is True
+    assert _nominate("auto", _Versioned((1, 33))) is False
     assert _nominate("auto", _Versioned(error=KubeError("GET", "version", 403, "forbidden"))) is False
     explicit = _Versioned((1, 30))
     assert _nominate("on", explicit) is True and explicit.calls == 0

@@ -1,12 +1,21 @@
-"""An intent whose advertised GPUs were bound to another pod is dropped and planned again."""
+"""GPUs taken by another pod: an intent whose advertised GPUs were bound to another pod is dropped
+and planned again; a gated pod's nomination keeps its advertised GPUs from an ungated pod."""
 
 from __future__ import annotations
 
+import threading
+
 from composer.decide.decide import Policy, reconcile_record
+from composer.decide.gating import nomination_enabled
 from composer.decide.round_types import RoundContext
+from composer.model import annotations as ann
 from composer.model.annotations import Intent, IntentPhase, NodeRecord
 from composer.model.nodestate import NodeUsage, NodeView
 from composer.model.podspec import PodView
+from composer.run.controller import Controller
+from composer.shell.act import Executor
+from composer.shell.metrics import Metrics
+from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 NOW = 1_000.0
 
@@ -52,3 +61,112 @@ def test_free_advertised_gpus_advance_the_intent() -> None:
     record, reasons = _reconcile(allocatable=2, used=0, phase=IntentPhase.ATTACHED)
     assert record.intents["a"].phase == IntentPhase.ADVERTISED
     assert reasons == []
+
+
+# -- the window: an ungated GPU pod and a gated pod's freshly advertised GPUs ---------------------
+def _world() -> FakeWorld:
+    """Two hosts of one GPU slot each, four free T4s."""
+    kube = FakeKube()
+    for n in ("host-1", "host-2"):
+        kube.add_node(node(n, labels={ann.MAX_GPUS_LABEL: "1"}))
+    return FakeWorld(kube, FakeFabric([FakeGpu(f"gpu{i}") for i in range(4)], ["host-1", "host-2"]))
+
+
+def _controller(w: FakeWorld, clock: Clock, nominate: bool) -> tuple[Controller, Metrics]:
+    pol = Policy(batch_idle_seconds=0.0, batch_max_seconds=0.0)
+    metrics = Metrics()
+    ex = Executor(w.kube, lambda: w.fabric, pol, metrics, clock=clock)
+    ctrl = Controller(w.kube, lambda: w.fabric, pol, metrics, ex, clock=clock, workers=2, nominate=nominate)
+    return ctrl, metrics
+
+
+def _round(ctrl: Controller) -> None:
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    ctrl.close()  # jobs and the nomination thread done (the controller starts them again)
+
+
+def test_an_ungated_gpu_pod_does_not_take_a_gated_pods_advertised_gpus_at_kubernetes_1_34(clock):
+    """A GPU pod admitted without the gate (the webhook did not answer in time: failurePolicy
+    Ignore; or a pod the composer ungated unchanged) is pending when the GPU composed for a gated
+    pod is advertised. The scheduler reacts to the node's new allocatable before the composer's
+    next round releases the gated pod; only the gated pod's nomination onto its node, which
+    kube-scheduler 1.34 counts there for pods of equal or lower priority, keeps the GPU for it."""
+    w = _world()
+    ctrl, m = _controller(w, clock, nominate=nomination_enabled("auto", (1, 34)))
+    w.kube.add_pod(pod("a", 1, gated=True))
+    _round(ctrl)  # a's GPU reserved and composed on its host
+    (host,) = w.fabric.attached()
+    w.kube.add_pod(pod("u", 1))  # admitted ungated
+    w.agent_step()  # the host advertises a's GPU
+    w.schedule()  # before the composer's next round: u may only take a GPU nobody is nominated to
+    assert w.kube.pods["ml/u"]["spec"].get("nodeName") != host
+    _round(ctrl)  # a released onto its host; u gets its own GPU on the other host
+    w.agent_step()
+    w.schedule()
+    assert w.kube.pods["ml/a"]["spec"]["nodeName"] == host
+    assert w.kube.pods["ml/u"]["spec"]["nodeName"] not in ("", None, host)
+    _round(ctrl)
+    assert "GpusTakenByAnotherPod" not in w.kube.reasons("a")
+    assert m.registry.get_sample_value("composer_gpus_taken_by_another_pod_total") == 0
+    assert sorted(len(g) for g in w.fabric.attached().values()) == [1, 1]  # one compose each
+
+
+def test_a_released_pod_is_not_held_back_by_the_next_reservation_on_its_node(clock):
+    """One host filled one compose at a time: b is reserved there while a waits to be bound. b is
+    nominated only once a is bound, or the scheduler would count b on the host before b's GPU is
+    advertised and keep a off its own GPU until then."""
+    kube = FakeKube()
+    kube.add_node(node("host-1", labels={ann.MAX_GPUS_LABEL: "2"}))
+    w = FakeWorld(kube, FakeFabric([FakeGpu(f"gpu{i}") for i in range(2)], ["host-1"]))
+    ctrl, m = _controller(w, clock, nominate=True)
+    w.kube.add_pod(pod("a", 1, gated=True))
+    _round(ctrl)
+    assert w.kube.pods["ml/a"]["status"]["nominatedNodeName"] == "host-1"
+    w.agent_step()  # a's GPU advertised
+    clock.tick(1)
+    w.kube.add_pod(pod("b", 1, gated=True))
+    _round(ctrl)  # a released; b reserved on the same host, its GPU composed, not yet advertised
+    assert "Released" in w.kube.reasons("a") and w.fabric.attached() == {"host-1": ["gpu0", "gpu1"]}
+    w.schedule()
+    assert w.kube.pods["ml/a"]["spec"].get("nodeName") == "host-1"  # not held back by b
+    assert "nominatedNodeName" not in w.kube.pods["ml/b"]["status"]
+    _round(ctrl)  # a bound: b is nominated
+    assert w.kube.pods["ml/b"]["status"]["nominatedNodeName"] == "host-1"
+    w.agent_step()
+    _round(ctrl)
+    w.schedule()
+    assert w.kube.pods["ml/b"]["spec"]["nodeName"] == "host-1"
+    assert m.registry.get_sample_value("composer_gpus_taken_by_another_pod_total") == 0
+
+
+def test_the_next_reservation_is_nominated_while_its_compose_still_runs(clock):
+    """b's compose runs on the host (the node sits out of decide) when a, reserved there before,
+    is bound: b is nominated then, before its GPU is attached, not after its job ends."""
+    kube = FakeKube()
+    kube.add_node(node("host-1"))
+    w = FakeWorld(kube, FakeFabric([FakeGpu(f"gpu{i}") for i in range(2)], ["host-1"]))
+    ctrl, _ = _controller(w, clock, nominate=True)
+    w.kube.add_pod(pod("a", 1, gated=True))
+    _round(ctrl)  # a's GPU composed, not advertised yet
+    gate = threading.Event()
+    real = w.fabric.compose
+    w.fabric.compose = lambda machine, names, **kw: (gate.wait(10), real(machine, names, **kw))[1]
+    clock.tick(1)
+    w.kube.add_pod(pod("b", 1, gated=True))
+    try:
+        ctrl.round()  # b reserved on host-1 behind a (not nominated); its compose blocks
+        w.agent_step()  # a's GPU advertised
+        ctrl.round()  # a released although host-1 is busy
+        w.schedule()
+        assert w.kube.pods["ml/a"]["spec"]["nodeName"] == "host-1"
+        ctrl.round()
+        gates = ctrl._gate_executor
+        assert gates is not None
+        gates.close()  # the nomination thread is done
+        assert ctrl._running and w.fabric.attached() == {"host-1": ["gpu0"]}  # b's compose still running
+        assert w.kube.pods["ml/b"]["status"]["nominatedNodeName"] == "host-1"
+    finally:
+        gate.set()
+        assert ctrl.wait_idle(10)
+    assert [wr[1:] for wr in w.kube.writes if wr[0] == "nominate"] == [("ml/a", "host-1"), ("ml/b", "host-1")]
