@@ -93,6 +93,47 @@ def test_reserved_pod_is_nominated_onto_its_node_while_gated(make_scenario):
             raise
 
 
+def _advertise(sc, node: str, gpus: int) -> None:
+    """Set the Node's nvidia.com/gpu capacity and allocatable, as the GPU agent does."""
+    res = {"nvidia.com/gpu": str(gpus)}
+    sc.core.patch_node_status(node, {"status": {"capacity": res, "allocatable": res}})
+
+
+def test_the_real_scheduler_keeps_a_nominated_gated_pods_gpu_from_an_ungated_pod(make_scenario):
+    """Why the composer nominates a gated pod from Kubernetes 1.34 (composer/decide/gating.py):
+    the lab's real kube-scheduler counts a gated pod whose ``status.nominatedNodeName`` another
+    writer set on that node, so a GPU pod the gate does not hold is not bound to the GPU
+    advertised for it, while it is bound at once to a GPU nobody is nominated for. No composer
+    runs: the test writes the nomination and the advertised GPUs itself."""
+    with make_scenario(inventory="dev.yaml") as sc:
+        reserved, other = sorted(sc.hosts.values())
+        try:
+            sc.core.create_namespaced_pod(sc.ns, {
+                "metadata": {"name": "held"},
+                "spec": {
+                    "schedulingGates": [{"name": ann.GATE}],
+                    "nodeSelector": {"kubernetes.io/hostname": reserved},
+                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:stand-in",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                },
+            })
+            sc.core.patch_namespaced_pod_status("held", sc.ns, {"status": {"nominatedNodeName": reserved}})
+            assert sc.pod("held").status.nominated_node_name == reserved
+            sc.gpu_pod("ungated", 1)  # no webhook here: this pod has no gate
+            _advertise(sc, reserved, 1)
+            time.sleep(10)  # two scheduling attempts at least (the node update requeues the pod)
+            assert sc.pod("ungated").spec.node_name is None, "bound to the GPU advertised for a nominated pod"
+            assert [g.name for g in sc.pod("held").spec.scheduling_gates] == [ann.GATE]
+            _advertise(sc, other, 1)
+            bound = wait_for(lambda: sc.pod("ungated").spec.node_name, timeout=60, what="ungated bound")
+            assert bound == other
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
 def test_gated_pod_deleted_mid_compose_leaves_no_reservation_and_no_leaked_gpu(make_scenario):
     with make_scenario(inventory="dev.yaml") as sc:
         a = sc.node("blade-slot-1")
