@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -51,6 +52,8 @@ from stack_config.inventory import read_inventory
 from stack_config.stack_file import load_stack_file
 
 OPERATIONS = ("preview", "up", "refresh", "destroy")
+#: The labels ``pulumi.automation.CommandError`` puts before the CLI's stdout and stderr.
+_LABEL = re.compile(r"^(stdout|stderr): ")
 #: Keys of the fleet's stack file that a role's stack file takes over.
 _COPIED = ("secretsprovider", "encryptedkey", "encryptionsalt")
 
@@ -128,8 +131,12 @@ class PolicyArgs:
 def _error_lines(text: str, most: int = 3) -> str:
     """The first line of ``text`` that starts with ``error:`` (the engine's diagnostics, not its
     progress lines) with the problem lines (``- ...``) under it, at most ``most`` lines joined with
-    `` | `` and 300 characters; else its last line."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    `` | `` and 300 characters; else its last line. ``text`` is a :class:`pulumi.automation.CommandError`'s,
+    whose output starts with the labels ``stdout:`` and ``stderr:`` (``CommandResult.__str__`` of
+    the pulumi Python SDK): a label is not part of the line (the CLI's own errors, such as a held
+    stack lock, are the first line of its stderr)."""
+    lines = [_LABEL.sub("", ln.strip()) for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
     first = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
     if first is None:
         return lines[-1][:300] if lines else ""
