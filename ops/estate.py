@@ -26,6 +26,12 @@ are skipped; independent stacks go on. The output is one line per stack
 
 Exit status: 0 when every stack run was ok (or none was touched), 1 when one failed or was skipped,
 2 when the fleet's config is invalid or an argument names no stack of it.
+
+``python -m ops.estate migrate --fleet prod [--from STACK]`` moves the resources of the monolithic
+stack ``STACK`` (default ``prod`` itself, whose file is the fleet's config) into the fleet's stacks
+with ``pulumi state move``, recreating nothing (:mod:`ops.estate_migrate`); a ``preview`` of the
+fleet afterwards shows the moved resources unchanged. Exit status 1 when a move failed (the moves
+done before it stay done; running the command again moves the rest).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from typing import Any
 import yaml
 from pulumi import automation as auto
 
+from components.estate import composition_names
+from ops.estate_migrate import MigrationError, Move, held_resources, plan_moves, state_move
 from ops.estate_plan import StackResult, render_summary, run_in_order, select
 from stack_config.errors import ConfigProblem, EstateConfigError
 from stack_config.fleet import Fleet, split_estate, stack_name
@@ -120,6 +128,43 @@ def ensure_stack_file(project: Path, fleet: str, role: str) -> Path:
     return path
 
 
+def fleet_stacks(project: Path, fleet_name: str, fleet: Fleet) -> dict[str, auto.Stack]:
+    """Role -> its stack, every stack of the fleet created on the current backend when missing
+    (with its stack file, :func:`ensure_stack_file`)."""
+    stacks: dict[str, auto.Stack] = {}
+    for role in fleet.slices:
+        ensure_stack_file(project, fleet_name, role)
+        stacks[role] = auto.create_or_select_stack(stack_name(fleet_name, role), work_dir=str(project))
+    return stacks
+
+
+def migrate(project: Path, fleet_name: str, source: str) -> list[Move]:
+    """Move the monolithic stack ``source``'s resources into the fleet's stacks
+    (:mod:`ops.estate_migrate`), creating the fleet's stacks first; returns the moves done.
+
+    Raises:
+        EstateConfigError: the fleet's config is invalid.
+        MigrationError: the source is not a monolith of this estate, a destination that would get
+            resources already holds some (checked for all before any move), or a move failed.
+    """
+    fleet = load_fleet(project, fleet_name)
+    estate = load_stack_file(project / f"Pulumi.{fleet_name}.yaml", require_secrets=False)
+    stacks = fleet_stacks(project, fleet_name, fleet)
+    if source in {s.name for s in stacks.values()}:
+        raise MigrationError(f"{source} is a stack of the split of fleet {fleet_name}, not its monolith")
+    resources = auto.select_stack(source, work_dir=str(project)).export_stack().deployment or {}
+    moves = plan_moves(resources.get("resources") or [], fleet=fleet, estate=estate,
+                       composition_names=composition_names(estate), fleet_name=fleet_name)
+    for move in moves:
+        held = held_resources((stacks[move.role].export_stack().deployment or {}).get("resources") or [])
+        if held:
+            raise MigrationError(f"{move.stack} already holds {len(held)} resource(s), such as {held[0]}: "
+                                 "a migration moves resources only into stacks that hold none")
+    for move in moves:
+        state_move(project, source, move)
+    return moves
+
+
 @dataclass(frozen=True)
 class PolicyArgs:
     """The policy pack (a folder) and its config file that every preview and up runs with, if any."""
@@ -185,10 +230,7 @@ def run_estate(
     """
     fleet = load_fleet(project, fleet_name)
     order = select(fleet, changed_files=changed, roles=roles)
-    stacks: dict[str, auto.Stack] = {}
-    for role in fleet.slices:
-        ensure_stack_file(project, fleet_name, role)
-        stacks[role] = auto.create_or_select_stack(stack_name(fleet_name, role), work_dir=str(project))
+    stacks = fleet_stacks(project, fleet_name, fleet)
 
     def run_one(role: str) -> StackResult:
         name = stack_name(fleet_name, role)
@@ -223,7 +265,9 @@ def _role_of(value: str, fleet: str, fleet_roles: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (see the module doc); returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m ops.estate", description=__doc__.splitlines()[0])
-    parser.add_argument("operation", choices=OPERATIONS)
+    parser.add_argument("operation", choices=(*OPERATIONS, "migrate"))
+    parser.add_argument("--from", dest="source", metavar="STACK",
+                        help="migrate: the monolithic stack to split (default: the fleet's own stack)")
     parser.add_argument("--fleet", required=True, help="the fleet's stack file is Pulumi.<fleet>.yaml")
     parser.add_argument("--project", type=Path, default=Path.cwd(), help="folder of Pulumi.yaml")
     parser.add_argument("--changed-since", metavar="REF", help="the stacks owning files changed since REF")
@@ -234,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-dir", type=Path, help="write each stack's whole output to <dir>/<stack>.log")
     args = parser.parse_args(argv)
     project = args.project.resolve()
+    if args.operation == "migrate":
+        return _main_migrate(project, args.fleet, args.source or args.fleet)
     try:
         roles = list(load_fleet(project, args.fleet).slices)
         named = [_role_of(v, args.fleet, roles) for v in args.stack]
@@ -250,6 +296,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(render_summary(results, operation=args.operation))
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _main_migrate(project: Path, fleet: str, source: str) -> int:
+    """``migrate``: one line per move, then what is left to do; the exit status."""
+    try:
+        moves = migrate(project, fleet, source)
+    except EstateConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except MigrationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for move in moves:
+        print(f"moved {len(move.urns):>4} resource(s) with their children from {source} to {move.stack}")
+    print(f"{source} keeps its Estate component, providers and reads: preview the fleet "
+          f"(python -m ops.estate preview --fleet {fleet}), then remove it with "
+          f"pulumi stack rm --force --preserve-config --stack {source}")
+    return 0
 
 
 if __name__ == "__main__":

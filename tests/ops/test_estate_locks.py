@@ -4,8 +4,8 @@
 takes its own stack's lock, written by Pulumi's DIY backend under
 ``.pulumi/locks/<organization>/<project>/<stack>/<lock id>.json`` (pulumi/pulumi
 ``pkg/backend/diy/lock.go``, ``stackLockDir`` and ``lockPath``, v3.260.0; ``Update``, ``Refresh`` and
-``Destroy`` in ``pkg/backend/diy/backend.go`` take it, a preview does not), so the two run side by
-side while a second update of the same stack is refused by the lock.
+``Destroy`` in ``pkg/backend/diy/backend.go`` take it, ``CreateStack`` briefly, a preview not), so
+the two run side by side while a second update of the same stack is refused by the lock.
 
 The stacks run ``tests/ops/programs/slice-held`` (one dynamic resource per stack, held while a
 file exists), not this repository's program: an ``up`` of the dev estate's tenant stacks creates
@@ -16,10 +16,8 @@ its split and its stack files are the dev estate's, as ``ops.estate`` computes t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -27,11 +25,10 @@ import pytest
 
 from ops.s3_backend import S3Backend, StateLock, list_locks
 
-from .conftest import PROGRAMS, VENV, kill_tree
+from .conftest import dev_fleet_project, kill_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "composable-gpu"
-DEV_PASSPHRASE = "dev-lab-only-passphrase"
 ALPHA, BETA = "fleet-tenant-alpha", "fleet-tenant-beta"
 
 pytestmark = pytest.mark.cli
@@ -41,25 +38,9 @@ pytestmark = pytest.mark.cli
 def fleet(tmp_path: Path, s3_backend: S3Backend) -> tuple[Path, dict[str, str]]:
     """A project running the slice-held program whose fleet ``fleet`` is the dev estate; the
     environment of its commands (the S3 backend, an isolated PULUMI_HOME, the hold folder)."""
-    work = tmp_path / "project"
-    work.mkdir()
-    (work / "Pulumi.yaml").write_text(textwrap.dedent(f"""\
-        name: {PROJECT}
-        main: {PROGRAMS / "slice-held"}
-        runtime:
-          name: python
-          options:
-            virtualenv: {VENV}
-        """))
-    dev = (ROOT / "Pulumi.dev.yaml").read_text()
-    inventory = f"inventory: {ROOT / 'environments' / 'dev'}"
-    (work / "Pulumi.fleet.yaml").write_text(dev.replace("inventory: environments/dev", inventory))
-    (tmp_path / "home").mkdir()
+    work, env = dev_fleet_project(tmp_path, "slice-held", backend_url=s3_backend.url)
     (tmp_path / "hold").mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"}
-    env.update({"PULUMI_BACKEND_URL": s3_backend.url, "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE,
-                "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_SKIP_UPDATE_CHECK": "1",
-                "SLICE_HOLD_DIR": str(tmp_path / "hold")})
+    env["SLICE_HOLD_DIR"] = str(tmp_path / "hold")
     return work, env
 
 
