@@ -22,7 +22,10 @@ the stacks owning a changed inventory file run, then every stack that reads one 
 time, through :mod:`pulumi.automation`. A stack that fails is reported and the stacks reading it
 are skipped; independent stacks go on. The output is one line per stack
 (:func:`ops.estate_plan.render_summary`); each stack's whole output is written to
-``<log-dir>/<stack>.log`` when ``--log-dir`` is given.
+``<log-dir>/<stack>.log`` when ``--log-dir`` is given. A preview with ``--report-dir DIR`` also writes
+each stack's pull-request summary (:mod:`ops.preview_markdown`, with its policy results) to
+``DIR/<stack>.md`` and the comment for the pull request, the one-screen summary followed by every
+stack's summary, to ``DIR/estate-review.md`` (``make review FLEET=prod``).
 
 Exit status: 0 when every stack run was ok (or none was touched), 1 when one failed or was skipped,
 2 when the fleet's config is invalid or an argument names no stack of it.
@@ -43,7 +46,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,10 @@ from pulumi import automation as auto
 
 from components.estate import composition_names
 from ops.estate_migrate import MigrationError, Move, held_resources, plan_moves, state_move
-from ops.estate_plan import StackResult, render_summary, run_in_order, select
+from ops.estate_plan import StackResult, render_review, render_summary, run_in_order, select
+from ops.preview_events import Preview
+from ops.preview_markdown import render_markdown
+from ops.preview_report import PreviewRun, preview_from_run
 from stack_config.errors import ConfigProblem, EstateConfigError
 from stack_config.fleet import Fleet, split_estate, stack_name
 from stack_config.hints import FULL_INVENTORY_KEY, FULL_ROLE_KEY
@@ -60,6 +66,10 @@ from stack_config.inventory import read_inventory
 from stack_config.stack_file import load_stack_file
 
 OPERATIONS = ("preview", "up", "refresh", "destroy")
+#: The aggregate pull-request comment ``--report-dir`` writes.
+REVIEW_FILE = "estate-review.md"
+#: The environment variable that makes ``pulumi preview --json`` stream engine events.
+STREAMING_JSON_PREVIEW = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW"
 #: The labels ``pulumi.automation.CommandError`` puts before the CLI's stdout and stderr.
 _LABEL = re.compile(r"^(stdout|stderr): ")
 #: Keys of the fleet's stack file that a role's stack file takes over.
@@ -193,13 +203,31 @@ def _error_lines(text: str, most: int = 3) -> str:
     return " | ".join(picked)[:300]
 
 
-def _run(stack: auto.Stack, operation: str, on_output: Any, policy: PolicyArgs) -> dict[str, int]:
-    """One operation on ``stack``; the engine's resource counts by operation."""
+def _preview_failure(preview: Preview) -> str:
+    """Why a preview failed, from its engine events, in one line of at most 300 characters: its
+    first mandatory policy violation (``policy <name>: <detail>``), else its first error
+    diagnostic's first line; empty when neither."""
+    for v in preview.violations:
+        if v.enforcement_level == "mandatory":
+            return f"policy {v.policy_name}: {v.detail}"[:300]
+    for d in preview.diagnostics:
+        if d.severity == "error" and d.message.strip():
+            return d.message.strip().splitlines()[0][:300]
+    return ""
+
+
+def _run(stack: auto.Stack, operation: str, on_output: Any, policy: PolicyArgs, *,
+         json_events: bool = False) -> dict[str, int]:
+    """One operation on ``stack``; the engine's resource counts by operation. With ``json_events``
+    a preview's output is its engine events, one JSON object per line (``pulumi preview --json``
+    with ``PULUMI_ENABLE_STREAMING_JSON_PREVIEW=1``, as :mod:`ops.preview_report` runs it)."""
     packs = [policy.pack] if policy.pack else None
     configs = [policy.config] if policy.config else None
     if operation == "preview":
+        if json_events:
+            stack.workspace.env_vars = {**stack.workspace.env_vars, STREAMING_JSON_PREVIEW: "1"}
         result = stack.preview(color="never", on_output=on_output, policy_packs=packs,
-                               policy_pack_configs=configs)
+                               policy_pack_configs=configs, json=json_events or None)
         return {str(k): v for k, v in result.change_summary.items()}
     if operation == "up":
         summary = stack.up(color="never", on_output=on_output, policy_packs=packs,
@@ -221,8 +249,11 @@ def run_estate(
     parallel: int,
     policy: PolicyArgs | None = None,
     log_dir: Path | None = None,
+    report_dir: Path | None = None,
 ) -> list[StackResult]:
     """Run ``operation`` on the stacks :func:`ops.estate_plan.select` picks; see the module doc.
+    With ``report_dir`` a preview also writes each stack's pull-request summary to
+    ``<report_dir>/<stack>.md`` (:func:`ops.preview_markdown.render_markdown` of its engine events).
 
     Raises:
         EstateConfigError: the fleet's config is invalid.
@@ -236,13 +267,27 @@ def run_estate(
         name = stack_name(fleet_name, role)
         lines: list[str] = []
         start = time.perf_counter()
+        report = report_dir if operation == "preview" else None
+        error = ""
         try:
-            changes = _run(stacks[role], operation, lines.append, policy or PolicyArgs())
+            changes = _run(stacks[role], operation, lines.append, policy or PolicyArgs(),
+                           json_events=report is not None)
             result = StackResult(role, name, "ok", time.perf_counter() - start, changes)
         except auto.CommandError as exc:
-            lines.append(str(exc))
+            error = str(exc)
             seconds = time.perf_counter() - start
-            result = StackResult(role, name, "failed", seconds, detail=_error_lines(str(exc)))
+            result = StackResult(role, name, "failed", seconds, detail=_error_lines(error))
+        if report is not None:
+            events = [ln.strip() for ln in lines if ln.lstrip().startswith("{")]
+            run = PreviewRun(events=events, returncode=1 if error else 0, stderr=error, diff_text=None)
+            preview = preview_from_run(run)
+            report.mkdir(parents=True, exist_ok=True)
+            title = f"Pulumi preview: `{name}` ({role})"
+            (report / f"{name}.md").write_text(render_markdown(preview, title=title))
+            if error:  # the CLI's output was engine events: say why from them
+                result = replace(result, detail=_preview_failure(preview) or result.detail)
+        if error:
+            lines.append(error)
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
             text = "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
@@ -254,6 +299,17 @@ def run_estate(
                            detail="not run: it reads " + ", ".join(stack_name(fleet_name, b) for b in bad))
 
     return run_in_order(fleet, order, run_one, parallel=parallel, skipped=skipped)
+
+
+def write_review(report_dir: Path, results: Sequence[StackResult]) -> Path:
+    """``<report_dir>/estate-review.md``: :func:`ops.estate_plan.render_review` of a preview's
+    ``results`` with the stacks' summaries ``run_estate`` wrote there; returns its path."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    sections = {r.stack: (report_dir / f"{r.stack}.md").read_text()
+                for r in results if r.status != "skipped" and (report_dir / f"{r.stack}.md").is_file()}
+    path = report_dir / REVIEW_FILE
+    path.write_text(render_review(results, operation="preview", sections=sections))
+    return path
 
 
 def _role_of(value: str, fleet: str, fleet_roles: Sequence[str]) -> str:
@@ -276,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policy-pack", help="policy pack folder, passed to every preview and up")
     parser.add_argument("--policy-pack-config", help="its config file")
     parser.add_argument("--log-dir", type=Path, help="write each stack's whole output to <dir>/<stack>.log")
+    parser.add_argument("--report-dir", type=Path, help="preview: write each stack's Markdown summary to "
+                        "<dir>/<stack>.md and all of them, after the summary, to <dir>/estate-review.md")
     args = parser.parse_args(argv)
     project = args.project.resolve()
     if args.operation == "migrate":
@@ -286,7 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         changed = changed_files(args.changed_since, project) if args.changed_since else None
         policy = PolicyArgs(args.policy_pack, args.policy_pack_config)
         results = run_estate(args.operation, project=project, fleet_name=args.fleet, roles=named,
-                             changed=changed, parallel=args.parallel, policy=policy, log_dir=args.log_dir)
+                             changed=changed, parallel=args.parallel, policy=policy, log_dir=args.log_dir,
+                             report_dir=args.report_dir)
     except EstateConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -295,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     print(render_summary(results, operation=args.operation))
+    if args.report_dir is not None and args.operation == "preview":
+        write_review(args.report_dir, results)
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
