@@ -204,12 +204,16 @@ def dev_fleet_project(tmp_path: Path, program: str, *, backend_url: str) -> tupl
     """``tmp_path/project``: a project named ``composable-gpu`` running ``tests/ops/programs/<program>``
     whose fleet ``fleet`` (``Pulumi.fleet.yaml``) is the dev estate (``Pulumi.dev.yaml`` with the
     inventory folder's absolute path); returns it with the environment of its commands (backend
-    ``backend_url``, the dev passphrase, an isolated PULUMI_HOME, this repository on PYTHONPATH)."""
+    ``backend_url``, the dev passphrase, an isolated PULUMI_HOME sharing the installed plugins, this
+    repository on PYTHONPATH)."""
     work = write_project(tmp_path / "project", program, name="composable-gpu")
     dev = (ROOT / "Pulumi.dev.yaml").read_text()
     inventory = f"inventory: {ROOT / 'environments' / 'dev'}"
     (work / "Pulumi.fleet.yaml").write_text(dev.replace("inventory: environments/dev", inventory))
     (tmp_path / "home").mkdir()
+    shared = Path(os.environ.get("PULUMI_HOME", Path.home() / ".pulumi")) / "plugins"
+    if shared.is_dir():  # the plugins make setup installed (pulumi-kubernetes), never downloaded here
+        (tmp_path / "home" / "plugins").symlink_to(shared)
     env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"}
     env.update(AWS_ENV)
     env.update({"PULUMI_BACKEND_URL": backend_url, "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE,

@@ -4,10 +4,11 @@ The monolithic stack ``fleet`` deploys the dev estate, then is split into ``flee
 ``fleet-hosts-lab-workers``, ``fleet-tenant-alpha`` and ``fleet-tenant-beta`` without recreating
 anything: each split stack's preview shows every moved resource unchanged, and an ``up`` of the
 fleet afterwards makes no provider write. The stacks run ``tests/ops/programs/estate-split``, a
-stand-in with the program's resource tree (the Estate component with the split stacks' alias, a
-component per host, cluster, tenant, composition and composer) whose resources record every
-provider write: this repository's program needs the lab's API server, Director and BMC simulators
-for the monolith's ``up``. Which stack owns which resource of the program itself is checked in
+stand-in with the program's resource tree (the Estate component with the split stacks' alias and
+an explicit Kubernetes provider, a component per host, cluster, tenant, composition and composer)
+whose resources record every provider write (a log line, a rendered manifest): this repository's
+program needs the lab's API server, Director and BMC simulators for the monolith's ``up``. Which
+stack owns which resource of the program itself is checked in
 ``tests/components/test_estate_migrate_plan.py``.
 """
 
@@ -35,6 +36,8 @@ def project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     work, env = dev_fleet_project(tmp_path, "estate-split", backend_url=f"file://{tmp_path / 'state'}")
     (tmp_path / "state").mkdir()
     env["ESTATE_WRITES_LOG"] = str(tmp_path / "writes.log")
+    env["ESTATE_RENDER_DIR"] = str(tmp_path / "rendered")
+    env.pop("KUBECONFIG", None)  # the provider renders files: it takes no cluster
     return work, env
 
 
@@ -48,6 +51,12 @@ def _pulumi(work: Path, env: dict[str, str], *args: str) -> str:
 def _estate(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "ops.estate", *args, "--fleet", "fleet", "--project", str(work)]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _rendered(folder: Path) -> dict[str, tuple[int, str]]:
+    """Each manifest the Kubernetes provider rendered: path -> (modification time in ns, text)."""
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_text())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _resources(work: Path, env: dict[str, str], stack: str) -> list[dict]:
@@ -65,6 +74,8 @@ def test_the_monolith_moves_into_its_split_without_a_create_replace_or_delete(
     created = writes.read_text().splitlines()
     assert len(created) >= 8 and all(line.startswith("create ") for line in created), created
     writes.write_text("")
+    manifests = _rendered(Path(env["ESTATE_RENDER_DIR"]))
+    assert len(manifests) == len(created)  # a ConfigMap beside each dynamic resource
     before = {r["urn"].split("::", 2)[2] for r in _resources(work, env, "fleet")}
 
     migrated = _estate(work, env, "migrate")
@@ -73,7 +84,8 @@ def test_the_monolith_moves_into_its_split_without_a_create_replace_or_delete(
 
     # the monolith keeps only its root stack, its Estate component and its providers
     kept = {r["type"] for r in _resources(work, env, "fleet")}
-    assert kept == {"pulumi:pulumi:Stack", "composable:infra:Estate", "pulumi:providers:pulumi-python"}, kept
+    assert kept == {"pulumi:pulumi:Stack", "composable:infra:Estate", "pulumi:providers:pulumi-python",
+                    "pulumi:providers:kubernetes"}, kept
     # each split stack's preview: every resource unchanged but its own new Estate component
     moved = 0
     for stack in SPLIT:
@@ -84,6 +96,10 @@ def test_the_monolith_moves_into_its_split_without_a_create_replace_or_delete(
         assert preview["changeSummary"] == {"create": 1, "same": len(preview["steps"]) - 1}
         things = [s for s in preview["steps"] if "dynamic:Resource" in s["urn"]]
         assert things and all(s["op"] == "same" for s in things), stack
+        # the explicit provider, copied into the stack by the move, and the objects going through it
+        kube = [s for s in preview["steps"] if s["urn"].split("::")[2].endswith(
+            ("pulumi:providers:kubernetes", "kubernetes:core/v1:ConfigMap"))]
+        assert len(kube) == len(things) + 1 and all(s["op"] == "same" for s in kube), stack
         # matched through the alias: the state's URN (a root stack's child) is not the program's
         for s in things:
             assert s["oldState"]["urn"] != s["urn"] and "composable:infra:Estate$" in s["urn"], s["urn"]
@@ -95,12 +111,17 @@ def test_the_monolith_moves_into_its_split_without_a_create_replace_or_delete(
     assert up.returncode == 0, up.stdout + up.stderr
     assert up.stdout.splitlines()[0] == "up of 4 stacks: 4 ok, 0 failed, 0 skipped", up.stdout
     assert writes.read_text() == ""
+    assert _rendered(Path(env["ESTATE_RENDER_DIR"])) == manifests  # no manifest written again
     after = set()
+    mothership = "composable:infra:Estate$pulumi:providers:kubernetes::estate-mothership"
     for stack in SPLIT:
-        after |= {r["urn"].split("::", 2)[2] for r in _resources(work, env, stack)
+        held = _resources(work, env, stack)
+        kube = [r["urn"].split("::", 2)[2] for r in held if r["type"] == "pulumi:providers:kubernetes"]
+        assert kube == [mothership], (stack, kube)  # the copy, under the stack's own Estate now
+        after |= {r["urn"].split("::", 2)[2] for r in held
                   if r["type"] not in ("pulumi:pulumi:Stack", "composable:infra:Estate")
                   and not r["type"].startswith("pulumi:providers:")}
-    assert after == {u for u in before if u.startswith("composable:infra:Estate$")}
+    assert after == {u for u in before if u.startswith("composable:infra:Estate$") and u != mothership}
 
 
 def test_a_split_stack_that_holds_resources_is_refused_before_any_move(

@@ -6,15 +6,20 @@ split stacks' alias, :func:`components.moved.moved_from_root`) and under it a ``
 ``HypervisorCluster`` per cluster, the ``DpuCluster``, a ``Tenant`` per tenant, a
 ``GpuComposition`` per static composition, a ``Composer`` per composer, and the platform's
 infrastructure namespace; a split stack declares only its slice (:mod:`stack_config.fleet`). In
-place of Kubernetes objects and Director or Redfish calls each component holds one dynamic
-resource whose provider appends ``create|update|delete <name>`` to the file
-``$ESTATE_WRITES_LOG``: a line there is a provider write. Needs this repository on ``PYTHONPATH``.
+place of Director or Redfish calls each component holds one dynamic resource whose provider
+appends ``create|update|delete <name>`` to the file ``$ESTATE_WRITES_LOG``: a line there is a
+provider write. Like the program's Kubernetes objects, each component also holds a ConfigMap
+through the explicit Kubernetes provider ``estate-mothership``, a child of the Estate declared in
+every stack; it renders manifests into the folder ``$ESTATE_RENDER_DIR`` (pulumi-kubernetes
+``renderYamlToDirectory``) instead of calling an API server, so a file written there is a write.
+Needs this repository on ``PYTHONPATH``.
 """
 
 import os
 from pathlib import Path
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
 from components.estate import composition_names
@@ -51,11 +56,18 @@ class Thing(Resource):
         super().__init__(Recorded(), name, {"name": name}, opts)
 
 
+def config_map(name, parent, provider):
+    meta = {"name": name, "namespace": "infra"}
+    return k8s.core.v1.ConfigMap(name, metadata=meta, data={"owner": name},
+                                 opts=pulumi.ResourceOptions(parent=parent, provider=provider))
+
+
 class Part(pulumi.ComponentResource):
-    def __init__(self, kind, name, opts, depends_on=()):
+    def __init__(self, kind, name, opts, provider, depends_on=()):
         super().__init__(f"composable:infra:{kind}", name, None, opts)
         opts = pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))
         self.thing = Thing(f"{name}-{kind.lower()}", opts)
+        config_map(f"{name}-{kind.lower()}", self, provider)
         self.register_outputs({})
 
 
@@ -64,27 +76,30 @@ class Estate(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions(transformations=[moved_from_root(self)]) if part is not None else None
         super().__init__("composable:infra:Estate", "estate", None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        provider = k8s.Provider("estate-mothership", render_yaml_to_directory=os.environ["ESTATE_RENDER_DIR"],
+                                opts=child)
         if part is None or part.role == "platform":
             Thing("estate-namespace", child)
+            config_map("estate-namespace", self, provider)
         clusters = {}
         for h in cfg.hosts:
             if part is None or h.name in part.hosts:
-                Part("Host", h.name, child)
+                Part("Host", h.name, child, provider)
         for c in cfg.hypervisor_clusters:
             if part is None or c.name in part.hypervisor_clusters:
-                clusters[c.name] = Part("HypervisorCluster", c.name, child)
+                clusters[c.name] = Part("HypervisorCluster", c.name, child, provider)
         if cfg.dpu_cluster is not None and (part is None or part.dpu_cluster):
-            Part("DpuCluster", cfg.dpu_cluster.name, child)
+            Part("DpuCluster", cfg.dpu_cluster.name, child, provider)
         for t in cfg.tenants:
             if part is None or t.name in part.tenants:
                 runs_on = [clusters[c].thing for c in cfg.tenant_workload_clusters(t) if c in clusters]
-                Part("Tenant", t.name, child, depends_on=runs_on)  # a dependency the move breaks
+                Part("Tenant", t.name, child, provider, depends_on=runs_on)  # a dependency the move breaks
         for i, name in enumerate(composition_names(cfg)):
             if part is None or i in part.compositions:
-                Part("GpuComposition", name, child)
+                Part("GpuComposition", name, child, provider)
         for c in cfg.all_composers():
             if part is None or c.target_cluster in part.composers:
-                Part("Composer", c.release_name, child)
+                Part("Composer", c.release_name, child, provider)
         self.register_outputs({})
 
 
