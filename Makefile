@@ -53,8 +53,16 @@ preview:
 drift:  ## Compare the stack with the live estate (refresh, nothing changed): fails when it drifted
 	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi preview --stack $(STACK) --refresh --expect-no-changes --diff $(POLICY)
 
-review:  ## Markdown preview summary (with the policy pack) for a pull-request comment
+# With FLEET=<fleet> (the estate as stacks, README "The estate as stacks"): the stacks a change since
+# SINCE (a git revision; every stack without it) touches, each previewed with the policy pack, and
+# their summaries in one comment, review-<fleet>/estate-review.md.
+review:  ## Markdown preview summary (with the policy pack) for a pull-request comment; FLEET=F [SINCE=REF]: the estate's stacks
+ifdef FLEET
+	$(ENV) python -m stack_config validate Pulumi.$(FLEET).yaml && $(PASS) python -m ops.estate preview --fleet $(FLEET) \
+	  $(if $(SINCE),--changed-since $(SINCE),) $(POLICY) --report-dir review-$(FLEET) --log-dir review-$(FLEET)/logs
+else
 	$(ENV) $(STATE) $(CHECK) $(PASS) python -m ops.preview_report --stack $(STACK) --out preview-$(STACK).md
+endif
 
 up:
 	$(ENV) $(STATE) $(CHECK) $(PASS) pulumi up --stack $(STACK) --yes --refresh $(POLICY)

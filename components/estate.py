@@ -36,6 +36,7 @@ from components.manifests import (
     host_node_labels,
     to_yaml,
 )
+from components.moved import moved_from_root
 from components.service_template import TemplateConfig, k0rdent_templates
 from components.tenant import Tenant, TenantArgs, sharing_name
 from stack_config.fleet import PLATFORM, StackSlice
@@ -217,6 +218,10 @@ class Estate(pulumi.ComponentResource):
       :class:`~components.composer.Composer` per composer (attribute ``composers``; ``composer`` is
       the only one, or None when there are several).
 
+    In a split stack (``args.part`` set) every child also answers to its URN as a child of the root
+    stack (:func:`components.moved.moved_from_root`), where ``pulumi state move`` puts the resources
+    ``python -m ops.estate migrate`` moves out of the monolithic stack.
+
     Output ``report`` (also the stack output ``estate``) is what :func:`stack_config.summary.render_summary`
     prints; hosts and DPUs prepared over SSH (config ``prep``) also report ``reboot_pending`` /
     ``firmware_reset_pending``. Contract properties: ``stack``, ``environment``.
@@ -234,6 +239,9 @@ class Estate(pulumi.ComponentResource):
     def __init__(self, name: str, args: EstateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         cfg = args.config
         props = contract_props("Estate", {"stack": args.stack}, config=cfg)
+        if args.part is not None:  # a split stack: keep what pulumi state move brought from the monolith
+            moved = pulumi.ResourceOptions(transformations=[moved_from_root(self)])
+            opts = pulumi.ResourceOptions.merge(opts, moved)
         super().__init__(token("Estate"), name, props, opts)
         root = args.project_root
         ms_cfg = cfg.mothership

@@ -9,7 +9,7 @@ failure is recorded and its dependents are skipped, while independent stacks go 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Literal
@@ -117,3 +117,21 @@ def render_summary(results: Sequence[StackResult], *, operation: str) -> str:
         what = changes if r.status == "ok" else r.detail
         lines.append(f"  {r.status:<8} {r.stack:<{width}}  {r.seconds:6.1f} s  {what}".rstrip())
     return "\n".join(lines)
+
+
+def render_review(results: Sequence[StackResult], *, operation: str, sections: Mapping[str, str]) -> str:
+    """The pull-request comment of an estate run: a heading with the totals, the one-screen summary
+    (:func:`render_summary`) in a text block, then each run stack's own Markdown (``sections``:
+    stack name -> its summary, such as :func:`ops.preview_markdown.render_markdown` writes), in
+    ``results`` order; a stack without one (skipped, or not written) gets a line saying why.
+    Returns Markdown ending in one newline."""
+    summary = render_summary(results, operation=operation)
+    totals = summary.splitlines()[0].split(": ", 1)[1]
+    lines = [f"# Estate {operation}: {totals}", "", "```text", summary, "```", ""]
+    for r in results:
+        section = sections.get(r.stack)
+        if section:
+            lines += [section.rstrip("\n"), ""]
+        else:
+            lines += [f"## `{r.stack}` ({r.role}): {r.status}", "", r.detail or "no summary written", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

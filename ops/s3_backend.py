@@ -206,14 +206,19 @@ def _iter_keys(client: BaseClient, bucket: str, prefix: str) -> Iterable[str]:
 
 
 def list_locks(client: BaseClient, backend: S3Backend, *, project: str, stack: str) -> list[StateLock]:
-    """The lock objects currently held on ``project/stack``, oldest first.
+    """The lock objects currently held on ``project/stack``, oldest first. A lock listed but gone
+    when read (its update ended in between: Pulumi deletes the object, ``Unlock`` in pulumi/pulumi
+    ``pkg/backend/diy/lock.go``) is not held and left out.
 
     Raises :class:`S3BackendError` if a lock object is not the JSON shape Pulumi writes;
-    botocore's ``ClientError`` on S3 failures.
+    botocore's ``ClientError`` on other S3 failures.
     """
     locks: list[StateLock] = []
     for key in _iter_keys(client, backend.bucket, backend.lock_prefix(project, stack)):
-        body = client.get_object(Bucket=backend.bucket, Key=key)["Body"].read()
+        try:
+            body = client.get_object(Bucket=backend.bucket, Key=key)["Body"].read()
+        except client.exceptions.NoSuchKey:
+            continue
         try:
             locks.append(StateLock.model_validate({**json.loads(body), "key": key}))
         except (ValueError, TypeError) as exc:

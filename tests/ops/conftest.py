@@ -194,3 +194,29 @@ def pulumi_cli(tmp_path: Path) -> Iterator[Pulumi]:
         if proc.poll() is None:
             kill_tree(proc)
 
+
+
+#: The passphrase of the dev stack's secrets (the Makefile's lab-only passphrase).
+DEV_PASSPHRASE = "dev-lab-only-passphrase"
+
+
+def dev_fleet_project(tmp_path: Path, program: str, *, backend_url: str) -> tuple[Path, dict[str, str]]:
+    """``tmp_path/project``: a project named ``composable-gpu`` running ``tests/ops/programs/<program>``
+    whose fleet ``fleet`` (``Pulumi.fleet.yaml``) is the dev estate (``Pulumi.dev.yaml`` with the
+    inventory folder's absolute path); returns it with the environment of its commands (backend
+    ``backend_url``, the dev passphrase, an isolated PULUMI_HOME sharing the installed plugins, this
+    repository on PYTHONPATH)."""
+    work = write_project(tmp_path / "project", program, name="composable-gpu")
+    dev = (ROOT / "Pulumi.dev.yaml").read_text()
+    inventory = f"inventory: {ROOT / 'environments' / 'dev'}"
+    (work / "Pulumi.fleet.yaml").write_text(dev.replace("inventory: environments/dev", inventory))
+    (tmp_path / "home").mkdir()
+    shared = Path(os.environ.get("PULUMI_HOME", Path.home() / ".pulumi")) / "plugins"
+    if shared.is_dir():  # the plugins make setup installed (pulumi-kubernetes), never downloaded here
+        (tmp_path / "home" / "plugins").symlink_to(shared)
+    env = {k: v for k, v in os.environ.items() if k != "PULUMI_CONFIG_PASSPHRASE_FILE"}
+    env.update(AWS_ENV)
+    env.update({"PULUMI_BACKEND_URL": backend_url, "PULUMI_CONFIG_PASSPHRASE": DEV_PASSPHRASE,
+                "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_SKIP_UPDATE_CHECK": "1",
+                "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "1", "PYTHONPATH": str(ROOT)})
+    return work, env

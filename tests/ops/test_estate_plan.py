@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ops.estate_plan import StackResult, render_summary, run_in_order, select
+from ops.estate_plan import StackResult, render_review, render_summary, run_in_order, select
 from tests.config.test_fleet import _racks
 
 
@@ -75,3 +75,16 @@ def test_the_summary_is_one_line_per_stack() -> None:
         "  failed   prod-hosts-b      2.0 s  error: refused",
         "  skipped  prod-tenant-x     0.0 s  not run: it reads prod-hosts-b",
     ]
+
+
+def test_the_review_is_the_summary_then_each_run_stacks_own_markdown_in_order() -> None:
+    results = [StackResult("platform", "p-platform", "ok", 1.0, {"same": 3}),
+               StackResult("hosts:a", "p-hosts-a", "failed", 2.0, detail="error: boom"),
+               StackResult("tenant:x", "p-tenant-x", "skipped", detail="not run: it reads p-hosts-a")]
+    sections = {"p-hosts-a": "## hosts a\n\nfailed here\n", "p-platform": "## platform\n\nsame 3\n"}
+    review = render_review(results, operation="preview", sections=sections)
+    assert review.splitlines()[:3] == ["# Estate preview: 1 ok, 1 failed, 1 skipped", "", "```text"]
+    assert render_summary(results, operation="preview") in review
+    assert review.index("## platform") < review.index("## hosts a") < review.index("## `p-tenant-x`")
+    assert "## `p-tenant-x` (tenant:x): skipped\n\nnot run: it reads p-hosts-a\n" in review
+    assert review.endswith("\n") and not review.endswith("\n\n")

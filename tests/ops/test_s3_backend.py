@@ -72,6 +72,23 @@ def test_find_plaintext_refuses_needles_too_short_to_mean_anything(s3_backend: S
         find_plaintext(s3_backend.client(), s3_backend, ["abc"])
 
 
+def test_a_lock_released_between_listing_and_reading_is_not_held(s3_backend: S3Backend) -> None:
+    client = s3_backend.client()
+    prefix = s3_backend.lock_prefix(PROJECT, "dev")
+    lock = {"pid": 7, "username": "ci", "hostname": "runner", "timestamp": "2026-12-04T16:00:00Z"}
+    for name in ("released", "held"):
+        body = json.dumps(lock).encode()
+        client.put_object(Bucket=s3_backend.bucket, Key=f"{prefix}{name}.json", Body=body)
+
+    def release_first(params: dict, **_: object) -> None:  # the update ends after the listing
+        if params["Key"].endswith("released.json"):
+            client.delete_object(Bucket=s3_backend.bucket, Key=params["Key"])
+
+    client.meta.events.register("before-parameter-build.s3.GetObject", release_first)
+    held = list_locks(client, s3_backend, project=PROJECT, stack="dev")
+    assert [lk.key for lk in held] == [f"{prefix}held.json"]
+
+
 # --- the real CLI against moto ---------------------------------------------------------
 
 def _login_and_init(cli: Pulumi, backend: S3Backend, stack: str, *, hold_file: Path | None = None,
