@@ -133,6 +133,14 @@ def hypervisor_gpus(config: EstateConfig, cluster: HypervisorClusterConfig) -> H
     )
 
 
+def tenant_clusters_on(cfg: EstateConfig, hypervisor_cluster: str) -> list[str]:
+    """The TenantClusters of the whole estate (``tenant/name``, config order) whose VM workers run
+    on ``hypervisor_cluster``: its component's ``tenant_clusters``, so the policy pack knows that its
+    hosts serve tenants in a stack that declares the cluster but not those tenants."""
+    return [f"{t.name}/{cl.name}" for t in cfg.tenants for cl in t.clusters
+            if cl.hypervisor_cluster == hypervisor_cluster]
+
+
 def cluster_kernel_settings(
     config: EstateConfig, cluster: HypervisorClusterConfig
 ) -> tuple[list[str], list[str]]:
@@ -341,6 +349,7 @@ class Estate(pulumi.ComponentResource):
                     catalog=cfg.catalog,
                     gpus=hypervisor_gpus(cfg, c),
                     kernel=cluster_kernel_settings(cfg, c),
+                    tenant_clusters=tenant_clusters_on(cfg, c.name),
                     depends_on=[
                         *templates, *(r for h in c.hosts for r in self.hosts[h].cluster_prerequisites)
                     ],
@@ -384,6 +393,7 @@ class Estate(pulumi.ComponentResource):
                     network_clusters={n.name: cfg.network_clusters(t, n.name) for n in t.networks},
                     sharing_clusters=cfg.sharing_clusters(t),
                     hypervisor_clusters={**deployments, **self.hypervisor_clusters},
+                    own_hypervisor_clusters=None if part is None else frozenset(part.hypervisor_clusters),
                     composer_pool=cfg.composer_tenant_pool(t.name),
                     gpu_catalogue=gpu_catalogue,
                     infra_namespace=ms_cfg.namespace,

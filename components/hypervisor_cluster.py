@@ -30,6 +30,8 @@ class HypervisorClusterArgs:
         kernel: ``(kernel_args, blacklisted_modules)`` of its workers' bootstrap data
             (:func:`components.estate.cluster_kernel_settings`).
         depends_on: resources to wait for (its Hosts, the ServiceTemplates).
+        tenant_clusters: the TenantClusters (``tenant/name``) of the whole estate whose workers run
+            on it (:func:`components.estate.tenant_clusters_on`), in a split stack too.
     """
 
     config: HypervisorClusterConfig
@@ -38,6 +40,7 @@ class HypervisorClusterArgs:
     gpus: HypervisorGpus = field(default_factory=HypervisorGpus)
     kernel: tuple[Sequence[str], Sequence[str]] = ((), ())
     depends_on: Sequence[pulumi.Resource] = ()
+    tenant_clusters: Sequence[str] = ()
 
 
 class HypervisorCluster(pulumi.ComponentResource):
@@ -65,7 +68,8 @@ class HypervisorCluster(pulumi.ComponentResource):
     ``checkCondition``, vendored from kubectl). It waits until the resource's timeout
     (``customTimeouts``, else ``pulumi.com/timeoutSeconds``), then the create fails naming it.
 
-    Contract properties: ``name``, ``hosts``, ``gpu_workload_mode``, ``kubevirt``.
+    Contract properties: ``name``, ``hosts``, ``gpu_workload_mode``, ``kubevirt``,
+    ``tenant_clusters``.
     """
 
     name: pulumi.Output[str]
@@ -73,6 +77,7 @@ class HypervisorCluster(pulumi.ComponentResource):
     hosts: pulumi.Output[list[str]]
     gpu_workload_mode: pulumi.Output[str]
     kubevirt: pulumi.Output[bool]
+    tenant_clusters: pulumi.Output[list[str]]
     services: pulumi.Output[list[str]]
     deployment: k8s.apiextensions.CustomResource
 
@@ -80,7 +85,9 @@ class HypervisorCluster(pulumi.ComponentResource):
         self, name: str, args: HypervisorClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         c = args.config
-        props = contract_props("HypervisorCluster", {"name": name}, config=c)
+        props = contract_props(
+            "HypervisorCluster", {"name": name, "tenant_clusters": list(args.tenant_clusters)}, config=c
+        )
         super().__init__(token("HypervisorCluster"), name, props, opts)
         ms = args.mothership
         kernel_args, blacklisted_modules = args.kernel

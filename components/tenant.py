@@ -71,6 +71,9 @@ class TenantArgs:
             when the tenant has GPU sharing.
         catalog: ServiceTemplate names/versions (for its clusters).
         hypervisor_clusters: hypervisor-cluster components by name (its clusters depend on them).
+        own_hypervisor_clusters: the hypervisor clusters this stack declares; None: all of them
+            (a stack of the whole estate). A tenant cluster on another one says so in its
+            ``hypervisor_cluster_in_stack``.
         composer_pool: the composer pool the tenant's pods belong to (``composer.pools``), or None;
             the namespace is labelled with it (for people and tools; the composer reads the
             membership from its own configuration).
@@ -86,6 +89,7 @@ class TenantArgs:
     network_clusters: Mapping[str, Sequence[str]] | None = None
     sharing_clusters: Sequence[str] | None = None
     hypervisor_clusters: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    own_hypervisor_clusters: frozenset[str] | None = None
     composer_pool: str | None = None
     infra_namespace: str | None = None
     gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
@@ -224,6 +228,10 @@ class Tenant(pulumi.ComponentResource):
                         catalog=args.catalog,
                         gpu_catalogue=args.gpu_catalogue,
                         provider=args.provider,
+                        hypervisor_cluster_in_stack=(
+                            args.own_hypervisor_clusters is None
+                            or cl.hypervisor_cluster in args.own_hypervisor_clusters
+                        ),
                         depends_on=[
                             namespace,
                             *networks,

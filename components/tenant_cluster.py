@@ -27,6 +27,8 @@ class TenantClusterArgs:
         provider: mothership provider.
         depends_on: resources to wait for (tenant Namespace, networks, the hypervisor cluster).
         gpu_catalogue: GPU products by GFD name (``EstateConfig.gpu_catalogue()``).
+        hypervisor_cluster_in_stack: False when another stack of the split declares its
+            hypervisor cluster.
     """
 
     tenant: str
@@ -37,6 +39,7 @@ class TenantClusterArgs:
     provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource | None] = ()
     gpu_catalogue: Mapping[str, GpuProduct] = field(default_factory=lambda: dict(BUILTIN_GPU_PRODUCTS))
+    hypervisor_cluster_in_stack: bool = True
 
 
 class TenantCluster(pulumi.ComponentResource):
@@ -53,6 +56,7 @@ class TenantCluster(pulumi.ComponentResource):
     ``control_plane`` (CAPI control-plane kind of the template), ``networks``
     (``tenant/network``), ``network_attachments`` (the Multus network names its VMs' interfaces
     reference, ``<namespace>/<nad>``, read from the ClusterDeployment values), ``hypervisor_cluster``,
+    ``hypervisor_cluster_in_stack`` (False when another stack of the split declares it),
     ``gpu_mode``, ``gpu_model``, ``gpu_count`` (GPUs in all), ``cni``.
     """
 
@@ -60,6 +64,7 @@ class TenantCluster(pulumi.ComponentResource):
     name: pulumi.Output[str]
     namespace: pulumi.Output[str]
     hypervisor_cluster: pulumi.Output[str]
+    hypervisor_cluster_in_stack: pulumi.Output[bool]
     workers: pulumi.Output[int]
     networks: pulumi.Output[list[str]]
     network_attachments: pulumi.Output[list[str]]
@@ -91,6 +96,7 @@ class TenantCluster(pulumi.ComponentResource):
             "networks": networks,
             "network_attachments": attachments,
             "gpu_count": c.gpu_total,
+            "hypervisor_cluster_in_stack": args.hypervisor_cluster_in_stack,
         }
         props = contract_props("TenantCluster", own, config=c)
         super().__init__(token("TenantCluster"), name, props, opts)

@@ -95,12 +95,15 @@ class TenantNetworkProps(TypedDict):
 
 
 class HypervisorClusterProps(TypedDict):
-    """``composable:infra:HypervisorCluster``."""
+    """``composable:infra:HypervisorCluster``: ``tenant_clusters`` are the TenantClusters
+    (``tenant/name``) of the whole estate whose VM workers run on it, whichever stack declares them,
+    so a stack holding the cluster but not those tenants still knows its hosts serve tenants."""
 
     name: str
     hosts: list[str]
     gpu_workload_mode: Literal["vm-passthrough", "vm-vgpu", "container"]
     kubevirt: bool
+    tenant_clusters: list[str]
 
 
 class DpuClusterProps(TypedDict):
@@ -114,7 +117,9 @@ class DpuClusterProps(TypedDict):
 class TenantClusterProps(TypedDict):
     """``composable:infra:TenantCluster``: ``hosted_control_plane`` follows from the template's declared
     control-plane kind (``control_plane``, e.g. ``K0smotronControlPlane``); ``networks`` are
-    ``tenant/network``; ``network_attachments`` the ``<namespace>/<nad>`` its VMs reference."""
+    ``tenant/network``; ``network_attachments`` the ``<namespace>/<nad>`` its VMs reference;
+    ``hypervisor_cluster_in_stack`` is False when another stack of the split declares its
+    hypervisor cluster (that stack's policy run judges the hosts, through ``tenant_clusters``)."""
 
     tenant: str
     name: str
@@ -124,6 +129,7 @@ class TenantClusterProps(TypedDict):
     networks: list[str]
     network_attachments: list[str]
     hypervisor_cluster: str
+    hypervisor_cluster_in_stack: bool
     gpu_mode: Literal["passthrough", "vgpu", "none"]
     gpu_model: str | None
     gpu_count: int

@@ -49,9 +49,12 @@ def tenant_serving_hosts(resources: Sequence[ResourceRecord], found: Findings) -
     """Host name -> reasons it serves tenant workloads.
 
     A host serves tenant workloads when its ``tenant_workloads`` is true, when it is in a
-    hypervisor cluster that runs a TenantCluster's workers, when a GPU is composed to it for a
-    tenant, or when a GpuSharing lets tenants' pods onto it. Unknown inputs are reported to
-    ``found`` (the host set cannot be proven).
+    hypervisor cluster that runs a TenantCluster's workers (a TenantCluster of this stack, or one
+    its ``tenant_clusters`` names: in a split estate the tenant's stack declares the TenantCluster
+    and the host group's stack the hypervisor cluster), when a GPU is composed to it for a
+    tenant, or when a GpuSharing lets tenants' pods onto it. A TenantCluster whose hypervisor
+    cluster another stack declares (``hypervisor_cluster_in_stack`` false) is judged there. Unknown
+    inputs are reported to ``found`` (the host set cannot be proven).
     """
     serving: dict[str, list[str]] = defaultdict(list)
     for rec in of_type(resources, HOST):
@@ -61,11 +64,19 @@ def tenant_serving_hosts(resources: Sequence[ResourceRecord], found: Findings) -
             serving[name].append("tenant_workloads is true")
 
     hv_clusters = index_by_name(of_type(resources, HYPERVISOR_CLUSTER), found)
+    for hv_name, hv_rec in sorted(hv_clusters.items()):
+        runs = read_str_list(hv_rec, "tenant_clusters", found, what="a list of tenant/cluster names")
+        if runs is not INVALID and runs:
+            _note_members(hv_rec, found, serving,
+                          f"its hypervisor cluster '{hv_name}' runs tenant cluster(s) {', '.join(runs)}")
     for rec in of_type(resources, TENANT_CLUSTER):
         hv = read(rec, "hypervisor_cluster", found, kind=str, what="a HypervisorCluster name")
-        if hv is INVALID:
+        in_stack = read(rec, "hypervisor_cluster_in_stack", found, kind=bool, what="true or false")
+        if hv is INVALID or in_stack is INVALID:
             continue
         cluster = hv_clusters.get(hv)
+        if cluster is None and in_stack is False:
+            continue  # the stack declaring the hypervisor cluster judges its hosts (tenant_clusters)
         if cluster is None:
             found.add(rec, f"hypervisor_cluster '{hv}' is not a HypervisorCluster declared in this stack, so "
                       "the hosts running its workers cannot be checked",

@@ -55,6 +55,7 @@ def test_hypervisor_cluster_deployment(mocks: Recorder) -> None:
         "hosts": ["hv-1"],
         "gpu_workload_mode": "vm-passthrough",
         "kubevirt": True,
+        "tenant_clusters": [],
     }
     assert value(cluster.services) == ["gpu-operator", "kubevirt"]
 

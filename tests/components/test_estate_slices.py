@@ -74,6 +74,18 @@ def test_each_dev_role_declares_its_slice_and_the_slices_make_the_whole_estate()
     assert _references(parts["hosts:lab-workers"]) == ["organization/composable-gpu/dev-platform"]
     assert _references(parts["tenant:beta"]) == [
         "organization/composable-gpu/dev-hosts-lab-workers", "organization/composable-gpu/dev-platform"]
+    # the policy pack's cross-stack facts: the host group's HypervisorCluster names the estate's
+    # tenant clusters on it, and a tenant's TenantCluster says its hypervisor cluster is elsewhere
+    hv = parts["hosts:lab-workers"].named("lab-workers", "composable:infra:HypervisorCluster")
+    on_it = [r.inputs["tenant"] + "/" + r.inputs["name"]
+             for r in parts["tenant:alpha"].registrations + parts["tenant:beta"].registrations
+             if r.typ == "composable:infra:TenantCluster" and r.inputs["hypervisor_cluster"] == "lab-workers"]
+    assert on_it and sorted(hv.inputs["tenant_clusters"]) == sorted(on_it)
+    assert {r.inputs["hypervisor_cluster_in_stack"] for role in ("tenant:alpha", "tenant:beta")
+            for r in parts[role].of_type("composable:infra:TenantCluster")} == {False}
+    monolith = _program(DEV, DEV_CREDENTIALS, role=None, stack="dev")
+    assert {r.inputs["hypervisor_cluster_in_stack"]
+            for r in monolith.of_type("composable:infra:TenantCluster")} == {True}
 
 
 def test_a_tenant_reaches_another_stacks_cluster_through_its_output(tmp_path: Path) -> None:

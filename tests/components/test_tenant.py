@@ -140,6 +140,7 @@ def test_tenant_cluster_deployment(mocks: Recorder) -> None:
         "networks": ["red/red-net"],
         "network_attachments": ["tenant-red/red-net"],
         "hypervisor_cluster": "hv",
+        "hypervisor_cluster_in_stack": True,
         "gpu_mode": "passthrough",
         "gpu_model": "NVIDIA-A100-PCIE-40GB",
         "gpu_count": 2,

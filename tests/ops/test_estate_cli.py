@@ -116,26 +116,22 @@ def test_the_review_holds_each_stacks_summary_and_the_policy_packs_verdict_on_ea
                    "--report-dir", str(report), "--policy-pack", str(ROOT / "policies"),
                    "--policy-pack-config", str(ROOT / "policies" / "config" / "lab.json")])
     out = capsys.readouterr().out
-    assert status == 1, out
-    assert _lines(out) == {"fleet-hosts-lab-workers": "ok", "fleet-tenant-alpha": "failed",
-                           "fleet-tenant-beta": "failed"}, out
+    assert status == 0, out
+    assert _lines(out) == {"fleet-hosts-lab-workers": "ok", "fleet-tenant-alpha": "ok",
+                           "fleet-tenant-beta": "ok"}, out
     assert sorted(p.name for p in report.iterdir()) == [
         "estate-review.md", "fleet-hosts-lab-workers.md", "fleet-tenant-alpha.md", "fleet-tenant-beta.md"]
     hosts = (report / "fleet-hosts-lab-workers.md").read_text()
     assert hosts.startswith("## Pulumi preview: `fleet-hosts-lab-workers` (hosts:lab-workers)\n")
     assert "✅ **Preview succeeded** · ✅ all 15 policies passed" in hosts
     assert "`blade-slot-1`" in hosts and "`alpha`" not in hosts
-    # a tenant's slice holds its TenantCluster but not the HypervisorCluster its workers run on (the
-    # host group's stack declares it): the pack, judging one stack's resources, refuses it
-    failed = next(ln for ln in out.splitlines() if "fleet-tenant-beta" in ln)
-    assert "policy tenant-host-dpu-zero-trust: TenantCluster 'beta-beta-k8s': hypervisor_cluster" in failed
+    # a tenant's slice holds its TenantCluster but not the HypervisorCluster its workers run on: the
+    # pack leaves that cluster's hosts to the host group's stack, whose HypervisorCluster names the
+    # estate's tenant clusters on it (policies/rules/hosts.py, tests/policies/test_rules.py)
     beta = (report / "fleet-tenant-beta.md").read_text()
-    assert "❌ **Preview failed** · 🚫 1 mandatory policy violation" in beta
-    assert ("`composable-gpu-tenant-isolation/tenant-host-dpu-zero-trust` | TenantCluster `beta-beta-k8s` | "
-            "TenantCluster 'beta-beta-k8s': hypervisor_cluster 'lab-workers' is not a HypervisorCluster "
-            "declared in this stack") in beta
+    assert "✅ **Preview succeeded** · ✅ all 15 policies passed" in beta
     review = (report / "estate-review.md").read_text()
-    assert review.startswith("# Estate preview: 1 ok, 2 failed, 0 skipped\n")
+    assert review.startswith("# Estate preview: 3 ok, 0 failed, 0 skipped\n")
     assert out.strip() in review  # the one-screen summary, then each stack's own, in its order
     sections = [hosts, (report / "fleet-tenant-alpha.md").read_text(), beta]
     where = [review.index(s.rstrip("\n")) for s in sections]

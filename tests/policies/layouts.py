@@ -126,6 +126,7 @@ def compliant() -> Layout:
                 "hosts": ["hv-1", "hv-2"],
                 "gpu_workload_mode": "vm-passthrough",
                 "kubevirt": True,
+                "tenant_clusters": [],
             },
         },
         {
@@ -220,6 +221,7 @@ def _tenant_cluster(name: str, tenant: str, network: str) -> dict[str, Any]:
             "networks": [f"{tenant}/{network}"],
             "network_attachments": [f"tenant-{tenant}/{network}"],
             "hypervisor_cluster": "hv-cluster",
+            "hypervisor_cluster_in_stack": True,
             "gpu_mode": "passthrough",
             "gpu_model": "Tesla-T4",
             "gpu_count": 1,

@@ -117,7 +117,8 @@ def layouts(draw: st.DrawFn) -> Layout:
             {
                 "type": "composable:infra:HypervisorCluster",
                 "name": name,
-                "props": {"name": name, "hosts": hs, "gpu_workload_mode": "vm-passthrough", "kubevirt": True},
+                "props": {"name": name, "hosts": hs, "gpu_workload_mode": "vm-passthrough", "kubevirt": True,
+                          "tenant_clusters": []},
             }
         )
     for t in tenants:
@@ -137,6 +138,7 @@ def layouts(draw: st.DrawFn) -> Layout:
                         "networks": [f"{net_owner}/net"],
                         "network_attachments": [f"ns-{nad_owner}/net"],
                         "hypervisor_cluster": draw(st.sampled_from(sorted(members))),
+                        "hypervisor_cluster_in_stack": True,
                         "gpu_mode": draw(st.sampled_from(["passthrough", "none", "vgpu"])),
                         "gpu_model": MODELS[0],
                         "gpu_count": 1,

@@ -236,6 +236,43 @@ def test_tenant_cluster_on_undeclared_hypervisor_cluster_fails():
     assert any("'ghost' is not a HypervisorCluster" in m for m in messages)
 
 
+def _host_group_stack(layout: list) -> list:
+    """The host group's stack of a split estate: hosts, DPUs and the hypervisor cluster, which
+    names the tenant clusters of the whole estate running on it; no TenantCluster."""
+    kept = [r for r in layout if r["type"] != "composable:infra:TenantCluster"]
+    find(kept, "hv-cluster")["tenant_clusters"] = ["tenant-a/a-cluster", "tenant-b/b-cluster"]
+    return kept
+
+
+def _tenant_stack(layout: list) -> list:
+    """A tenants' stack of a split estate: their TenantClusters, whose hypervisor cluster (and
+    hosts) another stack declares."""
+    kept = [r for r in layout if r["type"] != "composable:infra:HypervisorCluster"]
+    for r in kept:
+        if r["type"] == "composable:infra:TenantCluster":
+            r["props"]["hypervisor_cluster_in_stack"] = False
+    return kept
+
+
+def test_a_host_group_stack_judges_hosts_its_cluster_runs_other_stacks_tenants_on():
+    assert _messages("tenant-host-dpu-zero-trust", _host_group_stack(compliant())) == []
+    messages = _messages(
+        "tenant-host-dpu-zero-trust",
+        _host_group_stack(variant(lambda lay: find(lay, "dpu-2").update(host_rshim="Enabled"))),
+    )
+    assert len(messages) == 1 and "hv-2" in messages[0]
+    assert "runs tenant cluster(s) tenant-a/a-cluster, tenant-b/b-cluster" in messages[0]
+
+
+def test_a_tenant_stack_leaves_a_hypervisor_cluster_of_another_stack_to_that_stack():
+    assert _messages("tenant-host-dpu-zero-trust", _tenant_stack(compliant())) == []
+    # declared neither here nor (by its own word) elsewhere: still refused
+    undeclared = _tenant_stack(compliant())
+    find(undeclared, "a-cluster")["hypervisor_cluster_in_stack"] = True
+    messages = _messages("tenant-host-dpu-zero-trust", undeclared)
+    assert any("'hv-cluster' is not a HypervisorCluster declared in this stack" in m for m in messages)
+
+
 # --- gpu-host-iommu ------------------------------------------------------------------------
 
 
