@@ -1,0 +1,250 @@
+"""DRA mode as ``python -m composer`` runs it: the ``mode`` setting and its rules, the start check
+of the API server (composer.dra.support, composer.run.dra_start), the wiring that picks the mode,
+and DRA rounds in the one control loop (composer.run.loop.run_loop) over the in-memory fakes."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from composer.dra import support
+from composer.dra.deviceclass import CLASS_NAME, EXTENDED_RESOURCE
+from composer.dra.slices import ATTACHED, DRIVER, VISIBLE_ON_NODE
+from composer.run.controller import Controller
+from composer.run.dra_loop import DraController
+from composer.run.dra_start import DraUnsupported, start_dra
+from composer.run.loop import run_loop
+from composer.run.wiring import build, wire_dra
+from composer.shell.config import Settings
+from composer.shell.kube import KubeError
+from domain.composer_mode import DEFAULT_MODE, MODES
+from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeWorld, node, pod
+from tests.composer.test_dra_driver import FakeDraKube, allocate
+
+BASE: dict[str, Any] = {"director_url": "http://127.0.0.1:1", "director_password": "pw"}
+
+
+# -- the setting -------------------------------------------------------------------------------
+def test_mode_defaults_to_deviceplugin_and_takes_the_modes() -> None:
+    assert Settings(**BASE).mode == DEFAULT_MODE == "deviceplugin"
+    assert MODES == ("deviceplugin", "dra")
+    for mode in MODES:
+        assert Settings(**BASE, mode=mode).mode == mode
+
+
+def test_an_unknown_mode_is_refused_naming_the_key_and_the_modes() -> None:
+    with pytest.raises(ValidationError) as err:
+        Settings(**BASE, mode="gpu-operator")
+    text = str(err.value)
+    assert "mode" in text and "'deviceplugin'" in text and "'dra'" in text
+
+
+def test_mode_dra_refuses_the_gating_webhook() -> None:
+    settings = {**BASE, "webhook_cert_file": "c", "webhook_key_file": "k", "webhook_port": 9443}
+    assert Settings(**settings).webhook_port == 9443  # device-plugin mode serves it
+    with pytest.raises(ValidationError, match="webhook_port must be 0 with mode dra"):
+        Settings(**settings, mode="dra")
+
+
+def test_the_mode_flag_reaches_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from composer.shell.config import load
+
+    monkeypatch.setenv("COMPOSER_DIRECTOR_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "pw")
+    assert load(["--mode", "dra"]).mode == "dra"
+    monkeypatch.setenv("COMPOSER_MODE", "dra")
+    assert load([]).mode == "dra"
+
+
+# -- the start check ---------------------------------------------------------------------------
+@dataclass
+class StartKube:
+    """The API server of the start check: ``drops`` names the fields it strips (a gate off),
+    ``status`` the error it answers with (None: it answers)."""
+
+    drops: frozenset[str] = frozenset()
+    status: int | None = None
+    calls: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    def _answer(self, kind: str, body: Mapping[str, Any], dry_run: bool) -> dict[str, Any]:
+        self.calls.append((kind, body["metadata"]["name"], dry_run))
+        if self.status is not None:
+            raise KubeError("APPLY", f"{kind}/{body['metadata']['name']}", self.status, "refused")
+        out = copy.deepcopy(dict(body))
+        if "extendedResourceName" in self.drops:
+            out["spec"].pop("extendedResourceName", None)
+        for d in out["spec"].get("devices", []):
+            for f in self.drops & {"bindsToNode", "bindingConditions", "bindingFailureConditions"}:
+                d.pop(f, None)
+        return out
+
+    def apply_device_class(self, body: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        return self._answer("deviceclasses", body, dry_run)
+
+    def apply_resource_slice(self, body: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        return self._answer("resourceslices", body, dry_run)
+
+
+def test_a_supporting_api_server_gets_the_device_class_after_two_dry_runs() -> None:
+    kube = StartKube()
+    stored = start_dra(kube)
+    assert kube.calls == [
+        ("deviceclasses", support.PROBE_NAME, True),
+        ("resourceslices", support.PROBE_NAME, True),
+        ("deviceclasses", CLASS_NAME, False),
+    ]
+    assert stored["spec"]["extendedResourceName"] == EXTENDED_RESOURCE
+    assert stored["spec"]["selectors"] == [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]
+
+
+@pytest.mark.parametrize(
+    ("drops", "gate"),
+    [
+        ({"extendedResourceName"}, "DRAExtendedResource"),
+        ({"bindsToNode", "bindingConditions", "bindingFailureConditions"}, "DRADeviceBindingConditions"),
+        ({"bindingConditions"}, "DRADeviceBindingConditions"),
+    ],
+)
+def test_a_gate_off_is_refused_by_name_before_the_device_class_is_applied(drops: set[str], gate: str) -> None:
+    kube = StartKube(drops=frozenset(drops))
+    with pytest.raises(DraUnsupported, match=gate):
+        start_dra(kube)
+    assert all(dry for _, _, dry in kube.calls)  # nothing stored
+
+
+def test_an_api_server_without_resource_k8s_io_v1_is_refused() -> None:
+    with pytest.raises(DraUnsupported, match="does not serve resource.k8s.io/v1"):
+        start_dra(StartKube(status=404))
+    with pytest.raises(DraUnsupported, match="dra.mode: dra"):
+        start_dra(StartKube(status=403))
+    with pytest.raises(KubeError):  # a server error: no verdict on the API server, raised as is
+        start_dra(StartKube(status=503))
+
+
+def test_missing_features_reads_both_answers() -> None:
+    cls, probe = support.probe_device_class(), support.probe_slice()
+    assert support.missing_features(cls, probe) == ()
+    assert probe["spec"]["devices"][0]["bindsToNode"] is True
+    bare = copy.deepcopy(probe)
+    bare["spec"]["devices"][0] = {"name": "probe"}
+    (why,) = support.missing_features(cls, bare)
+    assert why.startswith("DRADeviceBindingConditions") and "bindsToNode" in why
+
+
+# -- the wiring and the loop -------------------------------------------------------------------
+def _kubeconfig(tmp_path: Path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    return str(path)
+
+
+def test_the_wiring_builds_the_controller_of_the_mode(tmp_path: Path) -> None:
+    kc = _kubeconfig(tmp_path)
+    dra = build(Settings(**BASE, kubeconfig=kc, mode="dra"))
+    assert isinstance(dra.controller, DraController)
+    assert dra.cache is not None and {i.name for i in dra.cache._all} >= {"resourceclaims", "resourceslices"}
+    assert dra.controller.driver.source is dra.cache
+    assert dra.controller.driver.executor.on_node_written == dra.cache.assume
+    plugin = build(Settings(**BASE, kubeconfig=kc))
+    assert isinstance(plugin.controller, Controller)
+
+
+@dataclass
+class Script:
+    """Stands in for the readiness probe, which the loop beats after every round: runs the test's
+    next step there (on the loop's thread, so the fakes are never touched by two threads) and
+    stops the loop when the steps are done."""
+
+    stop: threading.Event
+    steps: list[Any]
+    rounds: int = 0
+
+    def beat(self, *, ready: bool, detail: str) -> None:
+        self.rounds += 1
+        if self.steps:
+            self.steps.pop(0)()
+        if not self.steps:
+            self.stop.set()
+
+
+def test_a_dra_composer_composes_a_claims_gpu_and_sets_the_binding_conditions_in_the_loop() -> None:
+    kube = FakeDraKube()
+    for name in ("blade-1", "blade-2"):
+        kube.add_node(node(name))
+    kube.add_pod(pod("plugin-style", 1))  # a pending nvidia.com/gpu pod: device-plugin mode's work
+    fabric = FakeFabric([FakeGpu("gpu0"), FakeGpu("gpu1")], ["blade-1", "blade-2"])
+    world = FakeWorld(kube, fabric)
+    clock = Clock()
+    settings = Settings(**BASE, mode="dra", idle_timeout_seconds=60)
+    ctrl = wire_dra(settings, kube, lambda: fabric, clock=clock)
+    stop = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def claim() -> None:
+        seen["published"] = kube.published()
+        seen["key"] = allocate(kube, "c1", "gpu0", "blade-1")
+
+    def node_sees_it() -> None:
+        seen["after compose"] = kube.conditions(seen["key"], "gpu0")
+        world.agent_step()
+        clock.tick(1)
+
+    script = Script(stop, [claim, lambda: clock.tick(1), node_sees_it, lambda: None])
+    try:
+        code = run_loop(ctrl, stop, resync_seconds=0.01, probes=script, clock=clock)  # type: ignore[arg-type]
+    finally:
+        ctrl.close()
+    assert code == 0 and script.rounds == 4
+    assert seen["published"] == {"gpu0": (["blade-1", "blade-2"], []), "gpu1": (["blade-1", "blade-2"], [])}
+    assert fabric.calls == [("compose", "blade-1", ("gpu0",))]  # the claim's GPU, once; not the pod's
+    assert seen["after compose"] == {
+        ATTACHED: ("True", "Composed"),
+        VISIBLE_ON_NODE: ("False", "WaitingForNode"),
+    }
+    assert kube.conditions(seen["key"], "gpu0") == {
+        ATTACHED: ("True", "Composed"),
+        VISIBLE_ON_NODE: ("True", "VisibleOnNode"),
+    }
+    assert not [w for w in kube.writes if w[0] == "pod"]  # no gate, release or nomination of pods
+    assert ctrl.metrics.rounds._value.get() == 4
+
+
+@dataclass
+class UnsyncedSource:
+    """A watch cache that has not listed every kind yet (reading it would be a bug)."""
+
+    synced: bool = False
+
+    def read(self) -> Any:
+        raise AssertionError("read before synced")
+
+    def assume(self, node: Mapping[str, Any]) -> None:
+        pass
+
+    def claims(self) -> Any:
+        raise AssertionError("read before synced")
+
+
+def test_no_dra_round_runs_on_a_cache_that_has_not_listed_everything() -> None:
+    kube = FakeDraKube()
+    kube.add_node(node("blade-1"))
+    fabric = FakeFabric([FakeGpu("gpu0")], ["blade-1"])
+    source = UnsyncedSource()
+    ctrl = wire_dra(Settings(**BASE, mode="dra"), kube, lambda: fabric, source=source)
+    assert ctrl.round() is None and kube.slices == {} and ctrl.last_round_ok == 0.0
+    source.synced = True
+    source.read = lambda: ((), tuple(), {})  # type: ignore[method-assign]
+    source.claims = lambda: []  # type: ignore[method-assign]
+    assert ctrl.round() is not None and ctrl.last_round_ok > 0
+    ctrl.close()
