@@ -40,3 +40,9 @@ app.kubernetes.io/component: gpu-composer
 {{- printf "%s-director" (include "composer.fullname" .) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The pod-gating webhook runs: webhook.enabled, and not in DRA mode (dra.mode: dra serves
+nvidia.com/gpu through DRA; a node is served by one mode only). "true" or "false". */}}
+{{- define "composer.webhookOn" -}}
+{{- and .Values.webhook.enabled (ne .Values.dra.mode "dra") -}}
+{{- end -}}
