@@ -25,6 +25,10 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+#: The DRA driver name of mode ``dra`` (a domain the project owns; the composer's keys live under
+#: ``composer.liqid.io``): its ResourceSlices' ``spec.driver``, its DeviceClass's name, the
+#: ``resourceclaims/driver`` resource name its RBAC allows.
+DRA_DRIVER = "gpu.composer.liqid.io"
 #: A composer's mode.
 ComposerMode = Literal["deviceplugin", "dra"]
 #: Every mode, in the order the docs list them.
