@@ -248,3 +248,50 @@ def test_no_dra_round_runs_on_a_cache_that_has_not_listed_everything() -> None:
     source.claims = lambda: []  # type: ignore[method-assign]
     assert ctrl.round() is not None and ctrl.last_round_ok > 0
     ctrl.close()
+
+
+# -- python -m composer --mode dra against an API server without the features ------------------
+@pytest.fixture
+def recorder() -> Any:
+    from http.server import ThreadingHTTPServer
+
+    from tests.composer.test_kube_dra import Recorder
+
+    Recorder.requests, Recorder.answers = [], {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, Recorder
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_python_m_composer_in_dra_mode_exits_2_naming_the_gate_the_api_server_lacks(
+    recorder: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from composer.__main__ import main
+
+    server, rec = recorder
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{server.server_address[1]}'}}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    probe = support.probe_slice()
+    stripped = copy.deepcopy(probe)
+    stripped["spec"]["devices"][0] = {"name": "probe"}  # a 1.35 API server: DRADeviceBindingConditions off
+    rec.answers[("PATCH", f"/apis/resource.k8s.io/v1/resourceslices/{support.PROBE_NAME}")] = (200, stripped)
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "pw")
+    code = main(["--mode", "dra", "--kubeconfig", str(kubeconfig), "--director-url", "http://127.0.0.1:1",
+                 "--probe-port", "0"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "DRADeviceBindingConditions" in err and "bindsToNode" in err
+    paths = [(r["method"], r["path"], r["query"].get("dryRun")) for r in rec.requests]
+    assert paths == [
+        ("PATCH", f"/apis/resource.k8s.io/v1/deviceclasses/{support.PROBE_NAME}", ["All"]),
+        ("PATCH", f"/apis/resource.k8s.io/v1/resourceslices/{support.PROBE_NAME}", ["All"]),
+    ]  # the DeviceClass itself was never applied
