@@ -84,6 +84,10 @@ class DraSource(Protocol):
         """Every ResourceClaim as last seen."""
         ...
 
+    def assume_claim(self, claim: Mapping[str, Any]) -> None:
+        """A ResourceClaim the composer just wrote (the API server's answer)."""
+        ...
+
 
 @dataclass(frozen=True)
 class DraRound:
@@ -211,10 +215,12 @@ class DraDriver:
             if patch is None:
                 continue
             try:
-                self.kube.patch_resource_claim_status(ns, name, patch)
+                answer = self.kube.patch_resource_claim_status(ns, name, patch)
             except KubeError as exc:  # changed since read (409) or refused: the next round tries again
                 log.warning("device status of claim %s not written: %s", claim.key, exc)
                 continue
+            if self.source is not None:
+                self.source.assume_claim(answer)
             written.append(claim.key)
         return tuple(written)
 

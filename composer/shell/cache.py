@@ -28,9 +28,10 @@ Three things the client's informer does not do, added here:
   (etcd revisions; comparable per KEP-5504 "Comparable resource versions", Kubernetes 1.34).
 
 DRA mode (:class:`DraCache`) adds ResourceClaims (all namespaces), parsed on arrival into
-:class:`composer.dra.claims.ClaimView` and read by the rounds from memory (a round acting on a
-claim older than the API server's writes it conditionally, ``metadata.resourceVersion``, so a
-stale view costs a 409 and a round), and the ResourceSlices of :data:`composer.dra.slices.DRIVER`
+:class:`composer.dra.claims.ClaimView` and read by the rounds from memory, with the composer's
+own status writes laid over (:meth:`DraCache.assume_claim`; a round acting on a claim older than
+the API server's writes it conditionally, ``metadata.resourceVersion``, so a stale view costs a
+409 and a round), and the ResourceSlices of :data:`composer.dra.slices.DRIVER`
 (field selector ``spec.driver``), watched only to wake the loop when someone else changes or
 deletes one (the composer's own slice writes wake it once more; that round finds nothing to
 write); rounds list the slices afresh.
@@ -183,6 +184,17 @@ class ViewInformer(Generic[V]):
         log.warning("%s watch failed (%s); reconnecting in %.0f s", self.name, exc, self._backoff)
         self._stop.wait(self._backoff)
         self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
+
+    def lay_over(self, obj: Mapping[str, Any]) -> None:
+        """Store an object the composer just wrote (the API server's answer) unless the watch
+        already holds that resourceVersion or a newer one; wakes nobody (the loop planned the
+        write), and the watch's echo of it, the same view, wakes nobody either."""
+        key = _meta_namespace_key(obj)
+        view, rv = self._parse(obj), resource_version(obj)
+        with self._lock:
+            old = self._views.get(key)
+            if old is None or old[0] < rv:
+                self._views[key] = (rv, view)
 
     # -- reads ----------------------------------------------------------------------------------
     def views(self) -> dict[str, tuple[int, V]]:
@@ -378,5 +390,10 @@ class DraCache(ClusterCache):
         self._all = (*self._all, self.resource_claims, self.resource_slices)
 
     def claims(self) -> list[ClaimView]:
-        """Every ResourceClaim as the watch last saw it."""
+        """Every ResourceClaim as the watch last saw it, or as the composer last wrote it."""
         return [v for _, v in self.resource_claims.views().values()]
+
+    def assume_claim(self, claim: Mapping[str, Any]) -> None:
+        """A ResourceClaim the composer just wrote (the answer to its status patch): the next
+        round plans on it, not on the older view the watch has not replaced yet."""
+        self.resource_claims.lay_over(claim)

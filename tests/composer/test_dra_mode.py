@@ -235,6 +235,9 @@ class UnsyncedSource:
     def claims(self) -> Any:
         raise AssertionError("read before synced")
 
+    def assume_claim(self, claim: Mapping[str, Any]) -> None:
+        pass
+
 
 def test_no_dra_round_runs_on_a_cache_that_has_not_listed_everything() -> None:
     kube = FakeDraKube()
@@ -295,3 +298,78 @@ def test_python_m_composer_in_dra_mode_exits_2_naming_the_gate_the_api_server_la
         ("PATCH", f"/apis/resource.k8s.io/v1/deviceclasses/{support.PROBE_NAME}", ["All"]),
         ("PATCH", f"/apis/resource.k8s.io/v1/resourceslices/{support.PROBE_NAME}", ["All"]),
     ]  # the DeviceClass itself was never applied
+
+
+def _claim(rv: int, conditions: bool = False) -> dict[str, Any]:
+    kube = FakeDraKube()
+    allocate(kube, "c1", "gpu0", "blade-1")
+    raw = kube.claims["ml/c1"]
+    raw["metadata"]["resourceVersion"] = str(rv)
+    if conditions:
+        raw["status"]["devices"] = [{"driver": DRIVER, "pool": "fabric", "device": "gpu0", "conditions": [
+            {"type": ATTACHED, "status": "True", "reason": "Composed", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}]
+    return raw
+
+
+def test_the_dra_cache_keeps_claims_with_the_composers_own_writes_laid_over() -> None:
+    from kubernetes import client
+
+    from composer.shell.cache import DraCache
+
+    woken: list[int] = []
+    cache = DraCache(client.ApiClient(), on_change=lambda: woken.append(1))
+    assert not cache.synced  # five kinds, none listed
+    cache.resource_claims._put(_claim(1))
+    assert len(woken) == 1 and [c.resource_version for c in cache.claims()] == ["1"]
+    cache.assume_claim(_claim(2, conditions=True))  # the answer to the status patch
+    (seen,) = cache.claims()
+    assert seen.resource_version == "2" and seen.conditions["gpu0"][0].type == ATTACHED
+    assert len(woken) == 1  # the composer's own write wakes nobody
+    cache.resource_claims._put(_claim(2, conditions=True))  # its echo on the watch
+    assert len(woken) == 1
+    cache.assume_claim(_claim(1))  # an answer older than the watch's view is dropped
+    assert cache.claims()[0].resource_version == "2"
+    cache.resource_slices._put({"metadata": {"name": "s"}, "spec": {"driver": DRIVER}})
+    assert len(woken) == 2  # someone else's slice change wakes the loop
+
+
+@dataclass
+class ListedSource:
+    """A synced source that lists the fakes, recording the claim writes laid over it."""
+
+    kube: FakeDraKube
+    synced: bool = True
+    assumed: list[dict[str, Any]] = field(default_factory=list)
+
+    def read(self) -> Any:
+        from composer.run.controller import ListingSource
+
+        return ListingSource(self.kube).read()
+
+    def assume(self, node: Mapping[str, Any]) -> None:
+        pass
+
+    def claims(self) -> Any:
+        from composer.dra.claims import claim_view
+
+        return [claim_view(c) for c in self.kube.list_resource_claims()]
+
+    def assume_claim(self, claim: Mapping[str, Any]) -> None:
+        self.assumed.append(dict(claim))
+
+
+def test_a_claim_status_write_is_laid_over_the_source() -> None:
+    kube = FakeDraKube()
+    kube.add_node(node("blade-1"))
+    fabric = FakeFabric([FakeGpu("gpu0")], ["blade-1"])
+    source = ListedSource(kube)
+    ctrl = wire_dra(Settings(**BASE, mode="dra"), kube, lambda: fabric, source=source)
+    key = allocate(kube, "c1", "gpu0", "blade-1")
+    ctrl.round()  # compose
+    assert source.assumed == []
+    done = ctrl.round()  # conditions written
+    ctrl.close()
+    assert done is not None and done.statuses == (key,)
+    stored = kube.claims[key]["metadata"]["resourceVersion"]
+    assert [c["metadata"]["resourceVersion"] for c in source.assumed] == [stored]
