@@ -46,7 +46,8 @@ def composer_rbac_rules(
     namespaces list/watch, events create/get/patch (a repeated cause raises its Event's count);
     Role in the release namespace: leases create and get/update of its own Lease ``lease``,
     configmaps create and get/patch of ``<lease>-orphans`` (the orphan timers); Role in the
-    device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders
+    device-plugin namespace: pods delete (not with ``dra``). With ``dra`` (mode ``dra``) the ClusterRole
+    also has :func:`dra_rbac_rules`. No secrets, no wildcards, no cluster-admin. A test renders
     the chart with ``helm template`` and compares, so this list cannot drift from what is deployed.
     """
     nominate = [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
@@ -74,7 +75,7 @@ def composer_rbac_rules(
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{lease}-orphans"],
          "verbs": ["get", "patch"]},
     ]
-    if restart_device_plugin:
+    if restart_device_plugin and not dra:  # nodes served by DRA run no device plugin
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
     return rules
 

@@ -679,7 +679,7 @@ class ComposerConfig(_Model):
     device plugin."""
     restart_device_plugin: bool = True
     """Let the composer restart a node's device-plugin pod that does not advertise hot-plugged GPUs (needs
-    the GPU Operator's namespace to exist in the target cluster)."""
+    the GPU Operator's namespace to exist in the target cluster). Ignored with ``mode: dra``."""
     device_plugin_namespace: DnsLabel = "gpu-operator"
     """Namespace of the GPU Operator's device plugin in the target cluster."""
     target_cluster: DnsLabel

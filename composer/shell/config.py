@@ -258,7 +258,7 @@ class Settings(BaseSettings):
             compose_max_attempts=self.compose_max_attempts,
             retry_base_seconds=self.retry_base_seconds,
             retry_max_seconds=self.retry_max_seconds,
-            restart_device_plugin=self.restart_device_plugin,
+            restart_device_plugin=self.restart_device_plugin and self.mode != "dra",
             namespaces=frozenset(self.namespaces),
             batch_idle_seconds=self.batch_idle_seconds,
             batch_max_seconds=self.batch_max_seconds,

@@ -35,6 +35,10 @@ def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
+def _plugin_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-device-plugin")]
+
+
 def _env(docs: list[dict[str, Any]]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in _container(docs)["env"] if "value" in e}
 
@@ -45,6 +49,8 @@ def test_deviceplugin_mode_is_the_default_with_the_webhook_and_no_dra_rbac():
     assert len(by_kind(docs, "MutatingWebhookConfiguration")) == 1
     assert "COMPOSER_WEBHOOK_PORT" in _env(docs)
     assert _dra_rules(docs) == {}
+    assert _env(docs)["COMPOSER_RESTART_DEVICE_PLUGIN"] == "true"
+    assert [r["metadata"]["namespace"] for r in _plugin_roles(docs)] == ["gpu-operator"]
 
 
 def test_dra_mode_grants_the_dra_rbac_and_renders_no_webhook():
@@ -58,6 +64,9 @@ def test_dra_mode_grants_the_dra_rbac_and_renders_no_webhook():
     assert [p["name"] for p in container["ports"]] == ["metrics"]
     assert [m["name"] for m in container["volumeMounts"]] == ["tmp"]
     assert _dra_rules(docs) == DRA_RULES
+    # no device plugin to restart on nodes served by DRA: no Role in its namespace, restart off
+    assert _plugin_roles(docs) == []
+    assert env["COMPOSER_RESTART_DEVICE_PLUGIN"] == "false"
     # the DeviceClass is the composer's to apply (composer/run/dra_start.py), not the chart's
     assert by_kind(docs, "DeviceClass") == []
 
@@ -84,3 +93,4 @@ def test_the_dra_mode_environment_is_accepted_by_the_controller(monkeypatch: pyt
     monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "from-secret")
     s = Settings()
     assert s.mode == "dra" and s.webhook_port == 0
+    assert s.policy().restart_device_plugin is False

@@ -46,6 +46,11 @@ def test_an_unknown_mode_is_refused_naming_the_key_and_the_modes() -> None:
     assert "mode" in text and "'deviceplugin'" in text and "'dra'" in text
 
 
+def test_mode_dra_never_restarts_a_device_plugin() -> None:
+    assert Settings(**BASE).policy().restart_device_plugin is True
+    assert Settings(**BASE, mode="dra", restart_device_plugin=True).policy().restart_device_plugin is False
+
+
 def test_mode_dra_refuses_the_gating_webhook() -> None:
     settings = {**BASE, "webhook_cert_file": "c", "webhook_key_file": "k", "webhook_port": 9443}
     assert Settings(**settings).webhook_port == 9443  # device-plugin mode serves it

@@ -46,3 +46,10 @@ nvidia.com/gpu through DRA; a node is served by one mode only). "true" or "false
 {{- define "composer.webhookOn" -}}
 {{- and .Values.webhook.enabled (ne .Values.dra.mode "dra") -}}
 {{- end -}}
+
+{{/* The composer restarts device-plugin pods (and gets the Role in devicePlugin.namespace for it):
+devicePlugin.restart, and not in DRA mode (nodes served by DRA run no device plugin). "true" or
+"false". */}}
+{{- define "composer.restartPlugin" -}}
+{{- and .Values.devicePlugin.restart (ne .Values.dra.mode "dra") -}}
+{{- end -}}
