@@ -46,14 +46,16 @@ def composer_rbac_rules(
     namespaces list/watch, events create/get/patch (a repeated cause raises its Event's count);
     Role in the release namespace: leases create and get/update of its own Lease ``lease``,
     configmaps create and get/patch of ``<lease>-orphans`` (the orphan timers); Role in the
-    device-plugin namespace: pods delete (not with ``dra``). With ``dra`` (mode ``dra``) the ClusterRole
-    also has :func:`dra_rbac_rules`. No secrets, no wildcards, no cluster-admin. A test renders
-    the chart with ``helm template`` and compares, so this list cannot drift from what is deployed.
+    device-plugin namespace: pods delete (not with ``dra``). With ``dra`` (mode ``dra``) the
+    ClusterRole has :func:`dra_rbac_rules` too, pods only list/watch and no pods/status (no gate,
+    release or nomination). No secrets, no wildcards, no cluster-admin. A test renders the chart
+    with ``helm template`` and compares, so this list cannot drift from what is deployed.
     """
     nominate = [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
+    pod_verbs = ["list", "watch"] if dra else ["list", "watch", "patch"]  # DRA mode gates no pod
     rules: list[dict[str, Any]] = [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch"]},
-        *(nominate if nominate_node != "off" else []),
+        {"apiGroups": [""], "resources": ["pods"], "verbs": pod_verbs},
+        *(nominate if nominate_node != "off" and not dra else []),
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},

@@ -64,6 +64,10 @@ def test_dra_mode_grants_the_dra_rbac_and_renders_no_webhook():
     assert [p["name"] for p in container["ports"]] == ["metrics"]
     assert [m["name"] for m in container["volumeMounts"]] == ["tmp"]
     assert _dra_rules(docs) == DRA_RULES
+    # pods are read, never patched: no gate, release or nomination in DRA mode
+    (cr,) = by_kind(docs, "ClusterRole")
+    pods = [r for r in cr["rules"] if r["apiGroups"] == [""] and r["resources"][0].startswith("pods")]
+    assert pods == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
     # no device plugin to restart on nodes served by DRA: no Role in its namespace, restart off
     assert _plugin_roles(docs) == []
     assert env["COMPOSER_RESTART_DEVICE_PLUGIN"] == "false"
