@@ -23,6 +23,7 @@ Used by :class:`composer.shell.config.Settings` (``mode``), :class:`stack_config
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 #: The DRA driver name of mode ``dra`` (a domain the project owns; the composer's keys live under
@@ -35,3 +36,17 @@ ComposerMode = Literal["deviceplugin", "dra"]
 MODES: tuple[str, ...] = get_args(ComposerMode)
 #: The mode of a composer that names none.
 DEFAULT_MODE: ComposerMode = "deviceplugin"
+
+#: The first Kubernetes minor release on which mode ``dra`` works without feature-gate flags:
+#: ``DRADeviceBindingConditions`` and ``DRAExtendedResource`` beta and on by default
+#: (``k8s.io/kubernetes`` v1.36.3 ``pkg/features/kube_features.go``; ``docs/dra.md``).
+DRA_MIN_KUBERNETES: tuple[int, int] = (1, 36)
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
+
+
+def kubernetes_minor(version: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a Kubernetes or k0s version string (``v1.33.1``,
+    ``v1.33.1+k0s.0``, ``1.36``); None when it is no such version."""
+    m = _VERSION.match(version.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None

@@ -664,9 +664,11 @@ class ComposerConfig(_Model):
     advertises the GPUs, the gating webhook holds new GPU pods) or ``dra`` (the composer is the DRA
     driver ``gpu.composer.liqid.io``, no webhook; ``docs/dra.md``). ``dra`` needs the target
     cluster's API server to serve ``resource.k8s.io/v1`` with ``DRADeviceBindingConditions`` and
-    ``DRAExtendedResource`` on (Kubernetes 1.36+); this config cannot know the cluster's version, so
-    the composer checks at start and exits with an error naming the missing feature gate. One mode
-    per node: the nodes a ``dra`` composer serves must run no NVIDIA device plugin."""
+    ``DRAExtendedResource`` on (Kubernetes 1.36+): refused for a hypervisor cluster the program
+    creates with an older ``k0s_version`` (rule ``composer_mode_fits_cluster``); for the mothership
+    and adopted clusters the config does not know the version, so the composer checks the API server
+    at start and exits with an error naming the missing feature gate. One mode per node: the nodes a
+    ``dra`` composer serves must run no NVIDIA device plugin."""
     idle_timeout_seconds: _composer_seconds("idle_timeout_seconds") = _composer_default(  # type: ignore[valid-type]
         "idle_timeout_seconds"
     )

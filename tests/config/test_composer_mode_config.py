@@ -21,10 +21,13 @@ from tests.config.factories import valid_estate
 CHART = Path(__file__).resolve().parents[2] / "charts" / "composer"
 
 
-def _estate(mode: str | None) -> dict[str, Any]:
+def _estate(mode: str | None, k0s: str = "v1.36.3+k0s.0") -> dict[str, Any]:
+    """The valid estate with ``composer.mode``; its target cluster ``workers`` on k0s ``k0s``."""
     raw = valid_estate()
     if mode is not None:
         raw["composer"]["mode"] = mode
+    workers = next(c for c in raw["hypervisor_clusters"] if c["name"] == "workers")
+    workers["k0s_version"] = k0s
     return raw
 
 
@@ -54,6 +57,36 @@ def test_an_unknown_mode_names_the_key_and_the_modes(mode: str) -> None:
     assert [str(p) for p in err.value.problems] == [
         f"composer.mode: Input should be 'deviceplugin' or 'dra' (got {mode!r})"
     ]
+
+
+def test_dra_on_a_cluster_the_program_creates_below_1_36_is_refused_by_key_and_rule() -> None:
+    with pytest.raises(EstateConfigError) as err:
+        load_estate(_estate("dra", k0s="v1.35.2+k0s.0"))
+    assert [str(p) for p in err.value.problems] == [
+        "composer.mode: mode 'dra' needs Kubernetes 1.36 or newer (DRA binding conditions and extended "
+        "resources on by default); cluster 'workers' runs k0s v1.35.2+k0s.0: raise its k0s_version or "
+        "use mode 'deviceplugin'"
+    ]
+    assert load_estate(_estate("deviceplugin", k0s="v1.33.1+k0s.0")).composer is not None
+    for k0s in ("v1.36.0+k0s.0", "v1.37.1+k0s.0", "v2.0.0"):
+        assert load_estate(_estate("dra", k0s=k0s)).composer is not None
+
+
+def test_dra_on_a_cluster_whose_version_the_config_does_not_know_is_left_to_the_start_check() -> None:
+    adopted = _estate("dra", k0s="v1.33.1+k0s.0")
+    workers = next(c for c in adopted["hypervisor_clusters"] if c["name"] == "workers")
+    workers["kubeconfig"] = "workers.kubeconfig"  # adopted: k0s_version is not what runs there
+    assert load_estate(adopted).composer is not None
+
+
+def test_kubernetes_minor_reads_kubernetes_and_k0s_versions() -> None:
+    from domain.composer_mode import kubernetes_minor
+
+    assert kubernetes_minor("v1.33.1+k0s.0") == (1, 33)
+    assert kubernetes_minor("v1.36.3") == (1, 36)
+    assert kubernetes_minor("1.36") == (1, 36)
+    assert kubernetes_minor("v1.36.0-rc.1") == (1, 36)
+    assert kubernetes_minor("latest") is None
 
 
 @pytest.mark.parametrize("mode", ["deviceplugin", "dra"])
