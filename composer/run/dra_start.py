@@ -45,7 +45,7 @@ def start_dra(kube: DraStartKube) -> dict[str, Any]:
     Raises:
         DraUnsupported: ``resource.k8s.io/v1`` not served (404), not allowed (403: the chart's
             ``dra.mode: dra`` grants it), or a feature gate off (the fields came back dropped).
-        KubeError: any other failure (no answer, 5xx): the caller may start again.
+        KubeError: any other failure (no answer, a server error): the caller may start again.
     """
     try:
         cls = kube.apply_device_class(support.probe_device_class(), dry_run=True)
@@ -54,7 +54,7 @@ def start_dra(kube: DraStartKube) -> dict[str, Any]:
         if exc.status == 404:
             raise DraUnsupported(
                 "mode dra: the API server does not serve resource.k8s.io/v1 deviceclasses and "
-                f"resourceslices (Kubernetes 1.34 or newer, DRA needs 1.36 for binding conditions): {exc}"
+                f"resourceslices (DRA mode needs Kubernetes 1.36 or newer; use mode deviceplugin): {exc}"
             ) from exc
         if exc.status == 403:
             raise DraUnsupported(
