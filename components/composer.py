@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components._base import child_opts, contract_props, publish_outputs, secret_login, token
 from components.manifests import common_labels
+from domain.composer_mode import DRA_DRIVER
 from domain.placement import OBJECT_LABEL
 from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
@@ -36,6 +37,7 @@ def composer_rbac_rules(
     restart_device_plugin: bool = True,
     nominate_node: str = "auto",
     lease: str = LEASE_NAME,
+    dra: bool = False,
 ) -> list[dict[str, Any]]:
     """The PolicyRules ``charts/composer`` grants (``templates/rbac.yaml``), in its order.
 
@@ -44,17 +46,22 @@ def composer_rbac_rules(
     namespaces list/watch, events create/get/patch (a repeated cause raises its Event's count);
     Role in the release namespace: leases create and get/update of its own Lease ``lease``,
     configmaps create and get/patch of ``<lease>-orphans`` (the orphan timers); Role in the
-    device-plugin namespace: pods delete. No secrets, no wildcards, no cluster-admin. A test renders
-    the chart with ``helm template`` and compares, so this list cannot drift from what is deployed.
+    device-plugin namespace: pods delete (not with ``dra``). With ``dra`` (mode ``dra``) the
+    ClusterRole has :func:`dra_rbac_rules` too, pods only list/watch and no pods/status (no gate,
+    release or nomination). No secrets, no wildcards, no cluster-admin. A test renders the chart
+    with ``helm template`` and compares, so this list cannot drift from what is deployed.
     """
     nominate = [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}]
+    pod_verbs = ["list", "watch"] if dra else ["list", "watch", "patch"]  # DRA mode gates no pod
     rules: list[dict[str, Any]] = [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch"]},
-        *(nominate if nominate_node != "off" else []),
+        {"apiGroups": [""], "resources": ["pods"], "verbs": pod_verbs},
+        *(nominate if nominate_node != "off" and not dra else []),
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},
     ]
+    if dra:
+        rules += dra_rbac_rules()
     if leader_election:
         rules += [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
@@ -70,9 +77,26 @@ def composer_rbac_rules(
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{lease}-orphans"],
          "verbs": ["get", "patch"]},
     ]
-    if restart_device_plugin:
+    if restart_device_plugin and not dra:  # nodes served by DRA run no device plugin
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
     return rules
+
+
+def dra_rbac_rules() -> list[dict[str, Any]]:
+    """The ClusterRole rules of DRA mode (``dra``, :mod:`domain.composer_mode`), in the chart's order:
+    resourceclaims list/watch, resourceclaims/status patch, resourceclaims/driver
+    ``arbitrary-node:patch`` on the driver's name (``docs/dra.md``, "Writing device status"),
+    resourceslices list/watch/create/patch/delete, deviceclasses get/create/patch."""
+    group = ["resource.k8s.io"]
+    return [
+        {"apiGroups": group, "resources": ["resourceclaims"], "verbs": ["list", "watch"]},
+        {"apiGroups": group, "resources": ["resourceclaims/status"], "verbs": ["patch"]},
+        {"apiGroups": group, "resources": ["resourceclaims/driver"], "resourceNames": [DRA_DRIVER],
+         "verbs": ["arbitrary-node:patch"]},
+        {"apiGroups": group, "resources": ["resourceslices"],
+         "verbs": ["list", "watch", "create", "patch", "delete"]},
+        {"apiGroups": group, "resources": ["deviceclasses"], "verbs": ["get", "create", "patch"]},
+    ]
 
 
 @dataclass(frozen=True)
@@ -212,6 +236,7 @@ def composer_values(
             "namespace": config.device_plugin_namespace,
         },
         "leaderElection": {"enabled": True, "leaseName": lease_name(config)},
+        "dra": {"mode": config.mode},
     }
 
 
@@ -253,7 +278,7 @@ class Composer(pulumi.ComponentResource):
             "cluster_admin": False,
             "excluded_devices": excluded,
             "rbac_rules": composer_rbac_rules(
-                restart_device_plugin=c.restart_device_plugin, lease=lease_name(c)
+                restart_device_plugin=c.restart_device_plugin, lease=lease_name(c), dra=c.mode == "dra"
             ),
             "host_pools": {h: p.name for p in args.tenant_pools for h in p.hosts},
             "pool_tenants": {p.name: list(p.tenants) for p in args.tenant_pools},

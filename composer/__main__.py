@@ -10,8 +10,14 @@ see :mod:`composer.shell.config`). Minimal lab example::
 With ``--webhook-port`` (and ``--webhook-cert-file``/``--webhook-key-file``) every replica also
 serves the pod-gating admission webhook over HTTPS (:mod:`composer.shell.webhook`).
 
+``--mode dra`` runs the DRA driver instead (:mod:`domain.composer_mode`, ``docs/dra.md``): at start
+it checks that the API server supports DRA mode and applies the DeviceClass
+(:func:`composer.run.dra_start.start_dra`), then runs DRA rounds in the same loop, under the same
+leader election; there is no webhook in that mode (the settings refuse ``--webhook-port``).
+
 Exit codes: 0 after SIGTERM/SIGINT, 1 when the Lease was lost (the pod restarts and
-campaigns again), 2 for bad configuration (or a webhook that cannot be served).
+campaigns again) or DRA mode's start check could not reach the API server, 2 for bad
+configuration (or a webhook that cannot be served, or an API server without DRA mode's features).
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from types import FrameType
 
 from pydantic import ValidationError
 
+from composer.run.dra_start import DraUnsupported, start_dra
 from composer.run.loop import run_loop
-from composer.run.wiring import build_controller
+from composer.run.wiring import build
 from composer.shell import config
 from composer.shell.health import Probes, serve
+from composer.shell.kube import KubeError
 from composer.shell.leader import LeaseElector
 from composer.shell.webhook import PATH as WEBHOOK_PATH
 from composer.shell.webhook import serve_webhook
@@ -62,8 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     stop = threading.Event()
     wake = threading.Event()
-    wired = build_controller(settings, instance=settings.identity, on_change=wake.set)
+    wired = build(settings, instance=settings.identity, on_change=wake.set)
     kube, metrics, ctrl = wired.kube, wired.metrics, wired.controller
+    if settings.mode == "dra":
+        try:
+            start_dra(kube)
+        except DraUnsupported as exc:
+            print(f"composer: {exc}", file=sys.stderr)
+            return 2
+        except KubeError as exc:
+            print(f"composer: mode dra: the start check got no answer: {exc}", file=sys.stderr)
+            return 1
     stall = max(900.0, settings.resync_seconds * 10)
     probes = Probes(stall_seconds=stall, clock=time.monotonic)
     server = serve(settings.probe_address, settings.probe_port, probes, metrics.render)

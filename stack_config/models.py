@@ -49,6 +49,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from domain.composer_mode import DEFAULT_MODE, ComposerMode
 from domain.reclaim import DEFAULT_OWNER_TAG
 from domain.settings import SETTINGS as COMPOSER_SETTINGS
 from stack_config.gpus import GfdProductName, GpuProduct, merge_catalogue
@@ -657,6 +658,17 @@ class ComposerConfig(_Model):
 
     pool: DnsLabel
     """Pool it composes from."""
+    mode: ComposerMode = DEFAULT_MODE
+    """How it serves ``nvidia.com/gpu`` in the target cluster (:mod:`domain.composer_mode`, chart value
+    ``dra.mode``): ``deviceplugin`` (default: compose for pending pods, the NVIDIA device plugin
+    advertises the GPUs, the gating webhook holds new GPU pods) or ``dra`` (the composer is the DRA
+    driver ``gpu.composer.liqid.io``, no webhook; ``docs/dra.md``). ``dra`` needs the target
+    cluster's API server to serve ``resource.k8s.io/v1`` with ``DRADeviceBindingConditions`` and
+    ``DRAExtendedResource`` on (Kubernetes 1.36+): refused for a hypervisor cluster the program
+    creates with an older ``k0s_version`` (rule ``composer_mode_fits_cluster``); for the mothership
+    and adopted clusters the config does not know the version, so the composer checks the API server
+    at start and exits with an error naming the missing feature gate. One mode per node: the nodes a
+    ``dra`` composer serves must run no NVIDIA device plugin."""
     idle_timeout_seconds: _composer_seconds("idle_timeout_seconds") = _composer_default(  # type: ignore[valid-type]
         "idle_timeout_seconds"
     )
@@ -669,7 +681,7 @@ class ComposerConfig(_Model):
     device plugin."""
     restart_device_plugin: bool = True
     """Let the composer restart a node's device-plugin pod that does not advertise hot-plugged GPUs (needs
-    the GPU Operator's namespace to exist in the target cluster)."""
+    the GPU Operator's namespace to exist in the target cluster). Ignored with ``mode: dra``."""
     device_plugin_namespace: DnsLabel = "gpu-operator"
     """Namespace of the GPU Operator's device plugin in the target cluster."""
     target_cluster: DnsLabel

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from domain import mlxconfig as mlxconfig_rules
+from domain.composer_mode import DRA_MIN_KUBERNETES, kubernetes_minor
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
@@ -764,6 +765,28 @@ def _composer_references_exist(estate: EstateConfig, key: str, c: ComposerConfig
         )
 
 
+def composer_mode_fits_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A composer in mode ``dra`` targets a cluster on Kubernetes :data:`DRA_MIN_KUBERNETES` or newer,
+    where the program knows the version: a hypervisor cluster it creates (``k0s_version``). For the
+    mothership and adopted clusters (``kubeconfig``) the version is not in the config: the composer
+    checks the API server at start (``docs/dra.md``)."""
+    for key, c in estate.composer_entries():
+        if c.mode != "dra" or c.target_cluster == MOTHERSHIP:
+            continue
+        hv = estate.hypervisor_cluster(c.target_cluster)
+        if hv is None or hv.kubeconfig is not None:
+            continue
+        minor = kubernetes_minor(hv.k0s_version)
+        if minor is not None and minor < DRA_MIN_KUBERNETES:
+            need = ".".join(map(str, DRA_MIN_KUBERNETES))
+            yield ConfigProblem(
+                f"{key}.mode",
+                f"mode 'dra' needs Kubernetes {need} or newer (DRA binding conditions and extended "
+                f"resources on by default); cluster {hv.name!r} runs k0s {hv.k0s_version}: raise its "
+                f"k0s_version or use mode 'deviceplugin'",
+            )
+
+
 def adopted_cluster_kubeconfig(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """How each cluster is reached is said once: a hypervisor cluster's ``context`` needs its
     ``kubeconfig``; ``composer.kubeconfig`` names the kubeconfig of a hypervisor cluster (the
@@ -1096,6 +1119,7 @@ RULES: tuple[Rule, ...] = (
     gpu_sharing_hosts_run_pods,
     composers_apart,
     composer_references_exist,
+    composer_mode_fits_cluster,
     adopted_cluster_kubeconfig,
     composer_pool_references_exist,
     composer_pool_has_hosts,

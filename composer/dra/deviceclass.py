@@ -19,7 +19,8 @@ from typing import Any
 
 from composer.dra.slices import DRIVER
 
-#: The class name the chart would install (the driver's name: one class per driver).
+#: The class name (the driver's name: one class per driver); the composer applies it at start in
+#: mode ``dra`` (:mod:`composer.run.dra_start`).
 CLASS_NAME = DRIVER
 #: The extended resource unmodified pods ask for.
 EXTENDED_RESOURCE = "nvidia.com/gpu"

@@ -38,9 +38,10 @@ from typing import Any
 
 from composer.model.fabric import FabricView
 from composer.model.models import HOSTNAME_LABEL, FreeGpu
+from domain.composer_mode import DRA_DRIVER
 
-#: The driver name: a domain the project owns (the composer's keys live under ``composer.liqid.io``).
-DRIVER = "gpu.composer.liqid.io"
+#: The driver name (:data:`domain.composer_mode.DRA_DRIVER`).
+DRIVER = DRA_DRIVER
 #: The one pool of the driver: the fabric the composer's Director manages.
 POOL = "fabric"
 #: Binding conditions, all of which the composer sets True on the claim's device status: the

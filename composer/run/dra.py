@@ -13,8 +13,10 @@ drops it; a compose that succeeds gets its binding conditions in the next round,
 Director's and the node's truth (so a new leader finishes what an old one started, and never
 composes a GPU twice: once attached, it is no longer free).
 
-What is not here: the watches and the wake-up (a caller runs :meth:`DraDriver.round` in its loop),
-leader election, the GPU facts of the Director beyond :class:`composer.model.fabric.FabricView`
+Reads come from a :class:`DraSource` (``python -m composer``: the watch-fed
+:class:`composer.shell.cache.DraCache`) or, without one, from lists each round. The loop,
+leader election and wake-ups are device-plugin mode's (:mod:`composer.run.dra_loop`). What is not
+here: the GPU facts of the Director beyond :class:`composer.model.fabric.FabricView`
 (published slices carry no ``model``, ``memory`` or ``fabric``), and the kubelet plugin.
 """
 
@@ -33,6 +35,7 @@ from composer.model import annotations as ann
 from composer.model.fabric import FabricView, read_fabric
 from composer.model.nodestate import node_view
 from composer.model.podspec import pod_view
+from composer.run.controller import Observed
 from composer.shell.act import Executor, JobResult
 from composer.shell.kube import KubeError
 
@@ -59,6 +62,31 @@ class DraKube(Protocol):
     def apply_resource_slice(self, body: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def delete_resource_slice(self, name: str) -> None: ...
+
+
+class DraSource(Protocol):
+    """Where a DRA round's pods, nodes, namespace pools and claims come from (the watch cache)."""
+
+    @property
+    def synced(self) -> bool:
+        """Every kind listed once."""
+        ...
+
+    def read(self) -> Observed:
+        """(pods, managed nodes, namespace -> pool)."""
+        ...
+
+    def assume(self, node: Mapping[str, Any]) -> None:
+        """A Node object the composer just wrote (the API server's answer)."""
+        ...
+
+    def claims(self) -> list[claims.ClaimView]:
+        """Every ResourceClaim as last seen."""
+        ...
+
+    def assume_claim(self, claim: Mapping[str, Any]) -> None:
+        """A ResourceClaim the composer just wrote (the API server's answer)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -89,6 +117,9 @@ class DraDriver:
         executor: runs node jobs (compose, reclaim, orphans) as in device-plugin mode.
         policy: settings (idle timeout, reclaim guards, pools, excluded GPUs).
         node_selector: label selector of the nodes served in DRA mode ("" = all).
+        source: pods, nodes, pools and claims; None = listed through ``kube`` every round. Every
+            Node write of the node jobs goes to its ``assume`` (the executor's
+            ``on_node_written``, connected here unless set already).
         failure_hold_seconds: a failed GPU stays tainted at least this long.
         clock: seconds since the epoch.
         memory: the reclaim's memory between rounds.
@@ -99,17 +130,31 @@ class DraDriver:
     executor: Executor
     policy: Policy
     node_selector: str = ""
+    source: DraSource | None = None
     failure_hold_seconds: float = 300.0
     clock: Callable[[], float] = time.time
     memory: Memory = field(default_factory=Memory)
     failures: dict[str, binding.Failure] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.source is not None and self.executor.on_node_written is None:
+            self.executor.on_node_written = self.source.assume
+
     def _observe(self, now: float) -> tuple[Snapshot, FabricView]:
         view = read_fabric(self.executor.fabric())
-        pods = tuple(pod_view(p) for p in self.kube.list_pods())
-        nodes = tuple(node_view(n) for n in self.kube.list_nodes(self.node_selector))
-        snap = Snapshot(now, pods, nodes, self.kube.namespace_pools(), view)
+        if self.source is not None:
+            pods, nodes, pools = self.source.read()
+        else:
+            pods = tuple(pod_view(p) for p in self.kube.list_pods())
+            nodes = tuple(node_view(n) for n in self.kube.list_nodes(self.node_selector))
+            pools = self.kube.namespace_pools()
+        snap = Snapshot(now, pods, nodes, pools, view)
         return snap.with_pools(self.policy.pool_map), view
+
+    def _claims(self) -> list[claims.ClaimView]:
+        if self.source is not None:
+            return self.source.claims()
+        return [claims.claim_view(c) for c in self.kube.list_resource_claims()]
 
     def round(self) -> DraRound:
         """Read, decide and write one round (see the module docstring for the order).
@@ -120,7 +165,7 @@ class DraDriver:
         """
         now = self.clock()
         snap, view = self._observe(now)
-        read = [claims.claim_view(c) for c in self.kube.list_resource_claims()]
+        read = self._claims()
         self.failures = binding.healed(self.failures, view, now=now, hold_seconds=self.failure_hold_seconds)
         visible = {n.name: n.advertised_gpus for n in snap.nodes}
         plan = binding.plan_binding(read, view, visible=visible, failures=self.failures)
@@ -170,10 +215,12 @@ class DraDriver:
             if patch is None:
                 continue
             try:
-                self.kube.patch_resource_claim_status(ns, name, patch)
+                answer = self.kube.patch_resource_claim_status(ns, name, patch)
             except KubeError as exc:  # changed since read (409) or refused: the next round tries again
                 log.warning("device status of claim %s not written: %s", claim.key, exc)
                 continue
+            if self.source is not None:
+                self.source.assume_claim(answer)
             written.append(claim.key)
         return tuple(written)
 

@@ -28,17 +28,40 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from composer.run.controller import Controller
     from composer.shell.health import Probes
     from composer.shell.leader import LeaseElector
+    from composer.shell.metrics import Metrics
 
 log = logging.getLogger("composer")
 
 #: Pause after a change before the round starts, to batch a burst of changes (seconds).
 DEBOUNCE_SECONDS = 0.02
+
+
+class Rounds(Protocol):
+    """What the loop runs: device-plugin mode's :class:`composer.run.controller.Controller` or DRA
+    mode's :class:`composer.run.dra_loop.DraController`."""
+
+    @property
+    def metrics(self) -> Metrics:
+        """Where a failing round is counted (``round_failures``)."""
+        ...
+
+    @property
+    def last_round_ok(self) -> float:
+        """When the last round succeeded (seconds since the epoch)."""
+        ...
+
+    def round(self) -> object:
+        """One round (its result is not used here)."""
+        ...
+
+    def wait_seconds(self, resync_seconds: float) -> float:
+        """How long the loop may sleep before the next round (seconds)."""
+        ...
 
 
 def next_tick(now: float, interval: float, phase: float = 0.0) -> float:
@@ -48,7 +71,7 @@ def next_tick(now: float, interval: float, phase: float = 0.0) -> float:
 
 
 def run_loop(
-    ctrl: Controller,
+    ctrl: Rounds,
     stop: threading.Event,
     *,
     resync_seconds: float,

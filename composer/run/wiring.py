@@ -1,19 +1,29 @@
 """Build the controller from settings: the one place that wires Kubernetes, Director, metrics,
 the executor and the controller together (used by ``python -m composer`` and by the periodic-scan
-baseline in ``bench/baseline.py``)."""
+baseline in ``bench/baseline.py``).
+
+Settings ``mode`` picks the controller (:mod:`domain.composer_mode`): ``deviceplugin``
+(:func:`build_controller`, a :class:`composer.run.controller.Controller`) or ``dra``
+(:func:`build_dra`, a :class:`composer.run.dra_loop.DraController` over the
+:class:`composer.run.dra.DraDriver`); both run in :func:`composer.run.loop.run_loop`."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from composer.decide.gating import nomination_enabled
+from composer.decide.round_types import Policy
 from composer.model import annotations as ann
-from composer.model.fabric import director_factory
+from composer.model.fabric import FabricFactory, director_factory
 from composer.run.controller import Controller
-from composer.shell.act import Executor
-from composer.shell.cache import ClusterCache
+from composer.run.dra import DraDriver, DraKube, DraSource
+from composer.run.dra_loop import DraController
+from composer.shell.act import Executor, KubeWrites
+from composer.shell.cache import ClusterCache, DraCache
 from composer.shell.config import Settings
 from composer.shell.kube import KubeApi, KubeError, api_client
 from composer.shell.metrics import Metrics
@@ -59,24 +69,8 @@ def build_controller(
             on_change=on_change,
             resync_seconds=settings.cache_resync_seconds,
         )
-    factory = director_factory(
-        settings.director_url,
-        username=settings.director_username,
-        password=settings.password(),
-        timeout=settings.director_timeout_seconds,
-        retries=settings.director_retries,
-    )
-    executor = Executor(
-        kube,
-        factory,
-        policy,
-        metrics,
-        plugin_namespace=settings.device_plugin_namespace,
-        plugin_selector=settings.device_plugin_selector,
-        release_to_system_pool=settings.release_to_system_pool,
-        async_events=True,
-        write_workers=settings.compose_workers,
-    )
+    factory = _factory(settings)
+    executor = _executor(settings, kube, factory, policy, metrics)
     controller = Controller(
         kube,
         factory,
@@ -104,3 +98,115 @@ def _nominate(setting: str, kube: KubeApi) -> bool:
     on = nomination_enabled(setting, version)
     log.info("nominatedNodeName of reserved pods: %s (nominate_node=%s)", "set" if on else "not set", setting)
     return on
+
+
+@dataclass(frozen=True)
+class WiredDra:
+    """DRA mode's wired pieces: the Kubernetes client, the metrics registry, the loop's
+    controller and its watch cache (None when ``watch_cache`` is off; the caller starts and stops it)."""
+
+    kube: KubeApi
+    metrics: Metrics
+    controller: DraController
+    cache: DraCache | None = None
+
+
+def build_dra(
+    settings: Settings,
+    *,
+    instance: str = ann.COMPONENT,
+    on_change: Callable[[], None] | None = None,
+) -> WiredDra:
+    """Wire DRA mode from ``settings`` (``mode: dra``): the Kubernetes client, the watch cache
+    (pods, nodes, pool namespaces, ResourceClaims, the driver's ResourceSlices) and
+    :func:`wire_dra`. Args and errors as :func:`build_controller`."""
+    kube = KubeApi(api_client(settings.kubeconfig), instance=instance)
+    cache = None
+    if settings.watch_cache:
+        cache = DraCache(
+            kube.api,
+            node_selector=settings.node_selector,
+            on_change=on_change,
+            resync_seconds=settings.cache_resync_seconds,
+        )
+    controller = wire_dra(settings, kube, _factory(settings), source=cache)
+    return WiredDra(kube, controller.metrics, controller, cache)
+
+
+class DraModeKube(DraKube, KubeWrites, Protocol):
+    """What DRA mode calls of the Kubernetes API (both the driver's and the node jobs')."""
+
+
+def build(
+    settings: Settings,
+    *,
+    instance: str = ann.COMPONENT,
+    on_change: Callable[[], None] | None = None,
+) -> Wired | WiredDra:
+    """The controller of the settings' ``mode``: :func:`build_dra` for ``dra``, else
+    :func:`build_controller`. Args and errors as :func:`build_controller`."""
+    if settings.mode == "dra":
+        return build_dra(settings, instance=instance, on_change=on_change)
+    return build_controller(settings, instance=instance, on_change=on_change)
+
+
+def wire_dra(
+    settings: Settings,
+    kube: DraModeKube,
+    factory: FabricFactory,
+    *,
+    source: DraSource | None = None,
+    metrics: Metrics | None = None,
+    clock: Callable[[], float] = time.time,
+) -> DraController:
+    """The DRA driver and its loop controller over given clients (``python -m composer`` passes
+    the real ones through :func:`build_dra`; tests pass in-memory fakes).
+
+    Args:
+        settings: the composer's settings (mode ``dra``).
+        kube: Kubernetes reads and writes.
+        factory: builds Director clients.
+        source: the watch cache (None: list every round).
+        metrics: where to count (None: a new registry).
+        clock: seconds since the epoch.
+    """
+    policy = settings.policy()
+    metrics = metrics or Metrics()
+    executor = _executor(settings, kube, factory, policy, metrics, clock=clock)
+    driver = DraDriver(
+        kube, executor, policy, node_selector=settings.node_selector, source=source, clock=clock
+    )
+    return DraController(driver, metrics, clock=clock)
+
+
+def _factory(settings: Settings) -> FabricFactory:
+    return director_factory(
+        settings.director_url,
+        username=settings.director_username,
+        password=settings.password(),
+        timeout=settings.director_timeout_seconds,
+        retries=settings.director_retries,
+    )
+
+
+def _executor(
+    settings: Settings,
+    kube: KubeWrites,
+    factory: FabricFactory,
+    policy: Policy,
+    metrics: Metrics,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Executor:
+    return Executor(
+        kube,
+        factory,
+        policy,
+        metrics,
+        plugin_namespace=settings.device_plugin_namespace,
+        plugin_selector=settings.device_plugin_selector,
+        release_to_system_pool=settings.release_to_system_pool,
+        clock=clock,
+        async_events=True,
+        write_workers=settings.compose_workers,
+    )

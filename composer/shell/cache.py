@@ -27,6 +27,15 @@ Three things the client's informer does not do, added here:
   newer one, as client-go's ``MutationCache`` does. resourceVersions are compared as integers
   (etcd revisions; comparable per KEP-5504 "Comparable resource versions", Kubernetes 1.34).
 
+DRA mode (:class:`DraCache`) adds ResourceClaims (all namespaces), parsed on arrival into
+:class:`composer.dra.claims.ClaimView` and read by the rounds from memory, with the composer's
+own status writes laid over (:meth:`DraCache.assume_claim`; a round acting on a claim older than
+the API server's writes it conditionally, ``metadata.resourceVersion``, so a stale view costs a
+409 and a round), and the ResourceSlices of :data:`composer.dra.slices.DRIVER`
+(field selector ``spec.driver``), watched only to wake the loop when someone else changes or
+deletes one (the composer's own slice writes wake it once more; that round finds nothing to
+write); rounds list the slices afresh.
+
 Wake-ups: ``on_change`` is called only when a parsed view actually changed (a kubelet or kwok
 heartbeat that only moves timestamps does not wake the loop).
 """
@@ -45,6 +54,8 @@ from typing import Any, Generic, TypeVar
 from kubernetes import client
 from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer, _meta_namespace_key
 
+from composer.dra.claims import ClaimView, claim_view
+from composer.dra.slices import DRIVER
 from composer.model import annotations as ann
 from composer.model.nodestate import NodeView, node_view
 from composer.model.podspec import PodView, pod_view
@@ -174,6 +185,17 @@ class ViewInformer(Generic[V]):
         self._stop.wait(self._backoff)
         self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
 
+    def lay_over(self, obj: Mapping[str, Any]) -> None:
+        """Store an object the composer just wrote (the API server's answer) unless the watch
+        already holds that resourceVersion or a newer one; wakes nobody (the loop planned the
+        write), and the watch's echo of it, the same view, wakes nobody either."""
+        key = _meta_namespace_key(obj)
+        view, rv = self._parse(obj), resource_version(obj)
+        with self._lock:
+            old = self._views.get(key)
+            if old is None or old[0] < rv:
+                self._views[key] = (rv, view)
+
     # -- reads ----------------------------------------------------------------------------------
     def views(self) -> dict[str, tuple[int, V]]:
         """A copy: key -> (resourceVersion, view)."""
@@ -261,7 +283,7 @@ class ClusterCache:
             resync_seconds=resync_seconds,
             on_change=on_change,
         )
-        self._all = (self.pods, self.nodes, self.namespaces)
+        self._all: tuple[ViewInformer[Any], ...] = (self.pods, self.nodes, self.namespaces)
         self._lock = threading.Lock()
         self._assumed: dict[str, tuple[int, NodeView]] = {}
 
@@ -329,3 +351,49 @@ class ClusterCache:
                     nodes[name] = (rv, view)
         pools = {k: v for k, (_, v) in self.namespaces.views().items() if v}
         return pods, tuple(v for _, v in nodes.values()), pools
+
+
+def _slice_spec(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec: Mapping[str, Any] = raw.get("spec") or {}
+    return spec
+
+
+class DraCache(ClusterCache):
+    """Pods, nodes, pool namespaces, ResourceClaims and the driver's ResourceSlices, kept by
+    watches (implements :class:`composer.run.dra.DraSource`). Args as :class:`ClusterCache`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        node_selector: str = "",
+        on_change: Callable[[], None] | None = None,
+        resync_seconds: float = 600.0,
+    ) -> None:
+        super().__init__(api, node_selector=node_selector, on_change=on_change, resync_seconds=resync_seconds)
+        resource = client.ResourceV1Api(api)
+        self.resource_claims: ViewInformer[ClaimView] = ViewInformer(
+            resource.list_resource_claim_for_all_namespaces,
+            claim_view,
+            name="resourceclaims",
+            resync_seconds=resync_seconds,
+            on_change=on_change,
+        )
+        self.resource_slices: ViewInformer[Mapping[str, Any]] = ViewInformer(
+            resource.list_resource_slice,
+            _slice_spec,
+            name="resourceslices",
+            field_selector=f"spec.driver={DRIVER}",
+            resync_seconds=resync_seconds,
+            on_change=on_change,
+        )
+        self._all = (*self._all, self.resource_claims, self.resource_slices)
+
+    def claims(self) -> list[ClaimView]:
+        """Every ResourceClaim as the watch last saw it, or as the composer last wrote it."""
+        return [v for _, v in self.resource_claims.views().values()]
+
+    def assume_claim(self, claim: Mapping[str, Any]) -> None:
+        """A ResourceClaim the composer just wrote (the answer to its status patch): the next
+        round plans on it, not on the older view the watch has not replaced yet."""
+        self.resource_claims.lay_over(claim)

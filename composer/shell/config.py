@@ -29,6 +29,7 @@ from composer.decide import reclaim_guard
 from composer.decide.pools import PoolMap
 from composer.decide.round_types import Policy
 from domain import reclaim as reclaim_rules
+from domain.composer_mode import DEFAULT_MODE, ComposerMode
 from domain.settings import SETTINGS
 
 #: A reclaim budget value as configured (``"2"``, ``2`` or ``"20%"``; None = no limit): the shape
@@ -82,6 +83,13 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
+    mode: ComposerMode = Field(
+        default=DEFAULT_MODE,
+        description="how nvidia.com/gpu is served: deviceplugin (compose for pending pods, the device "
+        "plugin advertises; the gating webhook) or dra (the DRA driver gpu.composer.liqid.io with binding "
+        "conditions; needs resource.k8s.io/v1 with DRADeviceBindingConditions and DRAExtendedResource, "
+        "Kubernetes 1.36+, checked at start); see domain/composer_mode.py",
+    )
     director_url: str = Field(description="Director base URL, e.g. http://director:8080")
     director_username: str = Field(default="admin", description="Director user")
     director_password: SecretStr | None = Field(
@@ -207,6 +215,11 @@ class Settings(BaseSettings):
             raise ValueError("retry_max_seconds must be >= retry_base_seconds")
         if self.webhook_port and (self.webhook_cert_file is None or self.webhook_key_file is None):
             raise ValueError("webhook_port needs webhook_cert_file and webhook_key_file (HTTPS only)")
+        if self.mode == "dra" and self.webhook_port:
+            raise ValueError(
+                "webhook_port must be 0 with mode dra: a node is served by the device plugin path "
+                "(the gating webhook) or by DRA, never both"
+            )
         if self.batch_max_seconds < self.batch_idle_seconds:
             raise ValueError("batch_max_seconds must be >= batch_idle_seconds")
         for w in self.reclaim_windows_utc:
@@ -245,7 +258,7 @@ class Settings(BaseSettings):
             compose_max_attempts=self.compose_max_attempts,
             retry_base_seconds=self.retry_base_seconds,
             retry_max_seconds=self.retry_max_seconds,
-            restart_device_plugin=self.restart_device_plugin,
+            restart_device_plugin=self.restart_device_plugin and self.mode != "dra",
             namespaces=frozenset(self.namespaces),
             batch_idle_seconds=self.batch_idle_seconds,
             batch_max_seconds=self.batch_max_seconds,

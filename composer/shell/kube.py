@@ -431,17 +431,21 @@ class KubeApi:
         selector = f"spec.driver={driver}"
         return self._list(self.resource.list_resource_slice, "resourceslices", field_selector=selector)
 
-    def apply_resource_slice(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def apply_resource_slice(self, body: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Create or replace a ResourceSlice by server-side apply (field manager: this
-        component, conflicts forced: the composer is the slices' only writer)."""
-        return self._apply(self.resource.patch_resource_slice, "resourceslices", body)
+        component, conflicts forced: the composer is the slices' only writer). ``dry_run``:
+        ``dryRun=All``, the API server's answer without storing anything."""
+        return self._apply(self.resource.patch_resource_slice, "resourceslices", body, dry_run)
 
-    def apply_device_class(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def apply_device_class(self, body: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         """Create or replace a DeviceClass by server-side apply (as :meth:`apply_resource_slice`)."""
-        return self._apply(self.resource.patch_device_class, "deviceclasses", body)
+        return self._apply(self.resource.patch_device_class, "deviceclasses", body, dry_run)
 
-    def _apply(self, call: Callable[..., Any], plural: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def _apply(
+        self, call: Callable[..., Any], plural: str, body: Mapping[str, Any], dry_run: bool
+    ) -> dict[str, Any]:
         name = str(body["metadata"]["name"])
+        extra = {"dry_run": "All"} if dry_run else {}
         try:
             resp = call(
                 name,
@@ -451,6 +455,7 @@ class KubeApi:
                 _content_type=APPLY_PATCH,
                 _request_timeout=REQUEST_TIMEOUT,
                 _preload_content=False,
+                **extra,
             )
             return dict(json.loads(resp.data))
         except Exception as exc:

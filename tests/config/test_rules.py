@@ -274,6 +274,12 @@ CASES: dict[str, tuple[Mutation, str]] = {
         "serves GPU pods on "
         "container-mode clusters",
     ),
+    "composer_mode_fits_cluster": (
+        _set("composer.mode", "dra"),
+        "composer.mode: mode 'dra' needs Kubernetes 1.36 or newer (DRA binding conditions and extended "
+        "resources on by default); cluster 'workers' runs k0s v1.33.1+k0s.0: raise its k0s_version or "
+        "use mode 'deviceplugin'",
+    ),
     "adopted_cluster_kubeconfig": (
         _set("hypervisor_clusters[0].context", "admin@hv"),
         "hypervisor_clusters[0].context: context without kubeconfig: a context names an entry of an "

@@ -40,3 +40,16 @@ app.kubernetes.io/component: gpu-composer
 {{- printf "%s-director" (include "composer.fullname" .) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The pod-gating webhook runs: webhook.enabled, and not in DRA mode (dra.mode: dra serves
+nvidia.com/gpu through DRA; a node is served by one mode only). "true" or "false". */}}
+{{- define "composer.webhookOn" -}}
+{{- and .Values.webhook.enabled (ne .Values.dra.mode "dra") -}}
+{{- end -}}
+
+{{/* The composer restarts device-plugin pods (and gets the Role in devicePlugin.namespace for it):
+devicePlugin.restart, and not in DRA mode (nodes served by DRA run no device plugin). "true" or
+"false". */}}
+{{- define "composer.restartPlugin" -}}
+{{- and .Values.devicePlugin.restart (ne .Values.dra.mode "dra") -}}
+{{- end -}}

@@ -1,0 +1,87 @@
+"""DRA mode in the control loop: :class:`DraController` gives :func:`composer.run.loop.run_loop`
+the rounds of a :class:`composer.run.dra.DraDriver`, so DRA mode runs under the same loop,
+leader election, probes and wake-ups as device-plugin mode.
+
+A round is skipped until the watch cache has listed every kind once (a half-filled cache would
+show claims without their pods or nodes). A read that fails skips the round (counted in
+``composer_round_failures_total`` by stage, as device-plugin mode does); the next round starts
+from what is there. The loop wakes on every change of pods, managed nodes, pool namespaces,
+ResourceClaims and the driver's ResourceSlices (:class:`composer.shell.cache.DraCache`), and
+at the latest after ``resync_seconds`` (the idle timeout, the failure hold and the node seeing its
+GPU are read from the Director and the node, not all of which wake it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from composer.run.dra import DraDriver, DraRound
+from composer.shell.kube import KubeError
+from composer.shell.metrics import Metrics
+from dynamic_providers.director.errors import DirectorError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DraController:
+    """The loop's controller in DRA mode.
+
+    Attributes:
+        driver: the DRA driver whose rounds run (its ``source``, when set, gates rounds on
+            ``synced``).
+        metrics: where rounds are counted.
+        clock: seconds since the epoch.
+        last_round_ok: when the last round succeeded (seconds since the epoch; the readiness probe).
+        last: the last round's result (None before one succeeded).
+    """
+
+    driver: DraDriver
+    metrics: Metrics
+    clock: Callable[[], float] = time.time
+    last_round_ok: float = 0.0
+    last: DraRound | None = None
+
+    def round(self) -> DraRound | None:
+        """One DRA round; None when skipped (cache not synced, a read failed)."""
+        t0 = time.monotonic()
+        source = self.driver.source
+        if source is not None and not source.synced:
+            log.info("round skipped: the watch cache has not listed everything yet")
+            return None
+        try:
+            done = self.driver.round()
+        except KubeError as exc:
+            log.warning("DRA round skipped, Kubernetes read or slice write failed: %s", exc)
+            self.metrics.round_failures.labels("observe-kubernetes").inc()
+            return None
+        except DirectorError as exc:
+            log.warning("DRA round skipped, Director read failed: %s", exc)
+            self.metrics.round_failures.labels("observe-director").inc()
+            return None
+        self.last = done
+        self.metrics.rounds.inc()
+        self.metrics.round_seconds.observe(time.monotonic() - t0)
+        self.last_round_ok = self.clock()
+        if done.decision.decision.jobs or done.statuses:
+            log.info(
+                "DRA round: %d node job(s), %d claim status write(s)",
+                len(done.decision.decision.jobs),
+                len(done.statuses),
+            )
+        return done
+
+    def wait_seconds(self, resync_seconds: float) -> float:
+        """How long the loop may sleep: ``resync_seconds``, or less when the last decision has a
+        timer running."""
+        wake = self.last.decision.decision.wake_after if self.last is not None else None
+        if wake is None:
+            return resync_seconds
+        return max(0.01, min(resync_seconds, wake))
+
+    def close(self) -> None:
+        """Release the executor's clients."""
+        self.driver.executor.close()
