@@ -129,7 +129,8 @@ def wait_steps_section(d: dict[str, Any]) -> list[str]:
     lines = [
         *head,
         "Per gated pod: created = the bench's create call (the API's `creationTimestamp` has whole "
-        "seconds only); admitted = the composer's webhook answered with the gate; seen = the composer's "
+        "seconds only and is set after admission); admitted = the composer's webhook answered with the "
+        "gate; seen = the composer's "
         "pod watch first delivered it; planned = the composer's round that placed it (the last three from "
         "the composer's `pod-step` log lines, `composer/shell/pod_steps.py`); compose sent = the Director "
         "received `POST fabric/edit` for the planned node (the bench's Director tap). One clock, this "

@@ -3,8 +3,10 @@
 Per gated pod, five timestamps (``time.time()``, one clock on this machine), each from the
 observer closest to the event:
 
-- ``created``: the benchmark's own create call (``submitted``: just before the request; the
-  pod's ``metadata.creationTimestamp`` has whole seconds only, too coarse for sub-second steps);
+- ``created``: the benchmark's own create call (``submitted``: just before the request). The
+  pod's ``metadata.creationTimestamp`` is no use here: it has whole seconds only, and the API
+  server sets it after mutating admission (sources in :mod:`composer.shell.pod_steps`), so it
+  follows ``admitted``;
 - ``admitted``: the composer's pod-gating webhook answered the CREATE with the gate (the
   composer's ``pod-step`` line ``admitted``, :mod:`composer.shell.pod_steps`);
 - ``seen``: the composer's pod informer first delivered the pod (field ``seen`` of the

@@ -3,8 +3,15 @@
 A pod's wait for its GPUs, as far as the composer sees it, has these steps:
 
 - ``admitted``: the pod-gating webhook answered the pod's CREATE with the gate (logged by
-  :mod:`composer.shell.webhook` right before the answer is written; the pod has no UID yet at
-  mutating admission, so the line names it ``namespace/name``);
+  :mod:`composer.shell.webhook` right before the answer is written). The line names the pod
+  ``namespace/name`` (``request.name``, empty for a pod created with ``generateName``: Kubernetes
+  docs, kubernetes/website ``content/en/docs/reference/config-api/apiserver-admission.v1.md``,
+  ``AdmissionRequest``, read at commit 13c25bb): the API server runs mutating admission before the
+  registry's create (kubernetes/kubernetes
+  ``staging/src/k8s.io/apiserver/pkg/endpoints/handlers/create.go``), which sets the UID and the
+  ``creationTimestamp`` (``staging/src/k8s.io/apiserver/pkg/registry/rest/meta.go``,
+  ``FillObjectMetaSystemFields``; both read at older commits 02e16cb and 0254399), so the pod has
+  neither yet;
 - ``planned``: the round whose plan placed the pod on a node (logged by
   :class:`composer.run.controller.Controller` once the decision is made, before the node job that
   calls the Director is started), with when the composer's pod informer first delivered the pod

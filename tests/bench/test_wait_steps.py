@@ -3,21 +3,35 @@ composer log as the composer writes it, a Director tap log, the bench's own pod 
 
 from __future__ import annotations
 
-import json
+import logging
 
 import pytest
 
 from bench.reaction import PodTimes
 from bench.wait_steps import PodSteps, pod_steps, step_stats
+from composer.__main__ import LOG_FORMAT
+from composer.shell.pod_steps import LOGGER, log_step
 
 NS = "bench-composer-abc123"
 MACHINES = {1: "blade-slot-1", 2: "blade-slot-2"}
 
 
 def line(step: str, pod: str, t: float, **fields: object) -> str:
-    """A composer log line in the format ``python -m composer`` writes (composer/__main__.py)."""
-    body = json.dumps({"step": step, "pod": pod, "t": t, **fields}, sort_keys=True)
-    return f"2026-12-04 17:00:00,000 INFO composer.pod_steps composer-webhook: pod-step {body}"
+    """The composer's log line of a step, as ``python -m composer`` formats it."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger(LOGGER)
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        log_step(step, pod, t, **fields)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    (rec,) = records
+    return logging.Formatter(LOG_FORMAT).format(rec)
 
 
 def edit(t0: float, mach: int, status: int = 200, path: str = "fabric/edit") -> dict:

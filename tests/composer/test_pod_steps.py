@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from composer.__main__ import LOG_FORMAT
 from composer.shell.pod_steps import LOGGER, log_step, parse
 
 
@@ -14,7 +15,8 @@ def test_a_step_line_reads_back_from_the_composers_log_format(caplog):
     caplog.set_level(logging.INFO, logger=LOGGER)
     log_step("planned", "ml/a", 1800000000.25, uid="u1", node="host-1", devices=2, seen=1800000000.0)
     (rec,) = caplog.records
-    line = f"2026-12-04 17:00:00,000 INFO {LOGGER} MainThread: {rec.getMessage()}"
+    line = logging.Formatter(LOG_FORMAT).format(rec)
+    assert line.startswith(tuple("0123456789")) and f"INFO {LOGGER} " in line  # the prefix is there
     assert parse(line) == {
         "step": "planned",
         "pod": "ml/a",
