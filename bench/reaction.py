@@ -489,7 +489,7 @@ def run_one(
     """One controller on one fleet; returns per-pod timestamps, derived stats and diagnostics."""
     from kubernetes import client, config
 
-    from bench.wait_steps import pod_steps, step_stats  # it imports this module
+    from bench.wait_steps import run_steps  # it imports this module
 
     api = config.new_client_from_config(config_file=str(lab_kubeconfig))
     core = client.CoreV1Api(api)
@@ -633,16 +633,9 @@ def run_one(
         result["composes"] = sum(1 for r in tap if r["path"] == "fabric/edit")
         result["load"] = load.summary()
         if cfg.gating:
-            log = run_dir / f"{kind}.log"
             with obs.lock:
-                steps = pod_steps(
-                    list(obs.pods.values()),
-                    namespace=ns,
-                    composer_log=log.read_text(errors="replace").splitlines() if log.exists() else [],
-                    tap=tap,
-                    machines=machines,
-                )
-            result["wait_steps"] = step_stats(steps)
+                pods_seen = list(obs.pods.values())
+            result["wait_steps"] = run_steps(pods_seen, ns, run_dir / f"{kind}.log", tap, machines)
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["logs"] = {n: procs.tail(n) for n in (kind, "agent", "director")}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.reaction import PodTimes, span, summarize
@@ -156,3 +157,16 @@ def step_stats(steps: Iterable[PodSteps]) -> dict[str, Any]:
         "stats": {k: summarize(d[k] for d in durations if d[k] is not None) for k in keys},
         "per_pod": [asdict(s) for s in steps],
     }
+
+
+def run_steps(
+    pods: Iterable[PodTimes],
+    namespace: str,
+    composer_log: Path,
+    tap: Iterable[Mapping[str, Any]],
+    machines: Mapping[int, str],
+) -> dict[str, Any]:
+    """:func:`step_stats` of one run's gated pods, read from the composer's log file
+    (``composer_log``; a missing file reads as no lines, so no pod counts as gated)."""
+    lines = composer_log.read_text(errors="replace").splitlines() if composer_log.exists() else []
+    return step_stats(pod_steps(pods, namespace=namespace, composer_log=lines, tap=tap, machines=machines))

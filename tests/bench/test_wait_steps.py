@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from bench.reaction import PodTimes
-from bench.wait_steps import PodSteps, pod_steps, step_stats
+from bench.wait_steps import PodSteps, pod_steps, run_steps, step_stats
 from composer.__main__ import LOG_FORMAT
 from composer.shell.pod_steps import LOGGER, log_step
 
@@ -122,3 +122,11 @@ def test_step_stats_count_only_observed_pods():
     }
     assert step_stats([])["stats"]["total"] == {"n": 0}
     assert [p["pod"] for p in s["per_pod"]] == ["a", "b", "c"]
+
+
+def test_a_run_reads_its_composer_log_file(tmp_path):
+    log = tmp_path / "composer.log"
+    log.write_text("\n".join(COMPOSER_LOG) + "\n")
+    got = run_steps(pods(), NS, log, TAP, MACHINES)
+    assert got == step_stats(steps().values())
+    assert run_steps(pods(), NS, tmp_path / "absent.log", TAP, MACHINES)["pods"] == 0
