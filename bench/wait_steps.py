@@ -154,7 +154,7 @@ def step_stats(steps: Iterable[PodSteps]) -> dict[str, Any]:
     keys = [k for k, _ in (*STEPS, *SPANS)]
     return {
         "pods": len(steps),
-        "stats": {k: summarize(d[k] for d in durations if d[k] is not None) for k in keys},
+        "stats": {k: summarize(v for d in durations if (v := d[k]) is not None) for k in keys},
         "per_pod": [asdict(s) for s in steps],
     }
 
