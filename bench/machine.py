@@ -13,8 +13,11 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 #: The repository root (the git checkout whose commit is measured).
@@ -117,3 +120,60 @@ def commit(paths: tuple[str, ...]) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {"sha": None, "dirty": None, "paths": list(paths)}
     return {"sha": sha, "dirty": bool(dirty), "paths": list(paths)}
+
+
+class LoadSampler:
+    """The 1-minute load average sampled during a run, on a daemon thread.
+
+    Use as a context manager; :meth:`summary` then gives ``{"samples", "mean", "max", "cores"}``
+    (load averages as ``os.getloadavg()`` reports them: runnable and uninterruptible tasks,
+    averaged over a minute, so a load above ``cores`` means tasks waited for a CPU), or
+    ``{"samples": 0, "cores": ...}`` when nothing was sampled.
+
+    Args:
+        interval_seconds: time between samples (the first is taken on entry, the last on exit).
+        read: returns the load averages (1/5/15 min); ``os.getloadavg`` by default.
+    """
+
+    def __init__(
+        self, *, interval_seconds: float = 5.0, read: Callable[[], tuple[float, float, float]] = os.getloadavg
+    ) -> None:
+        self.interval_seconds = interval_seconds
+        self._read = read
+        self._samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        self._samples.append(self._read()[0])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_seconds):
+            self.sample()
+
+    def __enter__(self) -> LoadSampler:
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.interval_seconds + 1)
+        self.sample()
+
+    def summary(self) -> dict[str, Any]:
+        """The samples' count, mean and max (2 decimals) and the machine's logical cores."""
+        v = list(self._samples)
+        if not v:
+            return {"samples": 0, "cores": os.cpu_count()}
+        return {
+            "samples": len(v),
+            "mean": round(sum(v) / len(v), 2),
+            "max": round(max(v), 2),
+            "cores": os.cpu_count(),
+        }

@@ -38,6 +38,12 @@ not the simulated hardware: the composer, the Director call beyond ``L``, the ag
 the scheduler and kwok), and the breakdown ``director`` = attached - issued,
 ``advertise`` = advertised - attached, ``schedule`` = bound - advertised,
 ``start`` = running - bound.
+
+Each run also records ``load``: the machine's 1-minute load average sampled every 5 s from the
+first pod's creation until all run (:class:`bench.machine.LoadSampler`); each gated run records
+``wait_steps``: every gated pod's wait from creation to compose sent, split into steps from the
+bench's create call, the composer's ``pod-step`` log lines and the Director tap
+(:mod:`bench.wait_steps`).
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ import requests
 import yaml
 
 from bench.labctl import free_port, isolated_control_plane
-from bench.machine import commit
+from bench.machine import LoadSampler, commit
 from lab.scenario import local_gating_webhook, webhook_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,13 +180,15 @@ class _Observed:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def span(a: float | None, b: float | None) -> float | None:
+    """Seconds from ``a`` to ``b``; None when either was not observed."""
+    return None if a is None or b is None else b - a
+
+
 def derive(p: PodTimes, cfg: ReactionConfig) -> dict[str, float | None]:
     """Per-pod intervals from the pod's creation (``submitted``; ``unschedulable`` for records
     without it), see the module docstring; None where a timestamp is missing."""
-
-    def d(a: float | None, b: float | None) -> float | None:
-        return None if a is None or b is None else b - a
-
+    d = span
     created = p.submitted if p.submitted is not None else p.unschedulable
     total = d(created, p.running)
     return {
@@ -481,6 +489,8 @@ def run_one(
     """One controller on one fleet; returns per-pod timestamps, derived stats and diagnostics."""
     from kubernetes import client, config
 
+    from bench.wait_steps import run_steps  # it imports this module
+
     api = config.new_client_from_config(config_file=str(lab_kubeconfig))
     core = client.CoreV1Api(api)
     sid = uuid.uuid4().hex[:6]
@@ -577,26 +587,27 @@ def run_one(
         else:
             _wait_for(lambda: "baseline running" in procs.tail(kind), 60, "baseline start", 0.5)
         time.sleep(1.0)
-        t_start = time.time()
-        for i, off in enumerate(arrivals(cfg.pods, cfg.mean_interarrival, cfg.seed)):
-            delay = t_start + off - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            name = f"gpu-pod-{i:04d}"
-            with obs.lock:
-                obs.pods[name] = PodTimes(name, submitted=time.time())
-            host = node_names[i % len(node_names)] if cfg.workload == "pinned" else None
-            core.create_namespaced_pod(ns, _pod_body(name, host))
-        deadline = time.monotonic() + cfg.settle_timeout  # counted from the last arrival
-        while time.monotonic() < deadline:
-            with obs.lock:
-                if all(p.running for p in obs.pods.values()):
-                    break
-            for name in (kind, "agent", "director"):
-                p = procs.procs.get(name)
-                if p is not None and p.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {p.returncode}:\n{procs.tail(name)}")
-            time.sleep(0.5)
+        with LoadSampler() as load:
+            t_start = time.time()
+            for i, off in enumerate(arrivals(cfg.pods, cfg.mean_interarrival, cfg.seed)):
+                delay = t_start + off - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                name = f"gpu-pod-{i:04d}"
+                with obs.lock:
+                    obs.pods[name] = PodTimes(name, submitted=time.time())
+                host = node_names[i % len(node_names)] if cfg.workload == "pinned" else None
+                core.create_namespaced_pod(ns, _pod_body(name, host))
+            deadline = time.monotonic() + cfg.settle_timeout  # counted from the last arrival
+            while time.monotonic() < deadline:
+                with obs.lock:
+                    if all(p.running for p in obs.pods.values()):
+                        break
+                for name in (kind, "agent", "director"):
+                    p = procs.procs.get(name)
+                    if p is not None and p.poll() is not None:
+                        raise RuntimeError(f"{name} exited with {p.returncode}:\n{procs.tail(name)}")
+                time.sleep(0.5)
         time.sleep(1.0)  # let the node watch catch the last changes
         result["metrics"] = _scrape(probe)
         state = requests.get(f"{url}/_sim/state", timeout=30).json()
@@ -620,6 +631,11 @@ def run_one(
             {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
         )
         result["composes"] = sum(1 for r in tap if r["path"] == "fabric/edit")
+        result["load"] = load.summary()
+        if cfg.gating:
+            with obs.lock:
+                pods_seen = list(obs.pods.values())
+            result["wait_steps"] = run_steps(pods_seen, ns, run_dir / f"{kind}.log", tap, machines)
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["logs"] = {n: procs.tail(n) for n in (kind, "agent", "director")}
@@ -735,6 +751,7 @@ def run(
         "comparison": comparison,
         "ca_slo": CA_SLO,
         "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
+        "composer_share_target": {"p99_seconds": 0.3, "at_nodes": 5000},
         "composer_timing": composer_timing(),
         "command": "python -m bench --only reaction"
         + (" --quick" if quick else "")

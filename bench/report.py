@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.report_steps import wait_steps_section
+
 PARTS = ("planner", "reaction", "savings", "preview")
 
 
@@ -527,6 +529,8 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "of pinned pods is planned on its own hosts only. With gating, a pod is "
         "released (pinned + ungated) in the round that sees its GPUs advertised, so the scheduler takes it "
         "from its active queue at once instead of retrying an unschedulable pod.",
+        "",
+        *wait_steps_section(d),
         "",
         "![reaction](reaction.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",
         "",

@@ -51,6 +51,10 @@ log = logging.getLogger("composer")
 #: 1 ms interval bounds that wait per answer at 1 ms instead of 5 (``sys.setswitchinterval``).
 SWITCH_INTERVAL_SECONDS = 0.001
 
+#: The format of the composer's log lines (``logging.basicConfig``); ``composer.shell.pod_steps``
+#: lines are read back from it by the benchmark.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s"
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
@@ -62,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s",
+        format=LOG_FORMAT,
     )
     # composer.shell.cache logs each failed list/watch in one line with its backoff; the client's
     # informer would add a full traceback per attempt, urllib3 a line per retry.

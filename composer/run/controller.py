@@ -51,6 +51,7 @@ from composer.shell.gates import GateExecutor
 from composer.shell.kube import KubeApi, KubeError
 from composer.shell.lazy_pool import LazyPool
 from composer.shell.metrics import Metrics
+from composer.shell.pod_steps import log_step
 from composer.shell.timers import OrphanTimers, configmap_name
 from dynamic_providers.director.errors import DirectorError
 
@@ -276,6 +277,8 @@ class Controller:
         assert timers is not None  # set in __post_init__
         timers.load_into(self.memory.orphan_since)
         decision = decide(snap, self.memory, self.policy)
+        if decision.plan.placements:
+            _log_planned(snap, decision, self.clock())
         timers.save(self.memory.orphan_since)
         for ev in decision.events:
             self.executor.emit(ev)
@@ -387,6 +390,26 @@ class Controller:
         if self._gate_executor is not None:
             self._gate_executor.close()
         self.executor.close()
+
+
+def _log_planned(snap: Snapshot, decision: Decision, now: float) -> None:
+    """One ``planned`` step line per pod placed by ``decision`` (:mod:`composer.shell.pod_steps`):
+    the node, the pod's UID, how many GPUs are composed for it (0: spare units, no Director call),
+    whether it is gated and when the pod informer first delivered it."""
+    pods = {p.uid: p for p in snap.pods}
+    for pl in decision.plan.placements:
+        pod = pods.get(pl.uid)
+        seen = {"seen": pod.seen_at} if pod is not None and pod.seen_at else {}
+        log_step(
+            "planned",
+            pl.key,
+            now,
+            uid=pl.uid,
+            node=pl.host,
+            devices=len(pl.devices),
+            gated=bool(pod and pod.gated),
+            **seen,
+        )
 
 
 #: Seconds after which a nomination the watch does not show yet is sent again.

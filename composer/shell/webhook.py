@@ -20,12 +20,14 @@ import logging
 import os
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from composer.decide.gating import admission_response
+from composer.shell.pod_steps import log_step
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,15 @@ class WebhookServer(ThreadingHTTPServer):
             raise
 
 
+def _pod_key(review: dict[str, Any]) -> str:
+    """``namespace/name`` of the pod in an AdmissionReview (``request.name`` is empty when the pod
+    is created with ``generateName``; then the object's name, else "")"""
+    req = review.get("request") or {}
+    meta = (req.get("object") or {}).get("metadata") or {}
+    namespace = req.get("namespace") or meta.get("namespace") or ""
+    return f"{namespace}/{req.get('name') or meta.get('name') or ''}"
+
+
 def serve_webhook(
     address: str,
     port: int,
@@ -130,6 +141,7 @@ def serve_webhook(
                 return
             if verdict.gated:
                 on_gated()
+                log_step("admitted", _pod_key(review), time.time())
             log.debug("webhook: %s", verdict.why)
             self._send(200, answer)
 

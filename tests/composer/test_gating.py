@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import jsonpatch
@@ -25,11 +27,12 @@ from composer.decide.gating import (
 from composer.model import annotations as ann
 from composer.model.models import EventSpec
 from composer.model.podspec import pod_view
-from composer.run.controller import Controller
+from composer.run.controller import Controller, ListingSource
 from composer.shell.act import Executor
 from composer.shell.gates import GateExecutor
 from composer.shell.kube import KubeError
 from composer.shell.metrics import Metrics
+from composer.shell.pod_steps import LOGGER, parse
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 T4 = "Tesla-T4"
@@ -633,3 +636,39 @@ def test_the_batch_window_counts_from_the_pods_arrival_on_the_watch():
     assert wait_for(now - 0.3) == pytest.approx(0.7)
     assert wait_for(now + 0.2) == pytest.approx(1.0)
     assert wait_for(0.0) == pytest.approx(1.0)  # not known (a listed pod): from this round
+
+
+def test_each_placement_logs_its_planned_step_with_when_the_watch_saw_the_pod(clock, caplog):
+    """The round that places a gated pod logs one ``planned`` line: the round's time, the node,
+    the GPUs composed and the pod's first delivery by the watch; a held batch logs none."""
+
+    class Stamped(ListingSource):
+        def read(self):
+            pods, nodes, pools = super().read()
+            return tuple(replace(p, seen_at=seen.get(p.name, 0.0)) for p in pods), nodes, pools
+
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    w = world()
+    ctrl, _ = make(w, clock, batch_idle_seconds=1.0, batch_max_seconds=5.0)
+    ctrl.source = Stamped(w.kube)
+    seen = {"a": clock.t - 0.25}
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    planned = [parse(r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    assert planned == []  # held by the batch window: not planned yet
+    clock.tick(1.0)
+    d = run(ctrl)
+    planned = [parse(r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    (pl,) = d.plan.placements
+    assert planned == [
+        {
+            "step": "planned",
+            "pod": "ml/a",
+            "t": clock.t,
+            "uid": pl.uid,
+            "node": pl.host,
+            "devices": 1,
+            "gated": True,
+            "seen": seen["a"],
+        }
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import shutil
 import time
@@ -15,6 +16,7 @@ import pytest
 import requests
 
 from composer.model import annotations as ann
+from composer.shell.pod_steps import LOGGER, parse
 from composer.shell.webhook import PATH, serve_webhook
 from lab.pki import ensure_pki
 
@@ -99,3 +101,21 @@ def test_rotated_certificate_is_served_without_restart(served):
     assert r.status_code == 200
     with pytest.raises(requests.exceptions.SSLError):
         requests.post(url, json=review(), verify=str(ca), timeout=5)
+
+
+def test_each_gated_pod_logs_its_admitted_step_with_the_answer_time(served, caplog):
+    url, ca, _, _, _ = served
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    named = review()
+    named["request"]["name"] = "train-0"
+    before = time.time()
+    requests.post(url, json=named, verify=str(ca), timeout=5)
+    after = time.time()
+    requests.post(url, json=review(limits={"cpu": "1"}), verify=str(ca), timeout=5)  # not gated: no line
+    deadline = time.monotonic() + 5  # the handler thread logs before it answers; the record is there
+    while time.monotonic() < deadline and not caplog.records:
+        time.sleep(0.01)
+    lines = [parse(r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    assert len(lines) == 1
+    assert lines[0]["step"] == "admitted" and lines[0]["pod"] == "ml/train-0"
+    assert before <= lines[0]["t"] <= after
