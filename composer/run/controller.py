@@ -76,6 +76,10 @@ class ClusterSource(Protocol):
         """A Node object the composer just wrote (the API server's answer)."""
         ...
 
+    def assume_pod(self, pod: Mapping[str, Any]) -> None:
+        """A Pod object the composer just patched (the API server's answer)."""
+        ...
+
 
 @dataclass
 class ListingSource:
@@ -92,6 +96,9 @@ class ListingSource:
         return pods, nodes, self.kube.namespace_pools()
 
     def assume(self, node: Mapping[str, Any]) -> None:
+        """Nothing to do: the next read lists afresh."""
+
+    def assume_pod(self, pod: Mapping[str, Any]) -> None:
         """Nothing to do: the next read lists afresh."""
 
 
@@ -336,7 +343,8 @@ class Controller:
     def _gates(self) -> GateExecutor:
         if self._gate_executor is None:
             self._gate_executor = GateExecutor(
-                self.kube, self.metrics, self.executor.emit, self.clock, nominate=self.nominate
+                self.kube, self.metrics, self.executor.emit, self.clock, nominate=self.nominate,
+                assume=self.source.assume_pod if self.source is not None else None,
             )
         return self._gate_executor
 

@@ -320,6 +320,11 @@ class ClusterCache:
         """Every kind has been listed once."""
         return all(inf.synced.is_set() for inf in self._all)
 
+    def assume_pod(self, pod: Mapping[str, Any]) -> None:
+        """A Pod the composer just patched (the API server's answer: released or ungated): the
+        next round plans on it, not on the gated view the watch has not replaced yet."""
+        self.pods.lay_over(pod)
+
     def assume(self, node: Mapping[str, Any]) -> None:
         """Overlay a Node object the composer just wrote (the API server's answer to the write)
         until the watch delivers that resourceVersion or a newer one."""

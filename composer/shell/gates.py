@@ -2,7 +2,10 @@
 
 Runs on the controller's loop thread (a patch is one small API call). A refused patch (the pod
 changed, went away, or a ``test`` operation failed) is logged and left to the next round, which
-decides again from what is there; nothing is retried here.
+decides again from what is there; nothing is retried here. An applied patch's answer (the pod as
+the API server stored it) is handed to ``assume`` (the watch cache's overlay), so the next round
+does not see the pod still gated and send the release again, whose ``test`` of the gate list the
+API server then refuses (422).
 
 Nominations (``status.nominatedNodeName``, see :mod:`composer.decide.gating`) are sent from one
 background thread, in order, so they never delay a round or a compose; a failed one is logged
@@ -46,6 +49,8 @@ class GateExecutor:
         metrics: ``time_gated`` (by outcome), ``gate_patch_failures``.
         emit: records an Event (the node executor's ``emit``: logged, never raises).
         clock: seconds since the epoch.
+        assume: called with each applied patch's answer (the Pod JSON), e.g.
+            :meth:`composer.shell.cache.ClusterCache.assume_pod`; None: nothing to tell.
     """
 
     kube: PodWrites
@@ -53,6 +58,7 @@ class GateExecutor:
     emit: Callable[[EventSpec], None]
     clock: Callable[[], float] = time.time
     nominate: bool = False
+    assume: Callable[[Mapping[str, Any]], None] | None = None
     _nominator: LazyPool = field(
         default_factory=lambda: LazyPool(1, "composer-nominate"), init=False, repr=False
     )
@@ -68,11 +74,13 @@ class GateExecutor:
         if self.nominate and nominated and action.kind == "ungate":
             self._submit(action.key, None)
         try:
-            self.kube.patch_pod(ns, name, list(action.patch))
+            answer = self.kube.patch_pod(ns, name, list(action.patch))
         except KubeError as exc:
             self.metrics.gate_patch_failures.labels(action.kind).inc()
             log.info("%s of %s not applied (next round decides again): %s", action.kind, action.key, exc)
             return False
+        if self.assume is not None:
+            self.assume(answer)
         if action.created > 0:
             self.metrics.time_gated.labels(action.kind).observe(max(0.0, self.clock() - action.created))
         self.emit(action.event)

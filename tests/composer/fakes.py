@@ -295,6 +295,8 @@ class FakeKube:
             self.pods[key] = jsonpatch.apply_patch(self.pods[key], patch)
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise KubeError("PATCH", f"{key}", 422, str(exc)) from exc
+        meta = self.pods[key]["metadata"]  # the API server bumps resourceVersion on every write
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
         return copy.deepcopy(self.pods[key])
 
     def nominate_pod(self, namespace: str, name: str, node: str | None) -> None:

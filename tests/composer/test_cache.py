@@ -349,3 +349,45 @@ def test_a_pod_view_carries_the_time_the_watch_first_delivered_the_pod():
     cache.pods._put(copy.deepcopy(raw))  # the same name again (a new pod): seen now
     (view,) = cache.read()[0]
     assert view.seen_at == 60.0
+
+
+@pytest.mark.parametrize("honour_writes", [True, False])
+def test_a_released_pod_is_not_released_again_while_the_watch_lags(honour_writes):
+    """The release patch's answer is laid over the pod watch: the next round sees the pod pinned
+    and ungated, not the gated view the watch still holds, so it sends no second release (whose
+    ``test`` of the gate list the API server refuses, 422, counted as a gate patch failure).
+
+    With the overlay switched off the second round sends the release again and it is refused.
+    """
+    kube = FakeKube()
+    kube.add_node(node("h1"))
+    kube.add_pod(pod("a", 1, gated=True))
+    w = FakeWorld(kube, FakeFabric([FakeGpu("gpu0"), FakeGpu("gpu1")], ["h1"]))
+    cache = frozen_cache(w.kube)
+    if not honour_writes:
+        cache.assume_pod = lambda pod_obj: None  # type: ignore[method-assign]
+    pol = Policy(idle_timeout_seconds=60, advertise_timeout_seconds=30, schedule_timeout_seconds=120,
+                 batch_idle_seconds=0.0, batch_max_seconds=0.0)  # a gated pod is planned at once
+    metrics = Metrics()
+    ex = Executor(w.kube, lambda: w.fabric, pol, metrics)
+    ctrl = Controller(w.kube, lambda: w.fabric, pol, metrics, ex, workers=2, source=cache)
+    ctrl.round()
+    assert ctrl.wait_idle(10)
+    assert composes(w) == [("compose", "h1", ("gpu0",))]
+    w.agent_step()  # the node advertises the GPU; the watch delivers the Node, not the pod
+    cache.nodes._put(copy.deepcopy(w.kube.nodes["h1"]))
+    ctrl.round()  # released: pinned and ungated in one patch
+    assert ctrl.wait_idle(10)
+    assert "schedulingGates" not in w.kube.pods["ml/a"]["spec"]
+    releases = [wr for wr in w.kube.writes if wr[0] == "pod"]
+    assert len(releases) == 1
+    ctrl.round()  # the pod watch still shows the pod gated
+    assert ctrl.wait_idle(10)
+    failures = ctrl.metrics.registry.get_sample_value(
+        "composer_gate_patch_failures_total", {"kind": "release"}) or 0.0
+    again = [wr for wr in w.kube.writes if wr[0] == "pod"]
+    if honour_writes:
+        assert again == releases and failures == 0
+    else:
+        assert len(again) == 2 and failures == 1
+    ctrl.close()
