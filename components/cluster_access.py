@@ -28,9 +28,11 @@ import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from components._base import Mothership
 from domain.cluster_api import KUBECONFIG_DATA_KEY, kubeconfig_secret_name
@@ -60,6 +62,39 @@ def decode_kubeconfig(data: Mapping[str, str] | None, secret_id: str) -> str:
         ) from None
 
 
+def with_server(kubeconfig: str, *, server: str | None = None, context: str | None = None) -> str:
+    """``kubeconfig`` (YAML text) reduced to one context: ``context`` (default: its current context)
+    with its cluster and user, the cluster's ``server`` replaced by ``https://<server>`` when
+    ``server`` (``host:port``) is given; certificates and credentials kept as they are. Pure.
+
+    Raises:
+        ValueError: not a kubeconfig, or it has no such context, cluster or user; the message names
+            the context, never the credentials.
+    """
+    try:
+        doc = yaml.safe_load(kubeconfig)
+    except yaml.YAMLError:
+        raise ValueError("the kubeconfig is not YAML") from None
+    if not isinstance(doc, dict):
+        raise ValueError("the kubeconfig is not a mapping")
+    name = context or doc.get("current-context")
+
+    def entry(kind: str, key: str | None) -> dict[str, Any]:
+        for e in doc.get(kind) or []:
+            if isinstance(e, dict) and e.get("name") == key:
+                return dict(e)
+        raise ValueError(f"kubeconfig has no {kind[:-1]} {key!r}")
+
+    ctx = entry("contexts", name)
+    cluster = entry("clusters", ctx.get("context", {}).get("cluster"))
+    user = entry("users", ctx.get("context", {}).get("user"))
+    if server is not None:
+        cluster["cluster"] = {**cluster.get("cluster", {}), "server": f"https://{server}"}
+    out = {"apiVersion": "v1", "kind": "Config", "current-context": name,
+           "contexts": [ctx], "clusters": [cluster], "users": [user]}
+    return str(yaml.safe_dump(out, sort_keys=False))
+
+
 @dataclass(frozen=True)
 class ClusterTarget:
     """One cluster the program creates objects in.
@@ -69,11 +104,70 @@ class ClusterTarget:
         provider: the pulumi-kubernetes provider for it.
         is_mothership: it is the mothership's API server (same provider): objects the mothership
             already holds (the tenant's namespace) are not created a second time.
+        kubeconfig: the kubeconfig text the provider was built from, a Pulumi secret (the
+            decoded Cluster API Secret), when it came from a Secret.
+        kubeconfig_file: the kubeconfig file the provider was built from (an adopted cluster, a
+            composer's own kubeconfig), and ``context`` its context (None: the file's current one).
     """
 
     name: str
     provider: k8s.Provider
     is_mothership: bool = False
+    kubeconfig: pulumi.Output[str] | None = None
+    kubeconfig_file: Path | None = None
+    context: str | None = None
+
+    def kubeconfig_text(self) -> pulumi.Output[str]:
+        """The kubeconfig of this cluster as a Pulumi secret: the Secret's text, or the file read now
+        with the files it names inline (:func:`inline_files`) and ``context`` made its current
+        context (:func:`with_server`).
+
+        Raises:
+            ValueError: the cluster is reached through the mothership's provider (no kubeconfig of
+                its own), or the file has no such context.
+            OSError: the file cannot be read.
+        """
+        if self.kubeconfig is not None:
+            return self.kubeconfig
+        if self.kubeconfig_file is None:
+            raise ValueError(f"cluster {self.name!r} is reached through the mothership's provider")
+        text = with_server(inline_files(self.kubeconfig_file), context=self.context)
+        return pulumi.Output.secret(text)
+
+
+#: kubeconfig keys naming a file, and the key holding the same content inline (base64), as
+#: client-go's ``clientcmd/api/v1`` types pair them (``certificate-authority`` /
+#: ``certificate-authority-data``, ``client-certificate`` / ``client-certificate-data``,
+#: ``client-key`` / ``client-key-data``).
+FILE_KEYS: dict[str, str] = {
+    "certificate-authority": "certificate-authority-data",
+    "client-certificate": "client-certificate-data",
+    "client-key": "client-key-data",
+}
+
+
+def inline_files(path: Path) -> str:
+    """The kubeconfig file ``path`` with every file it names (:data:`FILE_KEYS`; a relative path is
+    relative to the file's folder, as client-go resolves it) read into the inline ``*-data`` key, so
+    the text works where those files are not (a Pod).
+
+    Raises:
+        OSError: the kubeconfig or a file it names cannot be read.
+        ValueError: the file is not a kubeconfig mapping.
+    """
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a kubeconfig")
+    for kind, inner in (("clusters", "cluster"), ("users", "user")):
+        for entry in doc.get(kind) or []:
+            body = entry.get(inner) if isinstance(entry, dict) else None
+            if not isinstance(body, dict):
+                continue
+            for key, data_key in FILE_KEYS.items():
+                if key in body:
+                    named = (path.parent / str(body.pop(key))).resolve()
+                    body[data_key] = base64.b64encode(named.read_bytes()).decode()
+    return str(yaml.safe_dump(doc, sort_keys=False))
 
 
 @dataclass(frozen=True)
@@ -135,8 +229,9 @@ def child_provider(
     deployment: pulumi.CustomResource,
     mothership: k8s.Provider,
     parent: pulumi.Resource,
-) -> k8s.Provider:
-    """Provider ``name`` for child cluster ``cluster`` from its kubeconfig Secret on the mothership.
+) -> tuple[k8s.Provider, pulumi.Output[str]]:
+    """Provider ``name`` for child cluster ``cluster`` from its kubeconfig Secret on the mothership,
+    and that kubeconfig (a Pulumi secret).
 
     Registers ``<name>-kubeconfig``, a read of Secret ``<namespace>/<cluster>-kubeconfig`` through
     ``mothership`` whose ID follows ``deployment``'s (so it is unknown, and the read skipped, while the
@@ -153,7 +248,7 @@ def child_provider(
         opts=pulumi.ResourceOptions(parent=parent, provider=mothership, depends_on=[deployment]),
     )
     kubeconfig = pulumi.Output.secret(read.data.apply(lambda data: decode_kubeconfig(data, secret_id)))
-    return k8s.Provider(name, kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=parent))
+    return k8s.Provider(name, kubeconfig=kubeconfig, opts=pulumi.ResourceOptions(parent=parent)), kubeconfig
 
 
 def cluster_targets(
@@ -185,12 +280,9 @@ def cluster_targets(
         opts = pulumi.ResourceOptions(parent=parent)
         if c.name in composers:
             composer, suffix = composers[c.name]
-            provider = k8s.Provider(
-                f"{name}-composer-target{suffix}",
-                kubeconfig=str(resolve_path(str(composer.kubeconfig), root)),
-                opts=opts,
-            )
-            out[c.name] = ClusterTarget(c.name, provider)
+            own_file = resolve_path(str(composer.kubeconfig), root)
+            provider = k8s.Provider(f"{name}-composer-target{suffix}", kubeconfig=str(own_file), opts=opts)
+            out[c.name] = ClusterTarget(c.name, provider, kubeconfig_file=own_file)
         elif c.kubeconfig is not None:
             path = resolve_path(c.kubeconfig, root)
             if path == ms_kubeconfig and c.context == ms.context:
@@ -199,9 +291,9 @@ def cluster_targets(
                 provider = k8s.Provider(
                     f"{name}-cluster-{c.name}", kubeconfig=str(path), context=c.context, opts=opts
                 )
-                out[c.name] = ClusterTarget(c.name, provider)
+                out[c.name] = ClusterTarget(c.name, provider, kubeconfig_file=path, context=c.context)
         else:
-            provider = child_provider(
+            provider, kubeconfig = child_provider(
                 f"{name}-cluster-{c.name}",
                 cluster=c.name,
                 namespace=mothership.namespace,
@@ -209,7 +301,7 @@ def cluster_targets(
                 mothership=mothership.provider,
                 parent=parent,
             )
-            out[c.name] = ClusterTarget(c.name, provider)
+            out[c.name] = ClusterTarget(c.name, provider, kubeconfig=kubeconfig)
     return out
 
 

@@ -11,7 +11,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components._base import child_opts, contract_props, publish_outputs, secret_login, token
+from components.cluster_access import with_server
 from components.manifests import common_labels
+from domain.cluster_api import KUBECONFIG_DATA_KEY
 from domain.composer_mode import DRA_DRIVER
 from domain.placement import OBJECT_LABEL
 from dynamic_providers.director.destroy_guard import ComposerGpuGuard
@@ -149,6 +151,11 @@ class ComposerArgs:
             composer never composes or reclaims them.
         tenant_pools: the composer pools (:func:`composer_pools`): quotas, hosts and namespaces.
         depends_on: resources to wait for (the static compositions).
+        runner_provider: with ``config.runs_on == "mothership"``: the mothership's provider, where
+            the chart, its namespace and Secrets go; ``provider`` is then the target cluster's.
+        target_kubeconfig: with ``runner_provider``: the target cluster's kubeconfig (a Pulumi
+            secret, :meth:`components.cluster_access.ClusterTarget.kubeconfig_text`), copied into
+            Secret ``<name>-target-kubeconfig`` beside the Pods.
     """
 
     config: ComposerConfig
@@ -159,6 +166,8 @@ class ComposerArgs:
     excluded_devices: pulumi.Input[Sequence[str]] = ()
     tenant_pools: Sequence[TenantPool] = ()
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    runner_provider: k8s.Provider | None = None
+    target_kubeconfig: pulumi.Input[str] | None = None
 
 
 def composer_values(
@@ -169,6 +178,7 @@ def composer_values(
     credentials_secret: str,
     excluded_devices: Sequence[str],
     tenant_pools: Sequence[TenantPool],
+    target_kubeconfig_secret: str | None = None,
 ) -> dict[str, Any]:
     """Helm values for ``charts/composer`` (``values.yaml``/``values.schema.json``); pure, with
     ``excluded_devices`` resolved.
@@ -182,6 +192,11 @@ def composer_values(
     ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL;
     ``config.namespaces`` limits the namespaces served (and gated by the webhook).
 
+    ``target_kubeconfig_secret`` (a composer that runs on the mothership, ``config.runs_on``): the
+    Secret holding the target cluster's kubeconfig (key ``value``), the chart's
+    ``targetCluster.kubeconfigSecret``; the webhook is then off (the chart refuses it) and
+    ``config.api_server`` is already in that kubeconfig, not in ``kubernetesService``.
+
     The reclaim guards and orphan cleanup (``docs/composer-reclaim.md``): ``reclaimWindowsUtc``,
     ``ownerTag`` and ``orphanGraceSeconds`` are always written (the stack config's defaults are the
     chart's), so the deployed values are the stack's and ``pulumi preview`` shows a change of them,
@@ -193,7 +208,11 @@ def composer_values(
     if config.image:
         repository, tag = config.image.rsplit(":", 1)
         placement["image"] = {"repository": repository, "tag": tag}
-    if config.api_server:
+    if target_kubeconfig_secret is not None:
+        placement["targetCluster"] = {"kubeconfigSecret": target_kubeconfig_secret,
+                                      "kubeconfigKey": KUBECONFIG_DATA_KEY}
+        placement["webhook"] = {"enabled": False}
+    elif config.api_server:
         host, port = config.api_server.rsplit(":", 1)
         placement["kubernetesService"] = {"host": host, "port": int(port)}
     if config.node_selector:
@@ -244,7 +263,10 @@ class Composer(pulumi.ComponentResource):
     """The composer: watches pending GPU pods in the target cluster, composes pool GPUs onto nodes
     through the Director, reclaims them from idle nodes.
 
-    Children (in the target cluster):
+    Children (in the target cluster; with ``args.runner_provider``, a composer that runs on the
+    mothership, the namespace, Secrets and chart go there, see :class:`ComposerArgs`, plus
+    ``<name>-lease-namespace`` in the target cluster and ``<name>-target-kubeconfig`` beside the
+    Pods):
 
     - ``<name>-namespace``: its Namespace.
     - ``<name>-director-account``: a ``DirectorEndpoint`` whose check logs in to the Director
@@ -286,11 +308,39 @@ class Composer(pulumi.ComponentResource):
         props = contract_props("Composer", own, config=c)
         super().__init__(token("Composer"), name, props, opts)
         labels = common_labels(component="composer")
+        hosted = args.runner_provider is not None
+        if hosted and args.target_kubeconfig is None:
+            raise ValueError(f"composer {name}: runner_provider needs target_kubeconfig")
+        runner = args.runner_provider or args.provider
+        prefix = "hosted-" if hosted else ""
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": c.namespace, "labels": {**labels, OBJECT_LABEL: "composer-namespace"}},
-            opts=child_opts(self, provider=args.provider),
+            metadata={"name": c.namespace, "labels": {**labels, OBJECT_LABEL: f"{prefix}composer-namespace"}},
+            opts=child_opts(self, provider=runner),
         )
+        chart_needs: list[pulumi.Resource] = [namespace]
+        kubeconfig_secret: str | None = None
+        if hosted:
+            # The Lease and the orphan timers live in the target cluster, in a namespace named
+            # like the Pods' (the composer's client is the target's: COMPOSER_NAMESPACE).
+            chart_needs.append(k8s.core.v1.Namespace(
+                f"{name}-lease-namespace",
+                metadata={"name": c.namespace,
+                          "labels": {**labels, OBJECT_LABEL: "composer-lease-namespace"}},
+                opts=child_opts(self, provider=args.provider),
+            ))
+            kubeconfig_secret = f"{name}-target-kubeconfig"
+            target = pulumi.Output.from_input(args.target_kubeconfig).apply(
+                lambda text: with_server(str(text), server=c.api_server)
+            )
+            chart_needs.append(k8s.core.v1.Secret(
+                kubeconfig_secret,
+                metadata={"name": kubeconfig_secret, "namespace": c.namespace,
+                          "labels": {**labels, OBJECT_LABEL: "composer-target-kubeconfig"}},
+                type="Opaque",
+                string_data={KUBECONFIG_DATA_KEY: pulumi.Output.secret(target)},
+                opts=child_opts(self, provider=runner, depends_on=[namespace]),
+            ))
         # Checked by `pulumi preview` (a read-only login): the Secret below is never replaced
         # with credentials the Director refuses, and a wrong endpoint stops the preview.
         account = DirectorEndpoint(
@@ -305,11 +355,11 @@ class Composer(pulumi.ComponentResource):
             metadata={
                 "name": secret_name,
                 "namespace": c.namespace,
-                "labels": {**labels, OBJECT_LABEL: "composer-director-credentials"},
+                "labels": {**labels, OBJECT_LABEL: f"{prefix}composer-director-credentials"},
             },
             type="Opaque",
             string_data=secret_login(args.director),
-            opts=child_opts(self, provider=args.provider, depends_on=[namespace, account]),
+            opts=child_opts(self, provider=runner, depends_on=[namespace, account]),
         )
         values = excluded.apply(
             lambda devices: composer_values(
@@ -319,6 +369,7 @@ class Composer(pulumi.ComponentResource):
                 credentials_secret=secret_name,
                 excluded_devices=devices,
                 tenant_pools=args.tenant_pools,
+                target_kubeconfig_secret=kubeconfig_secret,
             )
         )
         chart = k8s.helm.v4.Chart(
@@ -326,7 +377,7 @@ class Composer(pulumi.ComponentResource):
             chart=str(args.chart_path),
             namespace=c.namespace,
             values=values,
-            opts=child_opts(self, provider=args.provider, depends_on=[namespace, creds, *args.depends_on]),
+            opts=child_opts(self, provider=runner, depends_on=[*chart_needs, creds, *args.depends_on]),
         )
         # Depends on the chart, so a destroy deletes it first: it stops while the composer (still
         # running then) holds GPUs that nobody would return once it is gone.

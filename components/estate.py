@@ -425,6 +425,7 @@ class Estate(pulumi.ComponentResource):
             if part is not None and cc.target_cluster not in part.composers:
                 continue
             target_provider = self.clusters.provider_for("composer-release", cc.target_cluster)
+            hosted = cc.runs_on == MOTHERSHIP and cc.target_cluster != MOTHERSHIP
             excluded = excluded_devices(cfg, self.compositions)
             pool = cfg.pool(cc.pool)
             assert pool is not None  # guaranteed by stack_config.rules
@@ -442,6 +443,9 @@ class Estate(pulumi.ComponentResource):
                     excluded_devices=excluded,
                     tenant_pools=composer_pools(cfg, cc),
                     depends_on=depends,
+                    runner_provider=self.clusters.mothership.provider if hosted else None,
+                    target_kubeconfig=(self.clusters.target(cc.target_cluster).kubeconfig_text()
+                                       if hosted else None),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             ))

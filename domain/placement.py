@@ -94,6 +94,21 @@ PLACEMENTS: Final[dict[str, Placement]] = {
     "composer-namespace": Placement("Namespace", "hypervisor", "kube-apiserver (the composer's Pods)"),
     "composer-director-credentials": Placement("Secret", "hypervisor", "the composer (Director login)"),
     "composer-release": Placement("Chart", "hypervisor", "the composer controller and its webhook"),
+    "composer-lease-namespace": Placement(
+        "Namespace", "hypervisor", "a composer running on the mothership (its Lease and orphan timers)"
+    ),
+    "hosted-composer-namespace": Placement(
+        "Namespace", "mothership", "kube-apiserver (the Pods of a composer serving a child cluster)"
+    ),
+    "hosted-composer-director-credentials": Placement(
+        "Secret", "mothership", "the composer (Director login)"
+    ),
+    "composer-target-kubeconfig": Placement(
+        "Secret", "mothership", "the composer's Pods (their client of the child cluster)"
+    ),
+    "hosted-composer-release": Placement(
+        "Chart", "mothership", "the composer controller, serving a child cluster (no webhook)"
+    ),
 }
 
 

@@ -3,21 +3,23 @@
 1. Build the composer image from ``Containerfile`` (``lab.image``; warm: seconds).
 2. Start the lab (both control planes, Director and Redfish simulators, GPU agent) and its real
    kubelet node ``mgmt-1`` (``lab.node``), and load the image into the node's containerd. By
-   default (``--hosts-in mothership``) the demo registers the hosts' Nodes on the mothership
-   (``LabConfig(hosts_on_mothership=True)``, moving them there from ``lab-workers`` if the lab runs
-   with them there): the composer chart runs on the mothership's only real node ``mgmt-1`` and
-   serves the pods and Nodes of the cluster it is installed in, and the program labels the hosts'
-   Nodes through its mothership provider; the second control plane runs beside it with no host
-   Nodes. ``--hosts-in lab-workers`` registers them in the hypervisor cluster instead, for a
-   program that installs the composer and labels the Nodes there.
+   default (``--hosts-in lab-workers``) the hosts' Nodes are in the hypervisor cluster
+   ``lab-workers``, the second control plane, as the dev stack expects: it reaches ``lab-workers``
+   through the kubeconfig Secret the lab's Cluster API stand-in writes, labels the hosts' Nodes
+   there, and runs the composer with ``runs_on: mothership``: its chart on the mothership, its Pods
+   on ``mgmt-1`` (``lab-workers`` has no real node) watching ``lab-workers``.
+   ``--hosts-in mothership`` registers them on the mothership instead
+   (``LabConfig(hosts_on_mothership=True)``), for a stack whose composer serves the mothership.
 3. ``pulumi up`` the dev stack with the policy pack (lab enforcement), through the real CLI: it
    installs ``charts/composer``, whose Pods run the image on ``mgmt-1``.
-4. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs), then
-   every k0rdent template of the stack valid or invalid: each chart fetched by the lab's Flux
-   source-controller from the lab's chart repository, the verdict written by the kcm stand-in
-   (``lab.template_sources``); an invalid template fails the demo.
-5. Run the handover scenario (two hosts hand over two pooled GPUs) against the composer Pods (their
-   names and image digest are printed): a pod pinned to ``blade-slot-1`` asks for 2 GPUs and gets
+4. Print the estate summary (hosts, DPUs with posture, tenants, networks, clusters, GPUs), then,
+   per cluster, every object the program created there (label ``composable-gpu.io/object``,
+   :func:`created_objects`), then every k0rdent template of the stack valid or invalid: each chart
+   fetched by the lab's Flux source-controller from the lab's chart repository, the verdict
+   written by the kcm stand-in (``lab.template_sources``); an invalid template fails the demo.
+5. Run the handover scenario (two hosts hand over two pooled GPUs) in the cluster of the hosts'
+   Nodes against the composer Pods (their names and image digest are printed): a pod pinned to
+   ``blade-slot-1`` asks for 2 GPUs and gets
    both, it ends, the GPUs go back to the free pool after the stack's idle timeout, and a pod pinned
    to ``blade-slot-2`` gets the same two GPUs. Each step is printed with its time.
    ``--local-composer`` runs the controller as a local process instead (the kwok-only mode).
@@ -141,6 +143,34 @@ def check_templates(cfg: settings.LabConfig, stack: str, *, say: Callable[[str],
                         ".lab/logs/kcm-standin.log)")
 
 
+def created_objects(cfg: settings.LabConfig) -> list[str]:
+    """``<kind> <namespace>/<name> (<object>)`` for every object of the cluster ``cfg`` carrying the
+    label :data:`domain.placement.OBJECT_LABEL` (what the program created there; docs/architecture.md
+    "Where each object lives"), one kind of :data:`domain.placement.PLACEMENTS` after another, as
+    ``kubectl get <kind> -A -l composable-gpu.io/object`` lists them. Kinds the cluster does not
+    serve (a CRD installed on the other cluster only) are skipped. Sorted within a kind. Then the
+    composer chart's Deployments (the chart's objects carry the chart's labels, not that one)."""
+    from kubernetes.dynamic import DynamicClient
+
+    from domain.placement import OBJECT_LABEL, PLACEMENTS
+
+    dyn = DynamicClient(kube.admin_client(cfg))
+    out: list[str] = []
+    for kind in dict.fromkeys(p.kind for p in PLACEMENTS.values()):
+        resources = [r for r in dyn.resources.search(kind=kind) if "/" not in r.name]
+        if not resources:
+            continue
+        items = resources[0].get(label_selector=OBJECT_LABEL).items
+        rows = sorted(f"{kind} {(i.metadata.namespace + '/') if i.metadata.namespace else ''}"
+                      f"{i.metadata.name} ({i.metadata.labels[OBJECT_LABEL]})" for i in items)
+        out.extend(rows)
+    charts = dyn.resources.get(api_version="apps/v1", kind="Deployment").get(
+        label_selector="app.kubernetes.io/name=composer").items
+    out.extend(sorted(f"Deployment {d.metadata.namespace}/{d.metadata.name} (rendered by the composer chart)"
+                      for d in charts))
+    return out
+
+
 def step(title: str) -> Callable[[str], None]:
     """Print a step header; returns a function printing timed lines under it."""
     t0 = time.monotonic()
@@ -159,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stack", default="dev")
     ap.add_argument("--no-scenario", action="store_true", help="stop after the summary")
     ap.add_argument("--hosts-in", choices=(settings.MOTHERSHIP_CLUSTER, settings.HYPERVISOR_CLUSTER),
-                    default=settings.MOTHERSHIP_CLUSTER,
-                    help="the cluster whose Nodes the hosts are (default: mothership)")
+                    default=settings.HYPERVISOR_CLUSTER,
+                    help="the cluster whose Nodes the hosts are (default: lab-workers)")
     ap.add_argument("--local-composer", action="store_true",
                     help="run the scenario's composer as a local process, not the chart's Pods")
     ap.add_argument("--idle-timeout-seconds", type=float, default=15.0,
@@ -208,14 +238,23 @@ def main(argv: list[str] | None = None) -> int:
 
         print(render_summary(outputs["estate"]), flush=True)
 
+        clusters = [(settings.MOTHERSHIP_CLUSTER, cfg)]
+        if cfg.hypervisor is not None:
+            clusters.append((settings.HYPERVISOR_CLUSTER, cfg.hypervisor))
+        for name, cluster in clusters:
+            say = step(f"created by the program in {name} ({cluster.kubeconfig})")
+            for row in created_objects(cluster):
+                say(row)
+
         check_templates(cfg, args.stack, say=step("k0rdent templates: each chart fetched by Flux "
                                                   "source-controller, the verdict kcm would write"))
 
         if not args.no_scenario:
             t0 = time.time()
-            # In the cluster whose Nodes the hosts are (the mothership unless --hosts-in lab-workers).
+            # In the cluster whose Nodes the hosts are (lab-workers unless --hosts-in mothership); the
+            # chart's Pods run on mgmt-1, on the mothership, whichever cluster they serve.
             scenario.run_handover_scenario(cfg.hosts_cluster, outputs["estate"], step=step,
-                                          local_process=args.local_composer,
+                                          local_process=args.local_composer, composer_cfg=cfg,
                                           idle_timeout_seconds=args.idle_timeout_seconds)
             if not args.local_composer:
                 say = step("dashboard: the main panels over the scenario, from the lab's Prometheus")

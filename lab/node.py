@@ -19,8 +19,9 @@ composer chart's Pods really run. Parts, all from Debian packages except the kub
 - the pod sandbox image ``localhost/composable-gpu/pause:lab`` (``lab/toolchain/pause``) and the
   composer image, loaded into containerd's ``k8s.io`` namespace from podman.
 - ``node-proxy``: the lab has no kube-proxy and its API server and simulators listen on
-  127.0.0.1 only; this relays the node address's ports (API server 16443, Director 18080) to
-  them, so a Pod reaches them at ``10.89.0.1`` (:mod:`lab.node_proxy`).
+  127.0.0.1 only; this relays the node address's ports (API server 16443, Director 18080, and
+  ``lab-workers``' API server 16543, whose certificate names the node address too) to them, so a
+  Pod reaches them at ``10.89.0.1`` (:mod:`lab.node_proxy`).
 
 Everything lives under ``<lab dir>/node``; :func:`stop` kills every pod container through
 containerd, stops kubelet and containerd, and unmounts what the kubelet mounted there.
@@ -309,7 +310,8 @@ def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
         load_image(p, ref)
     processes.start(cfg.lab_dir, "node-proxy", [
         sys.executable, "-m", "lab.node_proxy", "--listen", NODE_IP,
-        "--port", str(cfg.ports.apiserver), "--port", str(settings.DIRECTOR_PORT)])
+        "--port", str(cfg.ports.apiserver), "--port", str(settings.DIRECTOR_PORT),
+        *(["--port", str(cfg.hypervisor_ports.apiserver)] if cfg.hypervisor_ports else [])])
     processes.wait_until(lambda: processes.port_open(cfg.ports.apiserver, NODE_IP), what="node-proxy",
                          timeout_seconds=30, lab_dir=cfg.lab_dir, name="node-proxy")
     processes.start(cfg.lab_dir, "kubelet", [

@@ -220,8 +220,12 @@ def composer_pods(core: client.CoreV1Api, namespace: str) -> list[ComposerPod]:
 
 
 def deployed_composer(cfg: settings.LabConfig, composer_out: dict[str, Any], *,
+                      pods_cfg: settings.LabConfig | None = None,
                       timeout_seconds: float = 180) -> tuple[ComposerPod, list[ComposerPod]]:
     """Wait until the chart's composer Pods are Ready and one of them holds the Lease.
+
+    The Lease is in ``cfg``, the cluster the composer serves; its Pods in ``pods_cfg`` (default:
+    the same; the mothership for a composer with ``runs_on: mothership``).
 
     Returns:
         (the leader, every Ready Pod).
@@ -231,7 +235,7 @@ def deployed_composer(cfg: settings.LabConfig, composer_out: dict[str, Any], *,
     from components.composer import LEASE_NAME
 
     api = kube.admin_client(cfg)
-    core = client.CoreV1Api(api)
+    core = client.CoreV1Api(kube.admin_client(pods_cfg) if pods_cfg is not None else api)
     ns = composer_out["namespace"]
     coord = client.CoordinationV1Api(api)
 
@@ -256,8 +260,11 @@ def deployed_composer(cfg: settings.LabConfig, composer_out: dict[str, Any], *,
 
 def run_handover_scenario(cfg: settings.LabConfig, estate: dict[str, Any], *,
                          idle_timeout_seconds: float | None = None, local_process: bool = False,
+                         composer_cfg: settings.LabConfig | None = None,
                          step: Callable[[str], Callable[[str], None]]) -> list[str]:
-    """Run the scenario; returns the device names that moved from host A to host B.
+    """Run the scenario in ``cfg`` (the cluster whose Nodes the hosts are); returns the device names
+    that moved from host A to host B. ``composer_cfg``: the cluster the chart's composer Pods run in
+    (default: ``cfg``; the mothership for a composer with ``runs_on: mothership``).
 
     ``idle_timeout_seconds`` applies to the local process only; the deployed composer runs with
     the stack's value.
@@ -292,7 +299,7 @@ def run_handover_scenario(cfg: settings.LabConfig, estate: dict[str, Any], *,
     else:
         idle_timeout_seconds = float(stack_idle or 600)
         say = step(f"composer: the chart's Deployment in {estate['composer']['namespace']}")
-        lead, pods = deployed_composer(cfg, estate["composer"])
+        lead, pods = deployed_composer(cfg, estate["composer"], pods_cfg=composer_cfg)
         for p in pods:
             say(f"Pod {p.name} Ready on node {p.node}{' (leader)' if p is lead else ''}; "
                 f"image {p.image} digest {p.image_id.rsplit('@', 1)[-1]}")

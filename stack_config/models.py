@@ -689,8 +689,19 @@ class ComposerConfig(_Model):
     kubeconfig: str | None = None
     """kubeconfig of the target cluster (relative to the project root); default: the mothership's
     (in the lab the mothership's API server stands in for the worker cluster)."""
+    runs_on: Literal["target_cluster", "mothership"] = "target_cluster"
+    """Where the composer runs. ``target_cluster``: the chart is installed in the target cluster,
+    its Pods run on that cluster's nodes and its gating webhook admits that cluster's pods.
+    ``mothership``: the chart is installed on the mothership and its Pods run on the mothership's
+    nodes, watching the target cluster through that cluster's kubeconfig (the one the program
+    reaches it with: its Cluster API Secret ``<cluster>-kubeconfig``, or the adopted file), copied
+    into a Secret beside the Pods; the composer's Lease, orphan timers, Events and Node patches are
+    in the target cluster, which gets no gating webhook (docs/composer-pools.md "Where a composer
+    for a child cluster runs"). ``api_server`` then names where the Pods reach the target's API
+    server."""
     namespace: DnsLabel = "composer-system"
-    """Namespace of the controller."""
+    """Namespace of the controller (with ``runs_on: mothership``: on the mothership, and the
+    namespace of its Lease in the target cluster)."""
     release_name: DnsLabel = "composer"
     """Helm release name (also the name of its cluster-scoped ClusterRole and ClusterRoleBinding)."""
     chart_path: NonEmptyStr = "charts/composer"
@@ -702,7 +713,10 @@ class ComposerConfig(_Model):
     """Director base URL as the composer's Pods reach it (default: ``fabric.director.endpoint``)."""
     api_server: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
     """``host:port`` where the composer's Pods reach the API server when the target cluster's
-    ``kubernetes`` Service is not routable (no kube-proxy, as in the lab); default: that Service."""
+    ``kubernetes`` Service is not routable (no kube-proxy, as in the lab); default: that Service.
+    With ``runs_on: mothership``: where they reach the target cluster's API server (it replaces the
+    ``server`` of the target's kubeconfig, whose certificate must name that host); default: the
+    kubeconfig's own."""
     node_selector: dict[str, NonEmptyStr] = {}
     """Node labels the composer's Pods must match (e.g. the system nodes)."""
     tolerations: list[dict[str, str]] = []

@@ -804,7 +804,14 @@ def adopted_cluster_kubeconfig(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 
 def _composer_kubeconfig(estate: EstateConfig, key: str, cc: ComposerConfig) -> Iterator[ConfigProblem]:
-    """The composer part of :func:`adopted_cluster_kubeconfig` for ``cc`` at key path ``key``."""
+    """The composer part of :func:`adopted_cluster_kubeconfig` for ``cc`` at key path ``key``; also:
+    ``runs_on: mothership`` needs a target cluster other than the mothership."""
+    if cc.runs_on == MOTHERSHIP and cc.target_cluster == MOTHERSHIP:
+        yield ConfigProblem(
+            f"{key}.runs_on",
+            "the composer targets the mothership: it runs there anyway; drop runs_on "
+            "(runs_on: mothership is for a composer watching a child cluster from the mothership)",
+        )
     if cc.kubeconfig is None:
         return
     if cc.target_cluster == MOTHERSHIP:

@@ -426,11 +426,13 @@ class DirectorClient:
         Args:
             machine: machine name, ``mach_id`` or :class:`Machine` record.
             device_names: GPUs to attach (``gpu0``...).
-            owner_tag: when given, written into each GPU's user description before anything
-                on the fabric changes (``PUT device/udesc/gpu/{id}``, skipped for a GPU that
-                carries it already), so the tag is the durable record of who attached it; a
-                GPU carrying another tag is refused. ``GET device/info/gpu/{name}`` reads the
-                tag of each GPU to attach (one small read per GPU, not the whole fabric's).
+            owner_tag: when given, written into each GPU's user description once the GPU is in
+                the machine's group pool and before the fabric edit (``PUT
+                device/udesc/gpu/{id}``, skipped for a GPU that carries it already), so the tag
+                is the durable record of who attached it; a GPU carrying another tag is refused
+                with nothing changed. ``GET
+                device/info/gpu/{name}`` reads the tag of each GPU to attach, before the pool move
+                (one small read per GPU, not the whole fabric's).
             before_change: called once, after the reads and before the first request that
                 changes anything on the Director (the owner tag, the pool move, the fabric
                 edit), and not at all when nothing is left to attach. A caller that must record
@@ -491,12 +493,18 @@ class DirectorClient:
             if first_change is not None:
                 first_change()
                 first_change = None
-            if owner_tag is not None:
-                self._claim(m, todo, gpus, owner_tag)
+            untagged = self._untagged(m, todo, owner_tag) if owner_tag is not None else []
             from_system = [n for n in todo if gpus[n].group_id is None]
             if from_system:
+                # The pool move is the claim between clients sharing the system free pool: a GPU
+                # joins one group's pool only, a second move of it is refused. The owner tag is
+                # written after it: reading "no tag" and then writing one is not atomic, so two
+                # clients tagging the same free GPU at once would both succeed, and the loser's
+                # tag would stay on the winner's GPU.
                 self._pool_transaction(grp, gpus, add=from_system)
                 moved.extend(from_system)
+            if owner_tag is not None:
+                self._tag(untagged, gpus, owner_tag)
             self._transaction(m, grp, attach=todo, gpus=gpus)
 
         self._retry_transaction(
@@ -527,18 +535,26 @@ class DirectorClient:
         )
 
     # ================================================================ internals
-    def _claim(self, m: Machine, names: Sequence[str], gpus: Mapping[str, Placed], tag: str) -> None:
-        """Write ``tag`` on the GPUs not carrying it yet; refuse one carrying another tag."""
+    def _untagged(self, m: Machine, names: Sequence[str], tag: str) -> list[str]:
+        """The GPUs of ``names`` carrying no owner tag yet (one ``GET device/info/gpu/{name}``
+        each); refuse, with nothing changed, one carrying another tag."""
         if reads_as_no_description(tag):
             raise ValueError(f"owner tag {tag!r} reads as no description on the Director")
+        out = []
         for n in names:
             have = device_api.gpu_info(self._t, n).udesc
             if reads_as_no_description(have):
-                device_api.set_gpu_description(self._t, dev_id=gpus[n].status.dev_id, text=tag, device=n)
+                out.append(n)
             elif have != tag:
                 raise DirectorConflictError(
                     f"GPU {n} carries the owner tag {have!r}, not {tag!r}", machine=m.mach_name, device=n
                 )
+        return out
+
+    def _tag(self, names: Sequence[str], gpus: Mapping[str, Placed], tag: str) -> None:
+        """Write ``tag`` on the GPUs ``names`` (in the machine's group pool by then)."""
+        for n in names:
+            device_api.set_gpu_description(self._t, dev_id=gpus[n].status.dev_id, text=tag, device=n)
 
     def _by_name(self, names: Iterable[str], *, missing_ok: bool = False) -> dict[str, Gpu]:
         wanted = list(dict.fromkeys(names))

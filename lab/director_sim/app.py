@@ -7,6 +7,7 @@ outside the API tree:
 - ``GET /_sim/state``: the whole fabric state, open edits and call counters.
 - ``POST /_sim/reset``: back to the inventory; faults, digests and counters cleared.
 - ``GET|DELETE /_sim/calls``: the ordered log of API calls (``method``, ``path``, ``query``,
+  ``client`` address, JSON ``body``,
   ``status``) / clear it; for tests that assert LIQID's call order.
 - ``GET|POST|DELETE /_sim/faults``: list / add (:class:`~.faults.FaultRule` JSON) / clear fault
   rules. ``{"kind": "open_edit", "machine": NAME}`` leaves a fabric edit open on a machine, and
@@ -257,7 +258,8 @@ def create_app(
             return None
         c = ctx()
         c.jobs.settle()
-        g.sim_call = c.record(request.method, path, dict(request.args))
+        g.sim_call = c.record(request.method, path, dict(request.args), client=request.remote_addr,
+                              body=request.get_json(silent=True))
         c.count(f"{request.method} {path}")
         _check_auth(c, path)
         if _is_change(path):

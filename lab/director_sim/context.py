@@ -44,9 +44,13 @@ class SimContext:
     calls: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
-    def record(self, method: str, path: str, query: dict[str, str]) -> dict[str, Any]:
-        """Append a call to the ordered log (``GET /_sim/calls``); the status is filled in later."""
-        entry: dict[str, Any] = {"method": method, "path": path, "query": query, "status": None}
+    def record(self, method: str, path: str, query: dict[str, str], *, client: str | None = None,
+               body: Any = None) -> dict[str, Any]:
+        """Append a call to the ordered log (``GET /_sim/calls``); the status is filled in later.
+        ``client``: the caller's IP address (which of several clients sharing one Director sent
+        it); ``body``: the JSON request body (None without one)."""
+        entry: dict[str, Any] = {"method": method, "path": path, "query": query, "status": None,
+                                 "client": client, "body": body}
         with self.lock:
             self.calls.append(entry)
             if len(self.calls) > 20000:

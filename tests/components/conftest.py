@@ -88,10 +88,12 @@ KUBECONFIG_MARKER = "child-cluster-token-5d1e"
 
 
 def child_kubeconfig(secret_id: str) -> str:
-    """The kubeconfig text the mocked mothership holds in Secret ``secret_id`` (carries the marker)."""
+    """The kubeconfig text the mocked mothership holds in Secret ``secret_id`` (carries the marker);
+    one context, current, as Cluster API writes it (``<cluster>-admin@<cluster>``)."""
     return (
         "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: https://10.9.9.9:6443}}]\n"
         f"users: [{{name: u, user: {{token: {KUBECONFIG_MARKER}-{secret_id}}}}}]\n"
+        "contexts: [{name: u@c, context: {cluster: c, user: u}}]\ncurrent-context: u@c\n"
     )
 
 

@@ -93,10 +93,11 @@ def _run_names(run: str, ca: str) -> dict[str, Any]:
     def estate(doc: dict[str, Any]) -> None:
         doc["mothership"]["namespace"] = f"{run}-infra"
         doc["composer"].update(namespace=f"{run}-composer", release_name=f"{run}-composer", owner_tag=run)
-        # This test is about the program, not the composer's runtime: its Pods go to the kwok Nodes
-        # (which "run" any image) instead of the real node mgmt-1 (tests/composer/test_deployed.py).
-        for key in ("node_selector", "tolerations"):
-            doc["composer"].pop(key)
+        # This test is about the program, not the composer's runtime: its chart goes to lab-workers
+        # and its Pods to the kwok Nodes there (which "run" any image) instead of the real node
+        # mgmt-1 (tests/composer/test_deployed.py, test_two_clusters_lab.py).
+        for key in ("node_selector", "tolerations", "runs_on"):
+            doc["composer"].pop(key, None)
 
     def hosts(doc: dict[str, Any]) -> None:
         for host in doc["hosts"]:
@@ -123,7 +124,7 @@ def dev_stack(lab: Any, tmp_path: Path) -> Iterator[tuple[auto.Stack, str]]:
     run = f"e2e-{secrets.token_hex(3)}"
     ca = str(lab.lab_dir / "sim-state" / "redfish" / "tls" / "ca.pem")
     _edit(work, "estate.yaml", lambda doc: doc["mothership"].update(kubeconfig=str(lab.kubeconfig)))
-    _edit(work, "clusters.yaml", lambda doc: doc["hypervisor_clusters"][0].pop("kubeconfig"))
+    _edit(work, "clusters.yaml", lambda doc: doc["hypervisor_clusters"][0].pop("kubeconfig", None))
     for name, change in _run_names(run, ca).items():
         _edit(work, name, change)
     try:

@@ -203,17 +203,29 @@ def test_estate_structure(mocks: Recorder, tmp_path: Path) -> None:
     assert provider["kubeconfig"] == str(tmp_path / "kubeconfig.yaml")
 
 
-def test_the_dev_stack_reaches_its_adopted_cluster_through_the_mothership_provider(mocks: Recorder) -> None:
-    """The dev stack's lab-workers is adopted with the mothership's own kubeconfig: one API server,
-    one provider, every object through it and no object twice."""
+def test_the_dev_stack_reaches_lab_workers_through_its_secret_and_runs_the_composer_on_the_mothership(
+    mocks: Recorder,
+) -> None:
+    """The dev stack's lab-workers is a child reached through its kubeconfig Secret (provider
+    ``estate-cluster-lab-workers``): the hosts' Node patches, the tenants' namespaces, quotas and
+    NADs and the composer's Lease namespace go there; the composer (``runs_on: mothership``) has its
+    chart, namespace and Secrets on the mothership; no namespace twice in one cluster."""
     cfg = load_stack_file(ROOT / "Pulumi.dev.yaml")
     run(lambda: Estate("estate", EstateArgs(config=cfg, stack="dev", project_root=ROOT)))
-    objects = [r for r in mocks.registrations if r.typ.startswith("kubernetes:")]
+    objects = [r for r in mocks.registrations if r.typ.startswith("kubernetes:") and not r.read]
     assert len(objects) > 30
-    assert [r.name for r in objects if not uses_provider(r, "estate-mothership")] == []
-    assert [r.name for r in mocks.of_type("pulumi:providers:kubernetes")] == ["estate-mothership"]
-    namespaces = [r.inputs["metadata"]["name"] for r in mocks.of_type("kubernetes:core/v1:Namespace")]
-    assert sorted(namespaces) == sorted(set(namespaces))
+    assert sorted(r.name for r in mocks.of_type("pulumi:providers:kubernetes")) == [
+        "estate-cluster-lab-workers", "estate-mothership"]
+    in_workers = {r.typ.split(":")[-1] for r in objects if uses_provider(r, "estate-cluster-lab-workers")}
+    assert in_workers == {"NodePatch", "Namespace", "ResourceQuota", "NetworkAttachmentDefinition"}
+    assert uses_provider(mocks.named("composer", "kubernetes:helm.sh/v4:Chart"), "estate-mothership")
+    for name in ("composer-namespace", "composer-director-credentials", "composer-target-kubeconfig"):
+        assert uses_provider(mocks.named(name), "estate-mothership"), name
+    assert uses_provider(mocks.named("composer-lease-namespace"), "estate-cluster-lab-workers")
+    for provider in ("estate-mothership", "estate-cluster-lab-workers"):
+        namespaces = [r.inputs["metadata"]["name"] for r in mocks.of_type("kubernetes:core/v1:Namespace")
+                      if uses_provider(r, provider)]
+        assert sorted(namespaces) == sorted(set(namespaces)), provider
 
 
 def test_composer_with_its_own_kubeconfig_gets_its_own_provider(mocks: Recorder, tmp_path: Path) -> None:

@@ -65,7 +65,8 @@ def _object(r: Registration) -> str:
     if r.typ == "kubernetes:core/v1:NodePatch":
         return "node-labels"
     if r.typ == "kubernetes:helm.sh/v4:Chart":
-        return "composer-release"
+        hosted = bool(r.inputs.get("values", {}).get("targetCluster"))
+        return "hosted-composer-release" if hosted else "composer-release"
     return r.inputs["metadata"]["labels"][OBJECT_LABEL]
 
 
@@ -90,15 +91,18 @@ def _every_object_estate() -> dict[str, Any]:
 
 
 def test_every_object_goes_through_a_provider_of_its_cluster(tmp_path: Path) -> None:
-    recorder = install_mocks()
-    run(lambda: _estate(tmp_path, _every_object_estate()))
+    hosted = _every_object_estate()
+    hosted["composer"]["runs_on"] = "mothership"  # its chart on the mothership, watching workers
     seen: dict[str, set[str]] = {}
-    for r in _objects(recorder):
-        obj = _object(r)
-        expected = PLACEMENTS[obj]
-        assert r.typ.split(":")[-1] == expected.kind, (r.name, obj)
-        seen.setdefault(obj, set()).add(_provider_name(r))
-    assert set(seen) == set(PLACEMENTS)  # the example estate creates every kind of object
+    for raw in (_every_object_estate(), hosted):
+        recorder = install_mocks()
+        run(lambda raw=raw: _estate(tmp_path, raw))
+        for r in _objects(recorder):
+            obj = _object(r)
+            expected = PLACEMENTS[obj]
+            assert r.typ.split(":")[-1] == expected.kind, (r.name, obj)
+            seen.setdefault(obj, set()).add(_provider_name(r))
+    assert set(seen) == set(PLACEMENTS)  # the two example estates create every kind of object
     children = {"estate-cluster-hv", "estate-cluster-workers"}
     for obj, providers in seen.items():
         if PLACEMENTS[obj].cluster == "mothership":

@@ -364,13 +364,7 @@ class Scenario:
 
     def attached(self) -> dict[str, list[str]]:
         """Node name -> GPUs the Director shows attached to it."""
-        st = self.sim("GET", "state")
-        mach = {m["mach_id"]: m["name"] for m in st["machines"]}
-        out: dict[str, list[str]] = {}
-        for g in st["gpus"]:
-            if g.get("mach_id") is not None:
-                out.setdefault(mach[g["mach_id"]], []).append(g["name"])
-        return {k: sorted(v) for k, v in out.items()}
+        return attached_gpus(self.sim("GET", "state"))
 
     # -- Kubernetes -----------------------------------------------------------------------
     def gpu_pod(
@@ -559,6 +553,17 @@ def utc_window(offset_hours: int, hours: int) -> str:
     start = (datetime.now(UTC) + timedelta(hours=offset_hours)).replace(minute=0)
     end = start + timedelta(hours=hours)
     return f"{start:%H:%M}-{end:%H:%M}"
+
+
+def attached_gpus(state: dict[str, Any]) -> dict[str, list[str]]:
+    """Machine name -> names of the GPUs attached to it (sorted), from the Director simulator's
+    ``GET /_sim/state``; machines without GPUs left out. Pure."""
+    mach = {m["mach_id"]: m["name"] for m in state["machines"]}
+    out: dict[str, list[str]] = {}
+    for g in state["gpus"]:
+        if g.get("mach_id") is not None:
+            out.setdefault(mach[g["mach_id"]], []).append(g["name"])
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def _ready(node: client.V1Node) -> bool:

@@ -285,3 +285,29 @@ def test_webhook_configuration_tls_and_opt_outs():
     (dep,) = by_kind(docs, "Deployment")
     env = {e["name"] for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert "COMPOSER_WEBHOOK_PORT" not in env
+
+
+def test_a_target_cluster_kubeconfig_is_mounted_and_drops_rbac_and_needs_the_webhook_off(monkeypatch):
+    docs = render("director.existingSecret=s", "targetCluster.kubeconfigSecret=child-kubeconfig",
+                  "webhook.enabled=false")
+    assert by_kind(docs, "ClusterRole") == [] and by_kind(docs, "Role") == []
+    assert by_kind(docs, "MutatingWebhookConfiguration") == []
+    (dep,) = by_kind(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["COMPOSER_KUBECONFIG"] == "/etc/composer/target/kubeconfig"
+    assert "KUBERNETES_SERVICE_HOST" not in env
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "target-kubeconfig")
+    assert mount == {"name": "target-kubeconfig", "mountPath": "/etc/composer/target", "readOnly": True}
+    volume = next(v for v in pod["volumes"] if v["name"] == "target-kubeconfig")
+    assert volume["secret"] == {"secretName": "child-kubeconfig",
+                                "items": [{"key": "value", "path": "kubeconfig"}]}
+    for name, value in env.items():
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "from-secret")
+    assert Settings().kubeconfig == "/etc/composer/target/kubeconfig"  # the composer reads it
+    out = helm("template", "gpu", str(CHART), "--set", "director.existingSecret=s", "--set",
+               "targetCluster.kubeconfigSecret=child-kubeconfig", check=False)
+    assert out.returncode != 0 and "targetCluster.kubeconfigSecret needs webhook.enabled=false" in out.stderr

@@ -21,8 +21,17 @@ CHART = ROOT / "charts" / "composer"
 
 
 def _values(cc: ComposerConfig) -> dict[str, Any]:
+    """The chart values the program renders for ``cc`` (with ``runs_on: mothership`` the target's
+    kubeconfig is in Secret ``composer-target-kubeconfig``, as components.composer names it)."""
+    secret = "composer-target-kubeconfig" if cc.runs_on == "mothership" else None
     return composer_values(config=cc, director_url="http://127.0.0.1:18080", director_username="admin",
-                           credentials_secret="creds", excluded_devices=[], tenant_pools=[])
+                           credentials_secret="creds", excluded_devices=[], tenant_pools=[],
+                           target_kubeconfig_secret=secret)
+
+
+def _in_target(cc: ComposerConfig) -> ComposerConfig:
+    """``cc`` installed in its target cluster instead, reached at the mothership's relayed port."""
+    return cc.model_copy(update={"runs_on": "target_cluster", "api_server": "10.89.0.1:16443"})
 
 
 def _dev_composer() -> ComposerConfig:
@@ -34,11 +43,17 @@ def _dev_composer() -> ComposerConfig:
 def test_dev_stack_runs_the_lab_image_on_the_real_node_and_reaches_the_api_at_the_node_address() -> None:
     from lab import image, node
 
-    v = _values(_dev_composer())
+    dev = _dev_composer()
+    # lab-workers has no real node: the chart goes to the mothership, the Pods to mgmt-1, and they
+    # reach lab-workers' API server at the node address (in the kubeconfig, not kubernetesService)
+    assert dev.runs_on == "mothership" and dev.api_server == f"{node.NODE_IP}:16543"
+    v = _values(dev)
+    assert v["targetCluster"] == {"kubeconfigSecret": "composer-target-kubeconfig", "kubeconfigKey": "value"}
+    assert v["webhook"] == {"enabled": False} and "kubernetesService" not in v
     assert v["image"] == {"repository": image.IMAGE_REPOSITORY, "tag": image.LAB_TAG}
     assert v["nodeSelector"] == {"kubernetes.io/hostname": node.NODE_NAME}
     assert v["tolerations"] == [{"key": node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
-    assert v["kubernetesService"] == {"host": node.NODE_IP, "port": 16443}
+    assert _values(_in_target(dev))["kubernetesService"] == {"host": node.NODE_IP, "port": 16443}
     assert v["director"]["url"] == f"http://{node.NODE_IP}:18080"
     # scoped to the demo's and the tenants' namespaces: the lab is shared with tests' own composers
     assert v["composer"]["namespaces"] == ["gpu-demo", "tenant-alpha", "tenant-beta"]
@@ -60,7 +75,7 @@ def test_bad_placement_config_is_refused(bad: dict[str, str]) -> None:
 
 @pytest.mark.skipif(shutil.which("helm") is None, reason="helm not built: run `make setup`")
 def test_rendered_deployment_carries_image_placement_and_api_server_env(tmp_path: Path) -> None:
-    values = _values(_dev_composer())
+    values = _values(_in_target(_dev_composer()))
     vfile = tmp_path / "values.yaml"
     vfile.write_text(yaml.safe_dump(values))
     out = subprocess.run(["helm", "template", "composer", str(CHART), "--namespace", "composer-system",

@@ -127,15 +127,17 @@ def test_compose_and_decompose_follow_liqids_call_order(sim: Sim) -> None:
 
 def test_compose_with_an_owner_tag_tags_before_the_fabric_changes(sim: Sim) -> None:
     """The owner tag (``PUT device/udesc/gpu/{id}``; LiqidClient.java ``createDeviceDescription``) is
-    the durable record of who attached a GPU, so it is written before ``pool/edit``; a GPU
-    that carries it already is not written again; one carrying another tag is refused with
-    nothing changed."""
+    the durable record of who attached a GPU, so it is written before ``fabric/edit``, and after
+    the pool move from the system free pool (the move is the claim between clients sharing that
+    pool: a tag's read-then-write is not); a GPU that carries it already is not written again;
+    one carrying another tag is refused with nothing changed."""
     with make_client(sim.url) as c:
         requests.delete(f"{sim.url}/_sim/calls", timeout=5).raise_for_status()
         c.compose("blade-slot-1", ["gpu0"], owner_tag="gpu-composer")
         calls = _calls(sim)
         changes = _changes(calls)
-        assert changes[0].startswith("PUT device/udesc/gpu/") and changes[1] == "POST pool/edit"
+        assert changes[:3] == ["POST pool/edit", "POST predevice/gpu", "POST pool/done"], changes
+        assert changes[3].startswith("PUT device/udesc/gpu/") and changes[4] == "POST fabric/edit", changes
         # the tag is read for the GPU to attach only (GetGPUDeviceInfoByName), not the fabric's every GPU
         reads = [c["path"] for c in calls if c["method"] == "GET" and c["path"].startswith("device/info")]
         assert reads == ["device/info/gpu/gpu0"], reads
