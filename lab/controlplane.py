@@ -108,9 +108,9 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         f"--kubelet-client-certificate={p}/admin.crt",
         f"--kubelet-client-key={p}/admin.key",
         "--kubelet-preferred-address-types=InternalIP",
-        # No kube-proxy: webhook Services are called at their endpoint address. In v1.34.4 the flag
-        # picks the EndpointSlice-based resolver (cmd/kube-apiserver/app/server.go:283-303), which
-        # the admission webhooks use (pkg/controlplane/apiserver/config.go:364).
+        # No kube-proxy: webhook Services are called at their endpoint address. In v1.36.3 the flag
+        # picks the EndpointSlice-based resolver (cmd/kube-apiserver/app/server.go:283-300), which
+        # the admission webhooks use (pkg/controlplane/apiserver/config.go:369).
         "--enable-aggregator-routing=true",
         "--v=1",
     ], ports=[cfg.ports.apiserver])
