@@ -53,7 +53,6 @@ import math
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,6 +69,7 @@ import yaml
 
 from bench.labctl import free_port, isolated_control_plane
 from bench.machine import LoadSampler, commit
+from bench.pod_times import PodTimes, span, summarize
 from lab.scenario import local_gating_webhook, webhook_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,44 +133,6 @@ def arrivals(n: int, mean_gap: float, seed: int) -> list[float]:
     return out
 
 
-def summarize(values: Iterable[float]) -> dict[str, Any]:
-    """``{"n", "mean", "p50", "p90", "p99", "max"}`` of ``values`` (nearest-rank quantiles)."""
-    v = sorted(values)
-    if not v:
-        return {"n": 0}
-
-    def q(p: float) -> float:
-        return round(v[min(len(v) - 1, max(0, math.ceil(p * len(v)) - 1))], 3)
-
-    return {
-        "n": len(v),
-        "mean": round(statistics.fmean(v), 3),
-        "p50": q(0.5),
-        "p90": q(0.9),
-        "p99": q(0.99),
-        "max": round(v[-1], 3),
-    }
-
-
-@dataclass
-class PodTimes:
-    """Timestamps of one pod (seconds since the epoch; None = not seen)."""
-
-    name: str
-    uid: str = ""
-    submitted: float | None = None
-    unschedulable: float | None = None
-    gated: float | None = None
-    gate_removed: float | None = None
-    intent: float | None = None
-    node: str | None = None
-    issued: float | None = None
-    attached: float | None = None
-    advertised: float | None = None
-    bound: float | None = None
-    running: float | None = None
-
-
 @dataclass
 class _Observed:
     pods: dict[str, PodTimes] = field(default_factory=dict)
@@ -178,11 +140,6 @@ class _Observed:
     alloc: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # node -> changes
     last_intent: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> latest intent seen
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def span(a: float | None, b: float | None) -> float | None:
-    """Seconds from ``a`` to ``b``; None when either was not observed."""
-    return None if a is None or b is None else b - a
 
 
 def derive(p: PodTimes, cfg: ReactionConfig) -> dict[str, float | None]:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.reaction import PodTimes, span, summarize
+from bench.pod_times import PodTimes, span, summarize
 from composer.shell.pod_steps import parse
 
 #: (key, label) of each step in the order a pod passes them.

@@ -69,8 +69,12 @@ class Preview:
         return re.findall(r"- \[(mandatory|advisory)\](?: \[severity: \w+\])?\s+([a-z0-9-]+)\s", self.output)
 
 
-def run_case(workdir: Path, layout: Layout, config: Path | None) -> Preview:
-    """Create the project and stack in ``workdir`` and preview it with the pack."""
+def run_case(workdir: Path, layout: Layout, config: Path | None, base_env: dict[str, str]) -> Preview:
+    """Create the project and stack in ``workdir`` and preview it with the pack.
+
+    ``base_env``: the environment, copied in the test's thread: this runs on a pool thread, and
+    copying ``os.environ`` here races pytest setting and removing ``PYTEST_CURRENT_TEST``
+    (a ``KeyError`` while iterating it)."""
     (workdir / "state").mkdir()
     (workdir / "Pulumi.yaml").write_text(
         f"name: policy-fixture\nruntime:\n  name: python\n  options:\n    virtualenv: {ROOT / '.venv'}\n"
@@ -78,7 +82,7 @@ def run_case(workdir: Path, layout: Layout, config: Path | None) -> Preview:
     (workdir / "__main__.py").write_text(PROGRAM.read_text())
     (workdir / "layout.json").write_text(json.dumps(layout))
     env = dict(
-        os.environ,
+        base_env,
         PULUMI_BACKEND_URL=f"file://{workdir / 'state'}",
         PULUMI_CONFIG_PASSPHRASE="policy-tests",
         PULUMI_SKIP_UPDATE_CHECK="1",
@@ -119,8 +123,9 @@ def previews(
         if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params
     ]
     pool = ThreadPoolExecutor(max_workers=WORKERS)
+    base_env = dict(os.environ)
     futures = {
-        case: pool.submit(run_case, tmp_path_factory.mktemp(case), *CASES[case])
+        case: pool.submit(run_case, tmp_path_factory.mktemp(case), *CASES[case], base_env)
         for case in dict.fromkeys(wanted)
     }
     yield futures
