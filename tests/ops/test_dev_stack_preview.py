@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import services
 from ops.preview_events import parse_events
 from stack_config import load_stack_file
 
@@ -26,6 +27,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.cli, pytest.mark.slow]
 
 
 def test_preview_report_on_the_dev_stack(lab, tmp_path: Path) -> None:
+    # The simulators as the session's lab fixture starts them (idempotent): the preview's Redfish
+    # checks read their CA file, which a run once found missing here after earlier lab tests.
+    services.start_simulators(lab, hotplug_latency_seconds=0.2)
     (tmp_path / "state").mkdir()
     # PULUMI_HOME stays the shared one: it holds the kubernetes plugin that `make setup` installs.
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
