@@ -10,7 +10,9 @@ delay, reflects them into the Node named like the machine:
 - the GFD labels ``nvidia.com/gpu.product`` (sanitised product name, e.g. ``Tesla-T4``),
   ``nvidia.com/gpu.count`` and ``nvidia.com/gpu.present``;
 
-and removes them when the GPUs are detached. With ``--plugin-restart-quirk`` it also reproduces
+and removes them when the GPUs are detached. With ``--dra`` the node's GPUs reach pods through
+DRA (where NVIDIA's DRA driver replaces the device plugin): only GFD's labels are written, no
+``nvidia.com/gpu`` capacity. With ``--plugin-restart-quirk`` it also reproduces
 a known behaviour of the real device plugin: hot-plugged GPUs are not advertised until the
 node's device-plugin pod restarts. It then keeps one fake device-plugin pod per node
 (namespace ``gpu-operator``, label ``app=nvidia-device-plugin-daemonset``, recreated when

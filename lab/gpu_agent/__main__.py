@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also advertise nvidia.com/gpu.shared = GPUs x N (time-slicing)",
     )
+    ap.add_argument(
+        "--dra",
+        action="store_true",
+        help="GPUs reach pods through DRA: write GFD's labels only, no nvidia.com/gpu capacity",
+    )
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     password = os.environ.get("GPU_AGENT_DIRECTOR_PASSWORD") or os.environ.get("DIRECTOR_SIM_PASSWORD")
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         advertise_delay_seconds=args.advertise_delay,
         plugin_restart_quirk=args.plugin_restart_quirk,
         shared_replicas=args.shared_replicas,
+        dra=args.dra,
         plugin_namespace=args.plugin_namespace,
         adverts=adverts,
     )

@@ -115,11 +115,12 @@ def advert_for(models: list[str]) -> Advert:
 
 
 def current_advert(node: Mapping[str, Any]) -> Advert:
-    """What a Node advertises now (capacity ``nvidia.com/gpu`` and the product label)."""
+    """What a Node advertises now: capacity ``nvidia.com/gpu``, else (a node served through DRA,
+    which has no such capacity) GFD's ``nvidia.com/gpu.count`` label; and the product label."""
     cap = (node.get("status") or {}).get("capacity") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
     try:
-        count = int(cap.get(GPU, 0))
+        count = int(cap.get(GPU) or labels.get(COUNT) or 0)
     except ValueError:
         count = 0
     return Advert(count, labels.get(PRODUCT) if count else None)
@@ -190,6 +191,9 @@ class GpuAgent:
         plugin_restart_quirk: more GPUs are advertised only after the node's device-plugin
             pod was (re)created after they appeared.
         shared_replicas: also advertise ``nvidia.com/gpu.shared`` = GPUs x this (0 = off).
+        dra: the node's GPUs reach pods through DRA (NVIDIA's DRA driver takes the device
+            plugin's place): only GFD's labels are written, no ``nvidia.com/gpu`` capacity (the
+            scheduler sends ``nvidia.com/gpu`` requests to DRA only where that capacity is 0).
         plugin_namespace: namespace of the fake device-plugin pods (quirk mode).
         clock: monotonic seconds.
         adverts: node name -> current advert (e.g. a :class:`NodeAdverts`); None = list the
@@ -202,6 +206,7 @@ class GpuAgent:
     advertise_delay_seconds: float = 1.0
     plugin_restart_quirk: bool = False
     shared_replicas: int = 0
+    dra: bool = False
     plugin_namespace: str = PLUGIN_NAMESPACE
     clock: Callable[[], float] = time.monotonic
     adverts: Callable[[], Mapping[str, Advert]] | None = None
@@ -262,9 +267,10 @@ class GpuAgent:
         resources: dict[str, str | None] = {GPU: value}
         if self.shared_replicas:
             resources[SHARED] = str(a.count * self.shared_replicas) if a.count else None
-        self.core.patch_node_status(
-            node, {"status": {"capacity": resources, "allocatable": resources}}, _content_type=MERGE
-        )
+        if not self.dra:
+            self.core.patch_node_status(
+                node, {"status": {"capacity": resources, "allocatable": resources}}, _content_type=MERGE
+            )
         labels = {PRODUCT: a.product, COUNT: value, PRESENT: "true" if a.count else None}
         self.core.patch_node(node, {"metadata": {"labels": labels}}, _content_type=MERGE)
         log.info("node %s advertises %d GPU(s) %s", node, a.count, a.product or "")

@@ -30,6 +30,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from domain.composer_mode import DRA_DRIVER
 from lab import node as lab_node
 from lab import readiness
 from lab.settings import MOTHERSHIP_PORTS
@@ -181,12 +182,33 @@ def values_for(*, sid: str, image: str, director_url: str, plugin_namespace: str
     }
 
 
+def remove_dra_objects(api: client.ApiClient) -> None:
+    """Delete the driver's ResourceSlices and its DeviceClass (both outlive ``helm uninstall``:
+    docs/dra.md), so the next scenario starts without a stale pool or an extended-resource class."""
+    res = client.ResourceV1Api(api)
+    for s in res.list_resource_slice(field_selector=f"spec.driver={DRA_DRIVER}").items:
+        try:
+            res.delete_resource_slice(s.metadata.name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    try:
+        res.delete_device_class(DRA_DRIVER)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 @contextmanager
 def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Path, *, image_id: str,
              inventory: str = "dev.yaml", hotplug_latency: float = 0.05,
-             install: bool = True) -> Iterator[Deployed]:
+             install: bool = True, mode: str = "deviceplugin") -> Iterator[Deployed]:
     """Start simulator, Nodes and agent, ``helm install`` the chart (unless ``install`` is
-    False), yield; uninstall and clean up after."""
+    False), yield; uninstall and clean up after.
+
+    ``mode="dra"``: the chart's ``dra.mode: dra`` (the composer is the DRA driver), the GPU-Operator
+    stand-in writes GFD's labels only (``--dra``: no ``nvidia.com/gpu`` capacity), and the
+    driver's slices and DeviceClass are removed after."""
     sid = uuid.uuid4().hex[:6]
     ns, plugin_ns, release = f"cdep-{sid}", f"cdep-plugin-{sid}", f"c{sid}"
     core = client.CoreV1Api(api)
@@ -205,8 +227,10 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
     url = f"http://{lab_node.NODE_IP}:{port}"
     ident = RbacIdentity(ns, release, plugin_ns, admin_kubeconfig, [])
     sc = Scenario(api, ident, sid, tmp, hosts, admin_kubeconfig, director_url=url)
-    d = Deployed(sc, release, image, image_id, admin_kubeconfig,
-                 values_for(sid=sid, image=image, director_url=url, plugin_namespace=plugin_ns, namespace=ns))
+    values = values_for(sid=sid, image=image, director_url=url, plugin_namespace=plugin_ns, namespace=ns)
+    if mode == "dra":
+        values = _merge(values, {"dra": {"mode": "dra"}, "devicePlugin": {"restart": False}})
+    d = Deployed(sc, release, image, image_id, admin_kubeconfig, values)
     installed = False
     try:
         sc.procs["director-sim"] = sim = start_proc(
@@ -221,7 +245,7 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
             core.create_node(node_body(name, sid))
         wait_for(lambda: all(_ready(core.read_node(n)) for n in hosts.values()), timeout=60,
                  what="kwok Nodes Ready")
-        sc.start_agent()
+        sc.start_agent(*(["--dra"] if mode == "dra" else []))
         if install:
             installed = True
             d.helm("install")
@@ -245,6 +269,8 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
                 core.delete_node(name)
             except ApiException:
                 pass
+        if mode == "dra":
+            remove_dra_objects(api)
 
 
 def metric(text: str, name: str) -> float:

@@ -202,3 +202,23 @@ def test_agent_takes_current_adverts_from_a_watch_instead_of_listing():
     assert agent.step() == {"n1": Advert(1, "Tesla-T4")}
     watched["n1"] = Advert(1, "Tesla-T4")  # the watch delivered the change
     assert agent.step() == {}
+
+
+def test_dra_mode_writes_gfd_labels_only_and_reads_its_count_back_from_them():
+    """A node served through DRA must keep ``nvidia.com/gpu`` capacity at 0 (else the scheduler
+    serves the pod's request from the device plugin's capacity, not from DRA)."""
+    core, director, clock = FakeCore(["n1"]), FakeDirector(), Clock()
+    agent = GpuAgent(core, director, advertise_delay_seconds=0.0, dra=True, clock=clock)
+    director.machines["n1"] = ["Tesla-T4", "Tesla-T4"]
+    assert agent.step() == {"n1": Advert(2, "Tesla-T4")}
+    n = core.nodes["n1"]
+    assert "nvidia.com/gpu" not in n["status"]["capacity"]
+    assert "nvidia.com/gpu" not in n["status"]["allocatable"]
+    assert n["metadata"]["labels"]["nvidia.com/gpu.count"] == "2"
+    assert agent.step() == {}  # the labels are read back as the current advert: nothing to redo
+    director.machines["n1"] = ["Tesla-T4"]
+    assert agent.step() == {"n1": Advert(1, "Tesla-T4")}
+    assert n["metadata"]["labels"]["nvidia.com/gpu.count"] == "1"
+    director.machines.clear()
+    assert agent.step() == {"n1": Advert()}
+    assert "nvidia.com/gpu.count" not in n["metadata"]["labels"]
