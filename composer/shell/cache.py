@@ -283,9 +283,16 @@ class ClusterCache:
             resync_seconds=resync_seconds,
             on_change=on_change,
         )
-        self._all: tuple[ViewInformer[Any], ...] = (self.pods, self.nodes, self.namespaces)
+        extra = self._more_informers(api, on_change=on_change, resync_seconds=resync_seconds)
+        self._all: tuple[ViewInformer[Any], ...] = (self.pods, self.nodes, self.namespaces, *extra)
         self._lock = threading.Lock()
         self._assumed: dict[str, tuple[int, NodeView]] = {}
+
+    def _more_informers(
+        self, api: client.ApiClient, *, on_change: Callable[[], None] | None, resync_seconds: float
+    ) -> tuple[ViewInformer[Any], ...]:
+        """Watches a subclass adds (started, stopped and waited for with the others); none here."""
+        return ()
 
     def start(self) -> None:
         """Start all watches."""
@@ -367,24 +374,21 @@ class DraCache(ClusterCache):
     """Pods, nodes, pool namespaces, ResourceClaims and the driver's ResourceSlices, kept by
     watches (implements :class:`composer.run.dra.DraSource`). Args as :class:`ClusterCache`."""
 
-    def __init__(
-        self,
-        api: client.ApiClient,
-        *,
-        node_selector: str = "",
-        on_change: Callable[[], None] | None = None,
-        resync_seconds: float = 600.0,
-    ) -> None:
-        super().__init__(api, node_selector=node_selector, on_change=on_change, resync_seconds=resync_seconds)
+    resource_claims: ViewInformer[ClaimView]
+    resource_slices: ViewInformer[Mapping[str, Any]]
+
+    def _more_informers(
+        self, api: client.ApiClient, *, on_change: Callable[[], None] | None, resync_seconds: float
+    ) -> tuple[ViewInformer[Any], ...]:
         resource = client.ResourceV1Api(api)
-        self.resource_claims: ViewInformer[ClaimView] = ViewInformer(
+        self.resource_claims = ViewInformer(
             resource.list_resource_claim_for_all_namespaces,
             claim_view,
             name="resourceclaims",
             resync_seconds=resync_seconds,
             on_change=on_change,
         )
-        self.resource_slices: ViewInformer[Mapping[str, Any]] = ViewInformer(
+        self.resource_slices = ViewInformer(
             resource.list_resource_slice,
             _slice_spec,
             name="resourceslices",
@@ -392,7 +396,7 @@ class DraCache(ClusterCache):
             resync_seconds=resync_seconds,
             on_change=on_change,
         )
-        self._all = (*self._all, self.resource_claims, self.resource_slices)
+        return self.resource_claims, self.resource_slices
 
     def claims(self) -> list[ClaimView]:
         """Every ResourceClaim as the watch last saw it, or as the composer last wrote it."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bench.__main__ import _keep_other_workloads
+from bench.pod_times import PodTimes, summarize
 from bench.reaction import (
-    PodTimes,
     ReactionConfig,
     _Observed,
     _pod_body,
@@ -17,7 +17,6 @@ from bench.reaction import (
     derive,
     inventory,
     match_director,
-    summarize,
 )
 from composer.run.loop import next_tick
 from lab.director_sim.inventory import Inventory

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from bench.reaction import PodTimes
+from bench.pod_times import PodTimes
 from bench.wait_steps import PodSteps, pod_steps, run_steps, step_stats
 from composer.__main__ import LOG_FORMAT
 from composer.shell.pod_steps import LOGGER, log_step

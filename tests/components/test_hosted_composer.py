@@ -24,6 +24,7 @@ from tests.components.conftest import (
     unwrap,
 )
 from tests.config.factories import valid_estate
+from tests.kubeconfigs import write_kubeconfig
 
 KUBECONFIG = """\
 apiVersion: v1
@@ -118,26 +119,11 @@ def test_an_adopted_kubeconfig_gets_the_files_it_names_inline(tmp_path: Path) ->
     (tmp_path / "pki").mkdir()
     (tmp_path / "pki" / "ca.crt").write_bytes(b"CA PEM")
     (tmp_path / "admin.key").write_bytes(b"KEY PEM")
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "lab",
-                "clusters": [
-                    {
-                        "name": "lab",
-                        "cluster": {
-                            "server": "https://127.0.0.1:16543",
-                            "certificate-authority": str(tmp_path / "pki" / "ca.crt"),
-                        },
-                    }
-                ],
-                "users": [{"name": "admin", "user": {"client-key": "admin.key", "token": "t"}}],  # relative
-                "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-            }
-        )
+    path = write_kubeconfig(
+        tmp_path / "kubeconfig",
+        "https://127.0.0.1:16543",
+        cluster={"certificate-authority": str(tmp_path / "pki" / "ca.crt")},
+        user={"client-key": "admin.key", "token": "t"},  # relative
     )
     doc = yaml.safe_load(inline_files(path))
     assert doc["clusters"][0]["cluster"] == {

@@ -32,7 +32,6 @@ from kubernetes.client.exceptions import ApiException
 
 from domain.composer_mode import DRA_DRIVER
 from lab import node as lab_node
-from lab import readiness
 from lab.settings import MOTHERSHIP_PORTS
 from tests.composer.harness import (
     CHART,
@@ -42,11 +41,10 @@ from tests.composer.harness import (
     SIM_USER,
     RbacIdentity,
     Scenario,
-    _ready,
+    add_kwok_nodes,
     free_port,
-    node_body,
     start_proc,
-    wait_for,
+    wait_sim_ready,
 )
 
 LEASE = "gpu-composer"
@@ -239,12 +237,8 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
              "--inventory", str(inv_path), "--state-file", str(tmp / "director.json"),
              "--hotplug-latency", str(hotplug_latency)],
             tmp, env={"DIRECTOR_SIM_USERNAME": SIM_USER, "DIRECTOR_SIM_PASSWORD": SIM_PASSWORD})
-        readiness.wait_until(readiness.http_probe(f"{url}/_sim/health"), what="director-sim",
-                             timeout_seconds=120, alive=lambda: sim.popen.poll() is None, log=sim.log)
-        for name in hosts.values():
-            core.create_node(node_body(name, sid))
-        wait_for(lambda: all(_ready(core.read_node(n)) for n in hosts.values()), timeout=60,
-                 what="kwok Nodes Ready")
+        wait_sim_ready(sim, url)
+        add_kwok_nodes(core, hosts.values(), sid)
         sc.start_agent(*(["--dra"] if mode == "dra" else []))
         if install:
             installed = True

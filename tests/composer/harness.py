@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -510,21 +510,8 @@ def scenario(
     )
     core = sc.core
     try:
-        sim = sc.procs["director-sim"]
-        readiness.wait_until(
-            readiness.http_probe(f"{sc.director_url}/_sim/health"),
-            what="director-sim",
-            timeout_seconds=120,
-            alive=lambda: sim.popen.poll() is None,
-            log=sim.log,
-        )
-        for name in hosts.values():
-            core.create_node(node_body(name, sid))
-        wait_for(
-            lambda: all(_ready(core.read_node(n)) for n in hosts.values()),
-            timeout=60,
-            what="kwok Nodes Ready",
-        )
+        wait_sim_ready(sc.procs["director-sim"], sc.director_url)
+        add_kwok_nodes(core, hosts.values(), sid)
         yield sc
     finally:
         for name in sc.webhooks:
@@ -568,6 +555,22 @@ def attached_gpus(state: dict[str, Any]) -> dict[str, list[str]]:
 
 def _ready(node: client.V1Node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def wait_sim_ready(sim: Proc, url: str) -> None:
+    """Wait until the Director simulator ``sim`` serving ``url`` answers its health probe."""
+    readiness.wait_until(readiness.http_probe(f"{url}/_sim/health"), what="director-sim",
+                         timeout_seconds=120, alive=lambda: sim.popen.poll() is None, log=sim.log)
+
+
+def add_kwok_nodes(core: client.CoreV1Api, names: Iterable[str], sid: str, *, where: str = "") -> None:
+    """Create a kwok Node per name (labelled with the scenario ``sid``) and wait until all are
+    Ready (kwok marks them; 60 s at most). ``where`` names the cluster in the failure message."""
+    names = list(names)
+    for name in names:
+        core.create_node(node_body(name, sid))
+    wait_for(lambda: all(_ready(core.read_node(n)) for n in names), timeout=60,
+             what=f"kwok Nodes Ready{' in ' + where if where else ''}")
 
 
 def admin_api(kubeconfig: Path) -> client.ApiClient:

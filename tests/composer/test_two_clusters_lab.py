@@ -35,18 +35,17 @@ from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
 from lab import node as lab_node
-from lab import readiness
 from tests.composer.harness import (
     E2E_LABEL,
     SIM_PASSWORD,
     SIM_USER,
-    _ready,
+    add_kwok_nodes,
     admin_api,
     attached_gpus,
     free_port,
-    node_body,
     start_proc,
     wait_for,
+    wait_sim_ready,
 )
 from tests.composer.stack_lab import BMC_PASSWORD, CONFIG_KEY, PULUMI_LAB_MARKS
 from tests.pulumi_project import file_backend, local_project
@@ -367,22 +366,10 @@ def test_two_composers_for_two_clusters_on_one_director(
     cb = Cluster("lab-workers", workers, sid, [f"{sid}-b1", f"{sid}-b2"])
     stacks: dict[str, auto.Stack] = {}
     try:
-        readiness.wait_until(
-            readiness.http_probe(f"{url}/_sim/health"),
-            what="director-sim",
-            timeout_seconds=120,
-            alive=lambda: sim.popen.poll() is None,
-            log=sim.log,
-        )
+        wait_sim_ready(sim, url)
         for c in (ca, cb):
             c.core.create_namespace({"metadata": {"name": c.ns, "labels": {E2E_LABEL: sid}}})
-            for h in c.hosts:
-                c.core.create_node(node_body(h, sid))
-            wait_for(
-                lambda c=c: all(_ready(c.core.read_node(h)) for h in c.hosts),
-                timeout=60,
-                what=f"kwok Nodes Ready in {c.name}",
-            )
+            add_kwok_nodes(c.core, c.hosts, sid, where=c.name)
             procs.append(
                 start_proc(
                     f"gpu-agent-{c.name}",

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from lab import prometheus as prom
+from tests.kubeconfigs import write_kubeconfig
 from tests.observability import chart_render
 
 
@@ -78,19 +79,7 @@ def test_a_pod_monitor_without_one_named_port_is_refused() -> None:
     reason="promtool or helm not built: run `make setup`",
 )
 def test_promtool_accepts_the_configuration_with_the_charts_rules(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "c",
-                "users": [{"name": "u", "user": {"token": "t"}}],
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:6443")
     rules = chart_render.write_rules(tmp_path / "rules.yaml", chart_render.rule_groups())
     cfg = prom.config(
         [

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lab import processes
 from lab.settings import ROOT
 from tests.director.conftest import PASSWORD, USER, start_sim
+from tests.kubeconfigs import write_kubeconfig
 
 
 @pytest.fixture
@@ -58,24 +58,8 @@ def status(
 
 def dead_kubeconfig(tmp_path: Path) -> tuple[Path, int]:
     port = processes.free_port()
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "lab",
-                "clusters": [
-                    {
-                        "name": "lab",
-                        "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True},
-                    }
-                ],
-                "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "u"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-            }
-        )
-    )
+    path = write_kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}",
+                            cluster={"insecure-skip-tls-verify": True})
     return path, port
 
 
