@@ -44,6 +44,7 @@ from tests.composer.harness import (
     add_kwok_nodes,
     free_port,
     start_proc,
+    wait_for,
     wait_sim_ready,
 )
 
@@ -265,6 +266,26 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
                 pass
         if mode == "dra":
             remove_dra_objects(api)
+
+
+def compose_across_a_leader_kill(d: Deployed, pod: str, host: str, *, gpus: int = 2,
+                                 leader: str | None = None) -> dict[str, int]:
+    """Pod ``pod`` pinned to ``host`` asks ``gpus`` GPUs while the Director's fabric reprogram
+    hangs for 4 s before the fabric changes; the leader's Pod (``leader``, else whichever holds
+    the Lease) is force-deleted meanwhile. Waits until another Pod holds the Lease and the pod runs
+    on ``host``; returns the Director simulator's call counters."""
+    sc = d.sc
+    leader = leader or wait_for(d.leader, timeout=60, what="a leader")
+    sc.sim("POST", "faults", {"kind": "delay", "method": "POST", "path": "fabric/reprogram",
+                              "delay_seconds": 4, "times": 1})
+    sc.gpu_pod(pod, gpus, host=host)
+    wait_for(lambda: sc.sim("GET", "state")["counters"].get("POST fabric/reprogram"),
+             timeout=90, what="reprogram in flight")
+    d.force_delete(leader)
+    wait_for(lambda: (n := d.leader()) != leader and n, timeout=60, what="the Lease taken over")
+    assert wait_for(lambda: sc.running_on(pod), timeout=120, what=f"pod {pod} running") == host
+    counters: dict[str, int] = sc.sim("GET", "state")["counters"]
+    return counters
 
 
 def metric(text: str, name: str) -> float:

@@ -101,17 +101,7 @@ def test_leader_force_deleted_mid_compose_converges_without_double_attach(make_d
         a = sc.node("blade-slot-1")
         try:
             wait_for(lambda: len(d.ready_pods()) == 2, timeout=120, what="two Ready Pods")
-            leader = _one_leader(d)
-            # the reprogram call hangs for 4 s before the fabric changes: delete the leader meanwhile
-            sc.sim("POST", "faults", {"kind": "delay", "method": "POST", "path": "fabric/reprogram",
-                                      "delay_seconds": 4, "times": 1})
-            sc.gpu_pod("crash", 2, host=a)
-            wait_for(lambda: sc.sim("GET", "state")["counters"].get("POST fabric/reprogram"),
-                     timeout=60, what="reprogram in flight")
-            d.force_delete(leader)
-            wait_for(lambda: (n := d.leader()) != leader and n, timeout=60, what="the Lease taken over")
-            assert wait_for(lambda: sc.running_on("crash"), timeout=120, what="pod running") == a
-            counters = sc.sim("GET", "state")["counters"]
+            counters = dep.compose_across_a_leader_kill(d, "crash", a, leader=_one_leader(d))
             assert counters.get("POST relate/gpu") == 2, counters  # each GPU related exactly once
             assert counters.get("POST fabric/reprogram") == 1, counters
             assert sc.attached() == {a: ["gpu0", "gpu1"]}

@@ -205,16 +205,7 @@ def test_leader_killed_while_the_pod_waits_in_prebind_new_leader_finishes_compos
         a = sc.node("blade-slot-1")
         try:
             _ready(d)
-            leader = wait_for(d.leader, timeout=60, what="a leader")
-            sc.sim("POST", "faults", {"kind": "delay", "method": "POST", "path": "fabric/reprogram",
-                                      "delay_seconds": 4, "times": 1})
-            sc.gpu_pod("crash", 2, host=a)
-            wait_for(lambda: sc.sim("GET", "state")["counters"].get("POST fabric/reprogram"),
-                     timeout=90, what="reprogram in flight")
-            d.force_delete(leader)
-            wait_for(lambda: (n := d.leader()) != leader and n, timeout=60, what="the Lease taken over")
-            assert wait_for(lambda: sc.running_on("crash"), timeout=120, what="pod running") == a
-            counters = sc.sim("GET", "state")["counters"]
+            counters = dep.compose_across_a_leader_kill(d, "crash", a)
             assert counters.get("POST relate/gpu") == 2, counters  # each GPU related exactly once
             assert counters.get("POST fabric/reprogram") == 1, counters
             assert sc.attached() == {a: ["gpu0", "gpu1"]}
