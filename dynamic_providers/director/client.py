@@ -423,6 +423,12 @@ class DirectorClient:
         failure, GPUs this call attached are detached again and pool moves undone (best effort;
         a note on the exception says what could not be undone), except while a job still runs.
 
+        The pool move is what keeps two clients from taking the same free GPU: a second move of a
+        GPU already out of the system free pool is refused, as LIQID's mock Director refuses it
+        (``liqidsdk-java`` ``MockLiqidClient.java:846-851``, "is not in the system free pool"; the
+        mock calls itself "not an exact mock"), while no published LIQID code shows a real
+        Director's answer.
+
         Args:
             machine: machine name, ``mach_id`` or :class:`Machine` record.
             device_names: GPUs to attach (``gpu0``...).
