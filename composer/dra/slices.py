@@ -71,16 +71,23 @@ class GpuFacts:
     """What the Director says of a GPU beyond :class:`composer.model.fabric.FabricGpu`.
 
     Attributes:
-        director_model: the Director's own model string, the NVML name with blanks (``Tesla T4``);
-            published as ``model``. Empty: not published.
+        director_model: the Director's own model string, the NVML name with blanks (``Tesla T4``,
+            ``device/info/gpu`` ``model``); published as ``model``. Empty: not published.
         memory_mib: GPU memory in MiB (Director ``device/info/gpu`` ``dram_size``), published as
             the capacity ``memory``; None: not published.
-        fabric: the Director's fabric id (``fabr_id``), published as ``fabric``; None: not published.
+        fabric: the Director's fabric id (``status/gpu`` ``fabr_id``), published as ``fabric``;
+            None: not published.
     """
 
     director_model: str = ""
     memory_mib: int | None = None
     fabric: int | None = None
+
+
+def gpu_facts(view: FabricView) -> dict[str, GpuFacts]:
+    """Director device name -> :class:`GpuFacts`, for every GPU of ``view``, from the facts
+    :func:`composer.model.fabric.read_fabric` kept (no request of its own)."""
+    return {g.name: GpuFacts(g.director_model, g.memory_mib, g.fabric) for g in view.gpus}
 
 
 @dataclass(frozen=True, slots=True)

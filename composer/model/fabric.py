@@ -23,6 +23,9 @@ class GpuLike(Protocol):
 
     name: str
     model: str
+    director_model: str
+    memory_mib: int | None
+    fabr_id: int
     swit_gid: str
     machine: str | None
     group_id: int | None
@@ -80,6 +83,12 @@ class FabricGpu:
         group: id of the Director group whose pool holds it, or None (system free pool).
         healthy: the device state is a working one.
         owner_tag: the device's user description (the Pulumi program tags GPUs it composes).
+        director_model: the Director's own model string (``Tesla T4``, ``device/info/gpu``
+            ``model``); "" when the Director has no info record for the GPU.
+        memory_mib: GPU memory in MiB (``device/info/gpu`` ``dram_size``, a decimal string on
+            the wire), or None when the Director does not say.
+        fabric: the id of the fabric the GPU sits on (``status/gpu`` ``fabr_id``), or None when
+            not read.
     """
 
     name: str
@@ -89,6 +98,9 @@ class FabricGpu:
     group: str | None = None
     healthy: bool = True
     owner_tag: str | None = None
+    director_model: str = ""
+    memory_mib: int | None = None
+    fabric: int | None = None
 
 
 #: Views derived by :meth:`FabricView.without` kept per view (one per set of running jobs).
@@ -231,6 +243,10 @@ class FabricView:
 def read_fabric(client: FabricClient) -> FabricView:
     """Read every GPU and machine once.
 
+    A GPU's Director model string, memory and fabric id come with the same records as its
+    place and owner tag (``DirectorClient.gpus``: ``status/gpu`` and ``device/info/gpu``): they
+    cost no request of their own.
+
     Raises:
         dynamic_providers.director.errors.DirectorError: the Director could not be read.
     """
@@ -243,6 +259,9 @@ def read_fabric(client: FabricClient) -> FabricView:
             group=None if g.group_id is None else str(g.group_id),
             healthy=bool(g.healthy),
             owner_tag=g.owner_tag or None,
+            director_model=g.director_model,
+            memory_mib=g.memory_mib,
+            fabric=g.fabr_id,
         )
         for g in client.gpus()
     )

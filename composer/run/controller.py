@@ -45,6 +45,7 @@ from composer.model.annotations import Intent, NodeRecord
 from composer.model.fabric import FabricFactory
 from composer.model.nodestate import NodeView, node_view
 from composer.model.podspec import PodView, pod_view
+from composer.run.skip import run_or_skip, unsynced
 from composer.shell.act import Executor, JobResult
 from composer.shell.fabric_cache import FabricCache
 from composer.shell.gates import GateExecutor
@@ -53,7 +54,6 @@ from composer.shell.lazy_pool import LazyPool
 from composer.shell.metrics import Metrics
 from composer.shell.pod_steps import log_step
 from composer.shell.timers import OrphanTimers, configmap_name
-from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +254,7 @@ class Controller:
         """One round; returns the decision, or None when observing failed (nothing was done)."""
         t0 = time.monotonic()
         self._collect()
-        if self.source is not None and not self.source.synced:
-            log.info("round skipped: the watch cache has not listed everything yet")
+        if unsynced(self.source, log):
             return None
         busy = {n: r.job for n, r in self._running.items()}  # fixed before observing (see module doc)
         running = dict(busy)
@@ -265,15 +264,8 @@ class Controller:
                 busy.setdefault(n, NodeJob(n, NodeRecord(), NodeRecord()))
             else:
                 del self._cooldown[n]
-        try:
-            snap = self.observe()
-        except KubeError as exc:
-            log.warning("round skipped, Kubernetes read failed: %s", exc)
-            self.metrics.round_failures.labels("observe-kubernetes").inc()
-            return None
-        except DirectorError as exc:
-            log.warning("round skipped, Director read failed: %s", exc)
-            self.metrics.round_failures.labels("observe-director").inc()
+        snap = run_or_skip(self.observe, self.metrics, log)
+        if snap is None:
             return None
         self._label_pools(snap)
         whole = snap

@@ -15,9 +15,17 @@ composes a GPU twice: once attached, it is no longer free).
 
 Reads come from a :class:`DraSource` (``python -m composer``: the watch-fed
 :class:`composer.shell.cache.DraCache`) or, without one, from lists each round. The loop,
-leader election and wake-ups are device-plugin mode's (:mod:`composer.run.dra_loop`). What is not
-here: the GPU facts of the Director beyond :class:`composer.model.fabric.FabricView`
-(published slices carry no ``model``, ``memory`` or ``fabric``), and the kubelet plugin.
+leader election and wake-ups are device-plugin mode's (:mod:`composer.run.dra_loop`).
+
+The published devices carry the Director's facts of each GPU: its model string (``model``), memory
+(capacity ``memory``) and fabric id (``fabric``), besides the GFD product name, PCIe switch and
+pool. They come with the round's fabric read (``DirectorClient.gpus`` joins ``status/gpu``, which
+has ``fabr_id``, and ``device/info/gpu``, which has ``model`` and ``dram_size``, to place the
+GPUs and read their owner tags anyway), so they cost no request and are not cached: a cache
+would save nothing the round does not read already. A failed read of either skips the round,
+as any failed Director read does (the owner tags in ``device/info/gpu`` decide which GPUs are
+free); a GPU the Director gives no info record or no ``dram_size`` is published without
+``model`` or ``memory``. What is not here: the kubelet plugin.
 """
 
 from __future__ import annotations
@@ -188,6 +196,7 @@ class DraDriver:
             device_pools=self.policy.device_pools,
             excluded=self.policy.excluded,
             tainted={**plan.tainted, **dd.reclaiming},
+            facts=slices.gpu_facts(view),
             idle=dd.idle,
             own_tag=self.policy.owner_tag,
         )

@@ -3,12 +3,13 @@ the rounds of a :class:`composer.run.dra.DraDriver`, so DRA mode runs under the 
 leader election, probes and wake-ups as device-plugin mode.
 
 A round is skipped until the watch cache has listed every kind once (a half-filled cache would
-show claims without their pods or nodes). A read that fails skips the round (counted in
-``composer_round_failures_total`` by stage, as device-plugin mode does); the next round starts
-from what is there. The loop wakes on every change of pods, managed nodes, pool namespaces,
-ResourceClaims and the driver's ResourceSlices (:class:`composer.shell.cache.DraCache`), and
-at the latest after ``resync_seconds`` (the idle timeout, the failure hold and the node seeing its
-GPU are read from the Director and the node, not all of which wake it).
+show claims without their pods or nodes). A read or slice write that fails skips the round
+(counted in ``composer_round_failures_total`` by stage, as device-plugin mode does:
+:mod:`composer.run.skip`); the next round starts from what is there. The loop wakes on every
+change of pods, managed nodes, pool namespaces, ResourceClaims and the driver's ResourceSlices
+(:class:`composer.shell.cache.DraCache`), and at the latest after ``resync_seconds`` (the idle
+timeout, the failure hold and the node seeing its GPU are read from the Director and the node,
+not all of which wake it).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from composer.run.dra import DraDriver, DraRound
-from composer.shell.kube import KubeError
+from composer.run.skip import run_or_skip, unsynced
 from composer.shell.metrics import Metrics
-from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +48,16 @@ class DraController:
     def round(self) -> DraRound | None:
         """One DRA round; None when skipped (cache not synced, a read failed)."""
         t0 = time.monotonic()
-        source = self.driver.source
-        if source is not None and not source.synced:
-            log.info("round skipped: the watch cache has not listed everything yet")
+        if unsynced(self.driver.source, log):
             return None
-        try:
-            done = self.driver.round()
-        except KubeError as exc:
-            log.warning("DRA round skipped, Kubernetes read or slice write failed: %s", exc)
-            self.metrics.round_failures.labels("observe-kubernetes").inc()
-            return None
-        except DirectorError as exc:
-            log.warning("DRA round skipped, Director read failed: %s", exc)
-            self.metrics.round_failures.labels("observe-director").inc()
+        done = run_or_skip(
+            self.driver.round,
+            self.metrics,
+            log,
+            round_name="DRA round",
+            kubernetes_failed="Kubernetes read or slice write failed",
+        )
+        if done is None:
             return None
         self.last = done
         self.metrics.rounds.inc()

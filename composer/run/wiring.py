@@ -5,7 +5,8 @@ baseline in ``bench/baseline.py``).
 Settings ``mode`` picks the controller (:mod:`domain.composer_mode`): ``deviceplugin``
 (:func:`build_controller`, a :class:`composer.run.controller.Controller`) or ``dra``
 (:func:`build_dra`, a :class:`composer.run.dra_loop.DraController` over the
-:class:`composer.run.dra.DraDriver`); both run in :func:`composer.run.loop.run_loop`."""
+:class:`composer.run.dra.DraDriver`); both return a :class:`Wired` and run in
+:func:`composer.run.loop.run_loop`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from composer.decide.gating import nomination_enabled
 from composer.decide.round_types import Policy
@@ -31,15 +32,43 @@ from composer.shell.metrics import Metrics
 log = logging.getLogger(__name__)
 
 
+#: The loop's controller of each mode.
+ControllerT = TypeVar("ControllerT", Controller, DraController)
+#: The watch cache of each mode.
+CacheT = TypeVar("CacheT", ClusterCache, DraCache)
+
+
 @dataclass(frozen=True)
-class Wired:
-    """The wired pieces: the Kubernetes client, the metrics registry, the controller and its
-    watch cache (None when ``watch_cache`` is off; the caller starts and stops it)."""
+class Wired(Generic[ControllerT, CacheT]):
+    """The wired pieces of either mode: the Kubernetes client, the metrics registry, the loop's
+    controller (:class:`Controller` or :class:`DraController`) and its watch cache
+    (:class:`ClusterCache` or :class:`DraCache`; None when ``watch_cache`` is off; the caller
+    starts and stops it)."""
 
     kube: KubeApi
     metrics: Metrics
-    controller: Controller
-    cache: ClusterCache | None = None
+    controller: ControllerT
+    cache: CacheT | None = None
+
+
+def _kube_and_cache(
+    settings: Settings,
+    cache_type: type[CacheT],
+    *,
+    instance: str,
+    on_change: Callable[[], None] | None,
+) -> tuple[KubeApi, CacheT | None]:
+    """The Kubernetes client and, when ``watch_cache`` is on, a ``cache_type`` watch cache on it."""
+    kube = KubeApi(api_client(settings.kubeconfig), instance=instance)
+    cache = None
+    if settings.watch_cache:
+        cache = cache_type(
+            kube.api,
+            node_selector=settings.node_selector,
+            on_change=on_change,
+            resync_seconds=settings.cache_resync_seconds,
+        )
+    return kube, cache
 
 
 def build_controller(
@@ -47,8 +76,8 @@ def build_controller(
     *,
     instance: str = ann.COMPONENT,
     on_change: Callable[[], None] | None = None,
-) -> Wired:
-    """Wire a :class:`Controller` from ``settings``.
+) -> Wired[Controller, ClusterCache]:
+    """Wire device-plugin mode's :class:`Controller` from ``settings``.
 
     Args:
         settings: the composer's settings (:mod:`composer.shell.config`).
@@ -58,17 +87,9 @@ def build_controller(
     Raises:
         Whatever the Kubernetes client raises for an unreadable kubeconfig.
     """
+    kube, cache = _kube_and_cache(settings, ClusterCache, instance=instance, on_change=on_change)
     policy = settings.policy()
     metrics = Metrics()
-    kube = KubeApi(api_client(settings.kubeconfig), instance=instance)
-    cache = None
-    if settings.watch_cache:
-        cache = ClusterCache(
-            kube.api,
-            node_selector=settings.node_selector,
-            on_change=on_change,
-            resync_seconds=settings.cache_resync_seconds,
-        )
     factory = _factory(settings)
     executor = _executor(settings, kube, factory, policy, metrics)
     controller = Controller(
@@ -100,37 +121,18 @@ def _nominate(setting: str, kube: KubeApi) -> bool:
     return on
 
 
-@dataclass(frozen=True)
-class WiredDra:
-    """DRA mode's wired pieces: the Kubernetes client, the metrics registry, the loop's
-    controller and its watch cache (None when ``watch_cache`` is off; the caller starts and stops it)."""
-
-    kube: KubeApi
-    metrics: Metrics
-    controller: DraController
-    cache: DraCache | None = None
-
-
 def build_dra(
     settings: Settings,
     *,
     instance: str = ann.COMPONENT,
     on_change: Callable[[], None] | None = None,
-) -> WiredDra:
+) -> Wired[DraController, DraCache]:
     """Wire DRA mode from ``settings`` (``mode: dra``): the Kubernetes client, the watch cache
     (pods, nodes, pool namespaces, ResourceClaims, the driver's ResourceSlices) and
     :func:`wire_dra`. Args and errors as :func:`build_controller`."""
-    kube = KubeApi(api_client(settings.kubeconfig), instance=instance)
-    cache = None
-    if settings.watch_cache:
-        cache = DraCache(
-            kube.api,
-            node_selector=settings.node_selector,
-            on_change=on_change,
-            resync_seconds=settings.cache_resync_seconds,
-        )
+    kube, cache = _kube_and_cache(settings, DraCache, instance=instance, on_change=on_change)
     controller = wire_dra(settings, kube, _factory(settings), source=cache)
-    return WiredDra(kube, controller.metrics, controller, cache)
+    return Wired(kube, controller.metrics, controller, cache)
 
 
 class DraModeKube(DraKube, KubeWrites, Protocol):
@@ -142,7 +144,7 @@ def build(
     *,
     instance: str = ann.COMPONENT,
     on_change: Callable[[], None] | None = None,
-) -> Wired | WiredDra:
+) -> Wired[Controller, ClusterCache] | Wired[DraController, DraCache]:
     """The controller of the settings' ``mode``: :func:`build_dra` for ``dra``, else
     :func:`build_controller`. Args and errors as :func:`build_controller`."""
     if settings.mode == "dra":

@@ -108,6 +108,9 @@ def pod(
 
 @dataclass
 class FakeGpu:
+    """A GPU as ``DirectorClient.gpus`` returns it; ``director_model`` "" and ``memory_mib`` None
+    are a GPU without a ``device/info/gpu`` record."""
+
     name: str
     model: str = "Tesla-T4"
     swit_gid: str = "sw0"
@@ -115,6 +118,9 @@ class FakeGpu:
     group_id: int | None = None
     owner_tag: str | None = None
     device_state: str = "ON"
+    director_model: str = ""
+    memory_mib: int | None = None
+    fabr_id: int = 0
 
     @property
     def healthy(self) -> bool:

@@ -238,3 +238,45 @@ def test_a_status_write_that_conflicts_is_tried_again_next_round():
     out = driver.round()
     assert out.statuses == (key,)
     assert kube.conditions(key, "gpu0")[ATTACHED] == ("True", "Composed")
+
+
+def devices(kube: FakeDraKube) -> dict[str, dict[str, Any]]:
+    """Published device name -> device entry."""
+    return {d["name"]: d for s in kube.slices.values() for d in s["spec"]["devices"]}
+
+
+def test_a_published_device_carries_the_directors_model_memory_and_fabric():
+    w, kube, driver, clock = setup()
+    gpu0, gpu1 = w.fabric.gpu_list
+    gpu0.director_model, gpu0.memory_mib, gpu0.fabr_id, gpu0.swit_gid = "Tesla T4", 15360, 3, "0x00020000"
+    gpu1.fabr_id = 3  # no device/info/gpu record: no model string, no memory
+    driver.round()
+    got = devices(kube)
+    assert got["gpu0"]["attributes"] == {
+        "productName": {"string": "Tesla-T4"},
+        "model": {"string": "Tesla T4"},
+        "pcieSwitch": {"string": "0x00020000"},
+        "pool": {"string": ""},
+        "directorName": {"string": "gpu0"},
+        "fabric": {"int": 3},
+    }
+    assert got["gpu0"]["capacity"] == {"memory": {"value": "15Gi"}}
+    assert "model" not in got["gpu1"]["attributes"] and "capacity" not in got["gpu1"]
+    assert got["gpu1"]["attributes"]["fabric"] == {"int": 3}
+    assert got["gpu1"]["attributes"]["productName"] == {"string": "Tesla-T4"}
+
+
+def test_the_facts_come_with_the_rounds_one_director_read_and_rewrite_nothing_unchanged():
+    w, kube, driver, clock = setup()
+    for g in w.fabric.gpu_list:
+        g.director_model, g.memory_mib, g.fabr_id = "Tesla T4", 15360, 3
+    real, reads = w.fabric.gpus, []
+    w.fabric.gpus = lambda: (reads.append(1), real())[1]  # type: ignore[method-assign]
+    driver.round()
+    writes = len(kube.slice_writes)
+    for _ in range(3):
+        clock.tick(1)
+        driver.round()
+    assert len(reads) == 4  # one GPU read per round, the facts' included
+    assert len(kube.slice_writes) == writes  # the same facts every round: the pool is not rewritten
+    assert devices(kube)["gpu1"]["capacity"] == {"memory": {"value": "15Gi"}}
