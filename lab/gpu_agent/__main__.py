@@ -17,10 +17,12 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from kubernetes import client, config
 
 from lab.gpu_agent.agent import DirectorReader, GpuAgent, NodeAdverts
+from lab.gpu_agent.device_files import DeviceFiles
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also advertise nvidia.com/gpu.shared = GPUs x N (time-slicing)",
     )
+    ap.add_argument(
+        "--device-dir",
+        type=Path,
+        default=None,
+        help="also keep DIR/<machine>/<DRA device name> device files of the attached GPUs "
+        "(what the DRA kubelet plugin's --device-dir DIR/<node> reads)",
+    )
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     password = os.environ.get("GPU_AGENT_DIRECTOR_PASSWORD") or os.environ.get("DIRECTOR_SIM_PASSWORD")
@@ -78,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         shared_replicas=args.shared_replicas,
         plugin_namespace=args.plugin_namespace,
         adverts=adverts,
+        device_files=DeviceFiles(args.device_dir) if args.device_dir else None,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
