@@ -42,6 +42,7 @@ DEFAULT_MODE: ComposerMode = "deviceplugin"
 #: (``k8s.io/kubernetes`` v1.36.3 ``pkg/features/kube_features.go``; ``docs/dra.md``).
 DRA_MIN_KUBERNETES: tuple[int, int] = (1, 36)
 
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 
 
@@ -50,3 +51,15 @@ def kubernetes_minor(version: str) -> tuple[int, int] | None:
     ``v1.33.1+k0s.0``, ``1.36``); None when it is no such version."""
     m = _VERSION.match(version.strip())
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def dra_device_name(director_name: str) -> str | None:
+    """The DRA device name (a DNS label) of a Director GPU, or None when none can be made.
+
+    Lower case, other characters than letters, digits and ``-`` become ``-`` (``GPU_7`` ->
+    ``gpu-7``). The composer publishes the GPU under this name (``composer/dra/slices.py``) and
+    the node side finds the GPU's device file by it (the kubelet plugin's ``--device-dir``, filled
+    in the lab by ``lab.gpu_agent --device-dir``).
+    """
+    name = re.sub(r"[^a-z0-9-]", "-", director_name.lower()).strip("-")
+    return name if _DNS_LABEL.match(name) else None

@@ -38,7 +38,7 @@ from typing import Any
 
 from composer.model.fabric import FabricView
 from composer.model.models import HOSTNAME_LABEL, FreeGpu
-from domain.composer_mode import DRA_DRIVER
+from domain.composer_mode import DRA_DRIVER, dra_device_name
 
 #: The driver name (:data:`domain.composer_mode.DRA_DRIVER`).
 DRIVER = DRA_DRIVER
@@ -125,13 +125,10 @@ def _natural(name: str) -> tuple[Any, ...]:
 
 
 def device_name(director_name: str) -> str | None:
-    """The device name (a DNS label) for a Director device name, or None when none can be made.
-
-    Lower case, other characters than letters, digits and ``-`` become ``-``
-    (``GPU_7`` -> ``gpu-7``); the Director's own name is published as the attribute ``directorName``.
-    """
-    name = re.sub(r"[^a-z0-9-]", "-", director_name.lower()).strip("-")
-    return name if _DNS_LABEL.match(name) else None
+    """The device name (a DNS label) for a Director device name, or None when none can be made
+    (:func:`domain.composer_mode.dra_device_name`); the Director's own name is published as the
+    attribute ``directorName``."""
+    return dra_device_name(director_name)
 
 
 def binary_quantity(mebibytes: int) -> str:

@@ -18,6 +18,10 @@ node's device-plugin pod restarts. It then keeps one fake device-plugin pod per 
 (namespace ``gpu-operator``, label ``app=nvidia-device-plugin-daemonset``, recreated when
 deleted, like its DaemonSet would) and advertises more GPUs only after that pod was recreated.
 
+With ``--device-dir DIR`` it also plays the NVIDIA driver's part for DRA mode: it keeps a device
+file per attached GPU in ``DIR/<machine>/``, named like the GPU's DRA device, where the DRA
+kubelet plugin (``node/kubeletplugin``) finds it (:mod:`lab.gpu_agent.device_files`).
+
 It talks to the Director's REST API directly (``GET device/info/gpu``, ``GET predevice``);
 like every lab stand-in it imports nothing from ``composer/`` or ``dynamic_providers/``.
 Run it with ``python -m lab.gpu_agent`` (see ``--help``).

@@ -17,10 +17,12 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from kubernetes import client, config
 
 from lab.gpu_agent.agent import DirectorReader, GpuAgent, NodeAdverts
+from lab.gpu_agent.device_files import DeviceFiles
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="GPUs reach pods through DRA: write GFD's labels only, no nvidia.com/gpu capacity",
     )
+    ap.add_argument(
+        "--device-dir",
+        type=Path,
+        default=None,
+        help="also keep DIR/<machine>/<DRA device name> device files of the attached GPUs "
+        "(what the DRA kubelet plugin's --device-dir DIR/<node> reads)",
+    )
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     password = os.environ.get("GPU_AGENT_DIRECTOR_PASSWORD") or os.environ.get("DIRECTOR_SIM_PASSWORD")
@@ -84,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         dra=args.dra,
         plugin_namespace=args.plugin_namespace,
         adverts=adverts,
+        device_files=DeviceFiles(args.device_dir) if args.device_dir else None,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -25,6 +25,7 @@ from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_
 
 from domain import labels
 from domain.gfd import gfd_product_name
+from lab.gpu_agent.device_files import DeviceFiles
 
 log = logging.getLogger("lab.gpu_agent")
 
@@ -40,6 +41,19 @@ PLUGIN_LABELS = {"app": "nvidia-device-plugin-daemonset"}
 
 class DirectorReadError(RuntimeError):
     """The Director could not be read (message: method, path, status or transport error)."""
+
+
+@dataclass(frozen=True)
+class AttachedGpu:
+    """A GPU attached to a machine: its Director name (``GPU_7``) and GFD product name."""
+
+    name: str
+    product: str
+
+
+def products(attached: Mapping[str, list[AttachedGpu]]) -> dict[str, list[str]]:
+    """Machine -> the product names of its GPUs, in the same order."""
+    return {m: [g.product for g in gpus] for m, gpus in attached.items()}
 
 
 class DirectorReader:
@@ -70,15 +84,15 @@ class DirectorReader:
             raise DirectorReadError(f"GET {path}: {body.get('errors')}")
         return list(body.get("data") or [])
 
-    def attached(self) -> dict[str, list[str]]:
-        """Machine name -> GFD product names of the GPUs attached to it (one per GPU).
+    def attached_gpus(self) -> dict[str, list[AttachedGpu]]:
+        """Machine name -> the GPUs attached to it (Director name and GFD product name).
 
         ``GET group``, then one ``GET predevice?grp_id=`` per group (the Director wants
         ``grp_id``; ``mname`` is ``"n/a"`` for a device not on a machine, liqidinc/liqidsdk-java
         ``PreDevice.java:136-171``); ``GET device/info/gpu`` (the models) only when a GPU
         name not seen before shows up (a GPU's model does not change while it is installed).
         """
-        out: dict[str, list[str]] = {}
+        out: dict[str, list[AttachedGpu]] = {}
         held = [
             p
             for g in self._get("group")
@@ -90,8 +104,14 @@ class DirectorReader:
                 i["name"]: gfd_product_name(i.get("model") or "") for i in self._get("device/info/gpu")
             }
         for p in held:
-            out.setdefault(p["mname"], []).append(self._models.get(p["name"], "unknown"))
+            gpu = AttachedGpu(p["name"], self._models.get(p["name"], "unknown"))
+            out.setdefault(p["mname"], []).append(gpu)
         return out
+
+    def attached(self) -> dict[str, list[str]]:
+        """Machine name -> GFD product names of the GPUs attached to it (one per GPU); one
+        :meth:`attached_gpus` read."""
+        return products(self.attached_gpus())
 
     def close(self) -> None:
         """Close the HTTP session."""
@@ -198,6 +218,9 @@ class GpuAgent:
         clock: monotonic seconds.
         adverts: node name -> current advert (e.g. a :class:`NodeAdverts`); None = list the
             Nodes every poll.
+        device_files: when set, each poll also keeps a device file per attached GPU under its
+            root (:class:`lab.gpu_agent.device_files.DeviceFiles`), at once (not after the
+            advertise delay), for every machine the Director names, whatever the node selector.
     """
 
     core: client.CoreV1Api
@@ -210,13 +233,17 @@ class GpuAgent:
     plugin_namespace: str = PLUGIN_NAMESPACE
     clock: Callable[[], float] = time.monotonic
     adverts: Callable[[], Mapping[str, Advert]] | None = None
+    device_files: DeviceFiles | None = None
     _seen: dict[str, tuple[Advert, float]] = field(default_factory=dict)
     _plugin_started: dict[str, float] = field(default_factory=dict)
 
     def step(self) -> dict[str, Advert]:
         """One poll: read the Director and the Nodes, patch what is due. Returns node -> advert
         applied in this step."""
-        attached = self.director.attached()
+        gpus = self.director.attached_gpus()
+        if self.device_files is not None:
+            self.device_files.sync({m: [g.name for g in gs] for m, gs in gpus.items()})
+        attached = products(gpus)
         applied: dict[str, Advert] = {}
         now = self.clock()
         current = self._current()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build the Pulumi and Kubernetes toolchain from Go modules, idempotently.
 #
-# Every binary is built in a small wrapper module under $CACHE/build/<name> and
-# installed to $CACHE/bin. A stamp file per binary records the pinned inputs it was
-# built from; when the stamp matches, the step is skipped, so a warm run takes seconds.
+# Every binary is built in a small wrapper module under $CACHE/build/<name> (the project's own
+# DRA kubelet plugin: in its module node/kubeletplugin) and installed to $CACHE/bin. A stamp
+# file per binary records the pinned inputs it was built from; when the stamp matches, the step
+# is skipped, so a warm run takes seconds.
 # $CACHE lives outside the checkout (default ~/.cache/composable-gpu/toolchain) so that
 # fresh clones on the same machine (CI) reuse it; the checkout links to it as .toolchain.
 #
@@ -191,6 +192,18 @@ build_pause() {
   stamp_write pause "$key"
 }
 
+# The DRA kubelet plugin (node/kubeletplugin): the project's own module, built from its committed
+# go.mod/go.sum (-mod=readonly: the pins there are what is built; GOFLAGS=-mod=mod above is for the
+# wrapper modules). Keyed on the module's files.
+KUBELETPLUGIN_SRC="$here/../../node/kubeletplugin"
+build_kubeletplugin() {
+  local key; key="kubeletplugin=$(cd "$KUBELETPLUGIN_SRC" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+  stamp_ok kubeletplugin "$key" composer-kubelet-plugin && { log "composer-kubelet-plugin: cached"; return; }
+  log "composer-kubelet-plugin: building (node/kubeletplugin)"
+  (cd "$KUBELETPLUGIN_SRC" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$BIN/composer-kubelet-plugin" .)
+  stamp_write kubeletplugin "$key"
+}
+
 build_kwok() {
   local key="kwok=$KWOK_VERSION"
   stamp_ok kwok "$key" kwok && { log "kwok $KWOK_VERSION: cached"; return; }
@@ -262,7 +275,7 @@ build_prometheus() {
   stamp_write prometheus "$key"
 }
 
-all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause kwok helm source_controller prometheus)
+all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause kubeletplugin kwok helm source_controller prometheus)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do "build_$t"; done
 log "toolchain ready in $BIN"

@@ -1,8 +1,12 @@
-"""The lab's GPU-Operator stand-in: delay, labels and capacity, removal, device-plugin quirk."""
+"""The lab's GPU-Operator stand-in: delay, labels and capacity, removal, device-plugin quirk,
+device files for the DRA kubelet plugin."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,15 +15,31 @@ import requests
 from kubernetes.client.exceptions import ApiException
 
 from domain.gfd import gfd_product_name as gfd_product
-from lab.gpu_agent.agent import Advert, DirectorReader, DirectorReadError, GpuAgent, advert_for
+from lab.gpu_agent.agent import (
+    Advert,
+    AttachedGpu,
+    DirectorReader,
+    DirectorReadError,
+    GpuAgent,
+    advert_for,
+)
+from lab.gpu_agent.device_files import NULL_DEVICE, DeviceFiles
 
 
 class FakeDirector:
+    """``machines``: machine -> product names of its GPUs; ``names``: machine -> their Director
+    names (default ``GPU_<i>``)."""
+
     def __init__(self) -> None:
         self.machines: dict[str, list[str]] = {}
+        self.names: dict[str, list[str]] = {}
 
-    def attached(self) -> dict[str, list[str]]:
-        return {k: list(v) for k, v in self.machines.items()}
+    def attached_gpus(self) -> dict[str, list[AttachedGpu]]:
+        out = {}
+        for machine, products in self.machines.items():
+            names = self.names.get(machine) or [f"GPU_{i}" for i in range(len(products))]
+            out[machine] = [AttachedGpu(n, p) for n, p in zip(names, products, strict=True)]
+        return out
 
 
 class FakeCore:
@@ -156,6 +176,7 @@ def test_director_reader_parses_the_envelope(monkeypatch):
     monkeypatch.setattr(requests.Session, "get", fake_get)
     r = DirectorReader("http://d:8080", username="u", password="p")
     assert r.attached() == {"n1": ["Tesla-T4"]}
+    assert r.attached_gpus() == {"n1": [AttachedGpu("gpu0", "Tesla-T4")]}
 
     def failing(self, url, params=None, timeout=None):
         return SimpleNamespace(
@@ -222,3 +243,50 @@ def test_dra_mode_writes_gfd_labels_only_and_reads_its_count_back_from_them():
     director.machines.clear()
     assert agent.step() == {"n1": Advert()}
     assert "nvidia.com/gpu.count" not in n["metadata"]["labels"]
+
+
+def _device_files(root: Path) -> dict[str, list[str]]:
+    """machine -> device file names under ``root``; each is checked to be a character device
+    with ``/dev/null``'s numbers (a symbolic link to it when the test may not mknod)."""
+    out = {}
+    for d in sorted(root.iterdir()):
+        out[d.name] = sorted(p.name for p in d.iterdir())
+        for p in d.iterdir():
+            st = os.stat(p)
+            assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == NULL_DEVICE
+    return out
+
+
+def test_device_files_follow_the_attachments_by_dra_device_name(tmp_path):
+    files = DeviceFiles(tmp_path / "gpus")
+    assert files.sync({}) == {}  # nothing attached, no directory needed
+    changes = files.sync({"mgmt-1": ["GPU_7", "gpu8"], "n2": ["GPU_1", "??"]})
+    assert changes == {"mgmt-1": (["gpu-7", "gpu8"], []), "n2": (["gpu-1"], [])}  # "??" makes no name
+    assert _device_files(tmp_path / "gpus") == {"mgmt-1": ["gpu-7", "gpu8"], "n2": ["gpu-1"]}
+    assert files.sync({"mgmt-1": ["GPU_7", "gpu8"], "n2": ["GPU_1"]}) == {}  # nothing to do
+    assert files.sync({"mgmt-1": ["GPU_7"]}) == {"mgmt-1": ([], ["gpu8"]), "n2": ([], ["gpu-1"])}
+    assert _device_files(tmp_path / "gpus") == {"mgmt-1": ["gpu-7"], "n2": []}  # n2's directory stays
+
+
+def test_agent_keeps_device_files_at_once_for_every_machine(tmp_path):
+    core, director, clock = FakeCore(["n1"]), FakeDirector(), Clock()
+    agent = GpuAgent(core, director, advertise_delay_seconds=5.0, clock=clock,
+                     device_files=DeviceFiles(tmp_path))
+    director.machines = {"n1": ["Tesla-T4"], "mgmt-1": ["Tesla-T4"]}
+    director.names = {"n1": ["GPU_3"], "mgmt-1": ["GPU_7"]}
+    assert agent.step() == {}  # the advert waits for its delay; the files do not
+    assert _device_files(tmp_path) == {"mgmt-1": ["gpu-7"], "n1": ["gpu-3"]}  # mgmt-1 has no Node here
+    director.machines = {}
+    agent.step()
+    assert _device_files(tmp_path) == {"mgmt-1": [], "n1": []}
+
+
+
+def test_without_mknod_rights_the_device_file_is_a_link_to_dev_null(tmp_path, monkeypatch):
+    def refused(*args: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "mknod", refused)
+    DeviceFiles(tmp_path).sync({"mgmt-1": ["GPU_7"]})
+    assert os.readlink(tmp_path / "mgmt-1" / "gpu-7") == "/dev/null"
+    assert _device_files(tmp_path) == {"mgmt-1": ["gpu-7"]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import subprocess
 from pathlib import Path
 
@@ -71,3 +72,15 @@ def test_prometheus_and_promtool_report_the_release_of_the_pinned_module() -> No
     release = f"{minor // 100}.{minor % 100}.{pin.split('.')[2]}"
     for name in ("prometheus", "promtool"):
         assert f"version {release} " in _run(str(BIN / name), "--version"), name
+
+
+def test_kubelet_plugin_is_built_against_the_lab_kubernetes_release() -> None:
+    """node/kubeletplugin/go.mod requires the staging modules of the lab's release (v1.N.P's are
+    tagged v0.N.P), and ``make setup`` installed the plugin."""
+    staging = "v0." + _pins()["KUBERNETES_VERSION"].removeprefix("v1.")
+    go_mod = (ROOT / "node" / "kubeletplugin" / "go.mod").read_text()
+    for module in ("k8s.io/dynamic-resource-allocation", "k8s.io/api", "k8s.io/client-go", "k8s.io/kubelet"):
+        assert re.search(rf"^\s*{re.escape(module)} {re.escape(staging)}$", go_mod, re.M), module
+    usage = subprocess.run([str(BIN / "composer-kubelet-plugin"), "-h"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert usage.returncode == 0 and "-device-dir" in usage.stderr, usage.stderr
