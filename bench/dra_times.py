@@ -33,6 +33,8 @@ Derived per pod (seconds; None where a timestamp is missing), :func:`derive_dra`
 
 - ``next_poll`` (a time, not an interval): the first poll of that PreBind wait at or after
   ``visible``, ``prebind + k * 5 s`` with the smallest ``k >= 0`` that is not before ``visible``;
+- ``visible_lag`` = visible - advertised: from the node showing the GPU to the claim's binding
+  conditions True (the composer's round that writes them);
 - ``prebind_wait`` = bound - visible: the pod's wait once its GPU was visible;
 - ``poll_wait`` = next_poll - max(visible, prebind): the part of that wait the 5 s poll grid
   forces, in [0, 5);
@@ -141,8 +143,9 @@ def next_poll(prebind: float, visible: float, interval: float = PREBIND_POLL_SEC
 def derive_dra(
     p: PodTimes, overhead: float | None, interval: float = PREBIND_POLL_SECONDS
 ) -> dict[str, float | None]:
-    """``prebind_wait``, ``poll_wait``, ``after_poll`` and ``overhead_beyond_poll`` of one pod
-    (see the module docstring); None where a timestamp is missing."""
+    """``to_allocated``, ``visible_lag``, ``prebind_wait``, ``poll_wait``, ``after_poll`` and
+    ``overhead_beyond_poll`` of one pod (see the module docstring); None where a timestamp is
+    missing."""
     if p.prebind is None or p.visible is None:
         poll = None
         wait = after = None
@@ -152,6 +155,7 @@ def derive_dra(
         after = span(poll, p.bound)
     return {
         "to_allocated": span(p.submitted, p.allocated),
+        "visible_lag": span(p.advertised, p.visible),
         "prebind_wait": span(p.visible, p.bound),
         "poll_wait": wait,
         "after_poll": after,

@@ -48,8 +48,9 @@ unschedulable): ``to_issue`` = issued - submitted (the composer alone),
 not the simulated hardware: the composer, the Director call beyond ``L``, the agent's polling,
 the scheduler and kwok), and the breakdown ``director`` = attached - issued,
 ``advertise`` = advertised - attached, ``schedule`` = bound - advertised,
-``start`` = running - bound; in DRA mode also ``to_allocated``, ``prebind_wait``,
-``poll_wait``, ``after_poll`` and ``overhead_beyond_poll`` (defined in :mod:`bench.dra_times`).
+``start`` = running - bound; in DRA mode also ``to_allocated``, ``visible_lag``,
+``prebind_wait``, ``poll_wait``, ``after_poll`` and ``overhead_beyond_poll`` (defined in
+:mod:`bench.dra_times`).
 GPUs taken by another pod: the composer's ``composer_gpus_taken_by_another_pod_total`` in
 device-plugin mode, :func:`bench.dra_times.taken_by_another` in DRA mode.
 

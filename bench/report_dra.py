@@ -56,10 +56,12 @@ def _row(runs: list[dict[str, Any]], r: dict[str, Any]) -> str:
         seconds(_q(r, "overhead", "p99")),
         seconds(_q(g, "overhead", "p50")),
         seconds(_q(g, "overhead", "p99")),
+        seconds(_q(r, "to_issue", "p50")),
+        seconds(_q(r, "to_issue", "p99")),
+        seconds(_q(r, "visible_lag", "p50")),
+        seconds(_q(r, "visible_lag", "p99")),
         seconds(_q(r, "poll_wait", "mean")),
         _share(r.get("poll_share")),
-        seconds(_q(r, "prebind_wait", "p50")),
-        seconds(_q(r, "prebind_wait", "p99")),
         seconds(_q(r, "after_poll", "p99")),
         seconds(_q(r, "overhead_beyond_poll", "p50")),
         seconds(_q(r, "overhead_beyond_poll", "p99")),
@@ -70,8 +72,9 @@ def _row(runs: list[dict[str, Any]], r: dict[str, Any]) -> str:
 
 HEAD = (
     "| workload | nodes | pods | DRA overhead p50 | DRA overhead p99 | gated overhead p50 | "
-    "gated overhead p99 | poll wait mean | poll share | visible → bound p50 | visible → bound p99 | "
-    "poll → bound p99 | beyond poll p50 | beyond poll p99 | taken DRA / gated |"
+    "gated overhead p99 | →issue p50 | →issue p99 | advertised → visible p50 | "
+    "advertised → visible p99 | poll wait mean | poll share | poll → bound p99 | beyond poll p50 | "
+    "beyond poll p99 | taken DRA / gated |"
 )
 
 
@@ -88,6 +91,10 @@ def _finding(runs: list[dict[str, Any]], r: dict[str, Any], target: float, inter
         f"- {where}: overhead p50 {seconds(_q(r, 'overhead', 'p50'))} s, p99 "
         f"{seconds(_q(r, 'overhead', 'p99'))} s; gated device-plugin mode in the same size and "
         f"workload: p50 {seconds(_q(g, 'overhead', 'p50'))} s, p99 {seconds(_q(g, 'overhead', 'p99'))} s. "
+        f"The composer sent the compose p50 {seconds(_q(r, 'to_issue', 'p50'))} s, p99 "
+        f"{seconds(_q(r, 'to_issue', 'p99'))} s after the pod's creation and set the binding conditions "
+        f"p50 {seconds(_q(r, 'visible_lag', 'p50'))} s, p99 {seconds(_q(r, 'visible_lag', 'p99'))} s "
+        "after the node showed the GPU (advertised → visible). "
         f"The {interval:g} s PreBind poll grid accounts for {_share(r.get('poll_share'))} of DRA "
         f"mode's overhead (mean wait for the next poll {seconds(_q(r, 'poll_wait', 'mean'))} s of a "
         f"mean overhead {seconds(_q(r, 'overhead', 'mean'))} s); overhead beyond the poll p99 "
@@ -119,7 +126,8 @@ def dra_section(d: dict[str, Any]) -> list[str]:
         "the benchmark's claim watch first sees both conditions True, bound = its pod watch sees "
         "`spec.nodeName`; the next poll = the PreBind start (the Event's `eventTime`) plus the "
         f"smallest multiple of {interval:g} s not before visible; poll wait = next poll − visible; "
-        "overhead beyond the poll = overhead − poll wait; poll share = Σ poll wait / Σ overhead "
+        "overhead beyond the poll = overhead − poll wait; advertised → visible = from the node's "
+        "`nvidia.com/gpu.count` label showing the GPU to visible; poll share = Σ poll wait / Σ overhead "
         "(`bench/dra_times.py`). `taken` in DRA mode: GPUs composed for one claim that another claim "
         "holds at the end of the run.",
         "",

@@ -104,12 +104,12 @@ def test_the_next_poll_is_on_the_5_s_grid_from_the_prebind_start():
 
 def test_a_dra_pods_overhead_is_split_into_the_poll_wait_and_what_is_beyond_it():
     cfg = ReactionConfig(nodes=1, pods=1, hotplug_latency=2.0, advertise_delay=1.0, dra=True)
-    p = PodTimes(
-        "p0", submitted=99.9, allocated=99.95, prebind=100.0, visible=103.2, bound=105.05, running=105.1
-    )
+    seen = {"submitted": 99.9, "allocated": 99.95, "prebind": 100.0, "advertised": 103.0, "visible": 103.2}
+    p = PodTimes("p0", bound=105.05, running=105.1, **seen)
     d = derive(p, cfg)
     assert d["overhead"] == pytest.approx(2.2)  # 5.2 s to Running - L - D
     assert d["to_allocated"] == pytest.approx(0.05)
+    assert d["visible_lag"] == pytest.approx(0.2)
     assert d["prebind_wait"] == pytest.approx(1.85)
     assert d["poll_wait"] == pytest.approx(1.8)  # visible at 103.2, the poll at 105.0
     assert d["after_poll"] == pytest.approx(0.05)

@@ -16,6 +16,10 @@ def _stats(**values: float) -> dict[str, Any]:
     }
 
 
+#: A DRA run's per-pod means (seconds; p99 = mean + 0.1 in :func:`_stats`).
+DRA_MEANS = {"overhead": 2.0, "to_issue": 0.1, "visible_lag": 0.2, "poll_wait": 1.6, "after_poll": 0.05}
+
+
 def _gated() -> dict[str, Any]:
     """A gated composer run at 10 nodes, pinned, as ``reaction.json`` holds it."""
     return {
@@ -41,9 +45,7 @@ def _dra(beyond: float = 0.3, taken_gpus: int = 0) -> dict[str, Any]:
         "poll_share": 0.8,
         "missed_polls": 0,
         "never_visible": 0,
-        "stats": _stats(
-            overhead=2.0, poll_wait=1.6, prebind_wait=1.7, after_poll=0.05, overhead_beyond_poll=beyond
-        ),
+        "stats": _stats(**DRA_MEANS, overhead_beyond_poll=beyond),
     }
 
 
@@ -75,14 +77,16 @@ def test_the_dra_section_sets_dra_beside_gated_mode_and_judges_the_beyond_poll_t
     lines = dra_section(_reaction(_gated(), _dra()))
     text = "\n".join(lines)
     assert (
-        "| pinned | 10 | 3 (0 not running) | 2.00 | 2.10 | 0.25 | 0.35 | 1.60 | 80 % | 1.70 | 1.80 | 0.15 | "
-        "0.30 | 0.40 | 0 / 0 |" in text
+        "| pinned | 10 | 3 (0 not running) | 2.00 | 2.10 | 0.25 | 0.35 | 0.10 | 0.20 | 0.20 | 0.30 | 1.60 | "
+        "80 % | 0.15 | 0.30 | 0.40 | 0 / 0 |" in text
     )
     header, rule = lines[lines.index(next(x for x in lines if x.startswith("| workload"))) :][:2]
     assert header.count("|") == rule.count("|")
     [finding] = [x for x in lines if x.startswith("- DRA at 10 nodes (pinned)")]
     assert "overhead p50 2.00 s, p99 2.10 s" in finding
     assert "p50 0.25 s, p99 0.35 s" in finding  # the gated run of the same size and workload
+    assert "compose p50 0.10 s, p99 0.20 s after the pod's creation" in finding
+    assert "conditions p50 0.20 s, p99 0.30 s after the node showed the GPU" in finding
     assert "accounts for 80 % of DRA mode's overhead (mean wait for the next poll 1.60 s" in finding
     assert "beyond the poll p99 0.40 s (target ≤ 0.5 s: **met**)" in finding
     assert "GPUs taken by another pod: 0 (target 0: **met**)" in finding
