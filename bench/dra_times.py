@@ -49,9 +49,10 @@ Derived per pod (seconds; None where a timestamp is missing), :func:`derive_dra`
 
 Per run: ``poll_share`` = sum(poll_wait) / sum(overhead) over the pods with both
 (:func:`poll_share`); ``missed_polls``, the pods bound a poll or more after ``next_poll``
-(:func:`missed_polls`); GPUs taken by another pod = GPUs composed for one claim that another claim
-holds at the end (:func:`taken_by_another`), the DRA counterpart of device-plugin mode's
-``composer_gpus_taken_by_another_pod_total``.
+(:func:`missed_polls`); ``visible_withdrawn``, the pods whose claim was seen ready and then not
+ready again before the bind (:func:`visibility_withdrawn`); GPUs taken by another pod = GPUs
+composed for one claim that another claim holds at the end (:func:`taken_by_another`), the DRA
+counterpart of device-plugin mode's ``composer_gpus_taken_by_another_pod_total``.
 """
 
 from __future__ import annotations
@@ -106,6 +107,15 @@ def binding_ready(view: ClaimView) -> bool:
         if not set(BINDING_CONDITIONS) <= true or true & set(BINDING_FAILURE_CONDITIONS):
             return False
     return True
+
+
+def visibility_withdrawn(p: PodTimes, view: ClaimView) -> bool:
+    """True when the pod's claim was seen ready (``p.visible``), the pod is not bound yet, and
+    the claim, still allocated, is no longer ready: a poll now would not bind it. (The composer
+    sets ``VisibleOnNode`` False on every claim of a node while the node sees fewer GPUs than
+    are attached to it, ``composer.dra.binding``, so a GPU composed for another claim on the same
+    node withdraws it.)"""
+    return p.visible is not None and p.bound is None and bool(view.devices) and not binding_ready(view)
 
 
 def prebind_starts(event: Mapping[str, Any]) -> tuple[str | None, list[float]]:

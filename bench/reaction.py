@@ -163,6 +163,7 @@ class _Observed:
     composed_for: dict[str, str] = field(default_factory=dict)  # GPU -> first intent UID naming it
     prebind_starts: dict[str, list[float]] = field(default_factory=dict)  # pod name -> PreBind starts
     allocations: dict[str, tuple[str, ...]] = field(default_factory=dict)  # claim UID -> devices
+    withdrawn: set[str] = field(default_factory=set)  # pods whose claim was ready, then not, unbound
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -369,6 +370,8 @@ def _watch_claims(resource: Any, ns: str, obs: _Observed, stop: threading.Event)
             p.claim = view.uid
             if view.devices and p.allocated is None:
                 p.allocated = now
+            if dra_times.visibility_withdrawn(p, view):
+                obs.withdrawn.add(p.name)
             if p.visible is None and dra_times.binding_ready(view):
                 p.visible = now
 
@@ -686,6 +689,7 @@ def run_one(
                 )
             result["poll_share"] = dra_times.poll_share(derived)
             result["missed_polls"] = dra_times.missed_polls(derived)
+            result["visible_withdrawn"] = len(obs.withdrawn)
             result["never_visible"] = sum(1 for p in pods if not p["visible"])
         else:
             result["gpus_taken_by_another_pod"] = (result["metrics"] or {}).get(

@@ -100,7 +100,8 @@ def _finding(runs: list[dict[str, Any]], r: dict[str, Any], target: float, inter
         f"mean overhead {seconds(_q(r, 'overhead', 'mean'))} s); overhead beyond the poll p99 "
         f"{seconds(beyond)} s (target ≤ {target:g} s: **{met}**); "
         f"pods bound a poll or more after the first poll that could have seen their GPU visible: "
-        f"{_count(missed)}; GPUs taken by another pod: {_count(took)} (target 0: "
+        f"{_count(missed)}, pods whose claim was seen ready and then not ready again before their bind: "
+        f"{_count(r.get('visible_withdrawn'))}; GPUs taken by another pod: {_count(took)} (target 0: "
         f"**{_verdict(None if took is None else took == 0)}**); pods whose GPU was never seen visible: "
         f"{_count(r.get('never_visible'))}; pods not Running: {r.get('not_running', 0)}."
     )

@@ -75,6 +75,18 @@ def test_a_claim_is_ready_only_with_every_binding_condition_true_and_no_failure(
     assert not dt.binding_ready(claim_view(_claim(both, devices=())))  # nothing of the driver
 
 
+def test_a_ready_claim_no_longer_ready_before_its_pod_is_bound_is_withdrawn():
+    ready = claim_view(_claim({"Attached": "True", "VisibleOnNode": "True"}))
+    waiting = claim_view(_claim({"Attached": "True", "VisibleOnNode": "False"}))
+    seen = PodTimes("p0", visible=103.2)
+    assert dt.visibility_withdrawn(seen, waiting)
+    assert not dt.visibility_withdrawn(seen, ready)
+    assert not dt.visibility_withdrawn(PodTimes("p0"), waiting)  # never ready yet: still waiting
+    assert not dt.visibility_withdrawn(PodTimes("p0", visible=103.2, bound=105.0), waiting)
+    released = claim_view(_claim(None, devices=()))
+    assert not dt.visibility_withdrawn(seen, released)  # allocation cleared: not a withdrawal
+
+
 def test_prebind_starts_come_from_the_schedulers_binding_conditions_pending_events():
     event = {
         "reason": "BindingConditionsPending",

@@ -45,6 +45,7 @@ def _dra(beyond: float = 0.3, taken_gpus: int = 0) -> dict[str, Any]:
         "poll_share": 0.8,
         "missed_polls": 0,
         "never_visible": 0,
+        "visible_withdrawn": 2,
         "stats": _stats(**DRA_MEANS, overhead_beyond_poll=beyond),
     }
 
@@ -90,6 +91,7 @@ def test_the_dra_section_sets_dra_beside_gated_mode_and_judges_the_beyond_poll_t
     assert "accounts for 80 % of DRA mode's overhead (mean wait for the next poll 1.60 s" in finding
     assert "beyond the poll p99 0.40 s (target ≤ 0.5 s: **met**)" in finding
     assert "GPUs taken by another pod: 0 (target 0: **met**)" in finding
+    assert "seen ready and then not ready again before their bind: 2;" in finding
 
     [late] = [
         x for x in dra_section(_reaction(_gated(), _dra(beyond=0.6, taken_gpus=1))) if x.startswith("- DRA")
