@@ -217,6 +217,16 @@ def match_director(obs: _Observed, tap: list[dict[str, Any]], machines: dict[int
             p.advertised = next((t for t, _ in obs.alloc.get(p.node, []) if t >= p.attached), None)
 
 
+def stuck(pods: Iterable[dict[str, Any]], last_intent: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods (``asdict(PodTimes)``) not Running, each with the last intent seen for it: keyed
+    by its claim's UID in DRA mode, else by its own."""
+    return [
+        {"pod": p["name"], "last_intent": last_intent.get(p.get("claim") or p["uid"])}
+        for p in pods
+        if not p["running"]
+    ]
+
+
 class _Procs:
     """Processes this run started (each in its own session), stopped by pid only."""
 
@@ -677,9 +687,7 @@ def run_one(
             derived = [derive(p, cfg) for p in obs.pods.values()]
         result["per_pod"] = pods
         result["not_running"] = sum(1 for p in pods if not p["running"])
-        result["stuck"] = [
-            {"pod": p["name"], "last_intent": obs.last_intent.get(p["uid"])} for p in pods if not p["running"]
-        ]
+        result["stuck"] = stuck(pods, obs.last_intent)
         result["never_unschedulable"] = sum(1 for p in pods if not p["unschedulable"])
         result["gated"] = sum(1 for p in pods if p["gated"])
         if cfg.dra:

@@ -10,7 +10,16 @@ import pytest
 
 from bench import dra_times as dt
 from bench.pod_times import PodTimes
-from bench.reaction import MODES, ReactionConfig, _Observed, controller_argv, derive, match_director, run
+from bench.reaction import (
+    MODES,
+    ReactionConfig,
+    _Observed,
+    controller_argv,
+    derive,
+    match_director,
+    run,
+    stuck,
+)
 from composer.dra.claims import claim_view
 from domain.composer_mode import DRA_DRIVER
 
@@ -173,6 +182,19 @@ def test_in_dra_mode_a_pod_is_matched_to_its_claims_intent_and_its_prebind_start
     match_director(obs, tap, {1: "n1"})
     p = obs.pods["p0"]
     assert (p.node, p.issued, p.attached, p.advertised, p.prebind) == ("n1", 100.1, 102.1, 103.15, 100.0)
+
+
+def test_a_pod_not_running_is_reported_with_its_claims_intent_in_dra_mode():
+    intents = {"c0": {"node": "n1", "phase": "Composing"}, "u1": {"node": "n2", "phase": "Advertised"}}
+    pods = [
+        {"name": "p0", "uid": "u0", "claim": "c0", "running": None},
+        {"name": "p1", "uid": "u1", "claim": "", "running": None},
+        {"name": "p2", "uid": "u2", "claim": "c2", "running": 5.0},
+    ]
+    assert stuck(pods, intents) == [
+        {"pod": "p0", "last_intent": {"node": "n1", "phase": "Composing"}},
+        {"pod": "p1", "last_intent": {"node": "n2", "phase": "Advertised"}},
+    ]
 
 
 def test_dra_mode_runs_the_composer_as_the_driver_without_a_webhook():
