@@ -71,7 +71,13 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     if name == "reaction":
         from bench import reaction
 
-        result = reaction.run(quick=args.quick, sizes=args.nodes, pods=args.pods, workloads=args.workloads)
+        result = reaction.run(
+            quick=args.quick,
+            sizes=args.nodes,
+            pods=args.pods,
+            workloads=args.workloads,
+            modes=args.modes or reaction.MODES,
+        )
         return _keep_other_workloads(result, out / "reaction.json", args.workloads)
     raise ValueError(f"unknown part {name!r}")
 
@@ -156,6 +162,12 @@ def _main(argv: list[str] | None) -> int:
         type=lambda t: tuple(x for x in t.split(",") if x),
         default=None,
         help="reaction: pinned,unpinned (default both; only pinned with --quick)",
+    )
+    ap.add_argument(
+        "--modes",
+        type=lambda t: tuple(x for x in t.split(",") if x),
+        default=None,
+        help="reaction: plain,gating,dra,baseline (default all, run in that order)",
     )
     ap.add_argument(
         "--fleets", type=_ints, default=None, help="preview: generated fleet sizes, e.g. 16,64,256"

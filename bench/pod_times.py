@@ -33,10 +33,13 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
 
 @dataclass
 class PodTimes:
-    """Timestamps of one pod (seconds since the epoch; None = not seen)."""
+    """Timestamps of one pod (seconds since the epoch; None = not seen). ``claim`` (the UID of
+    the pod's ResourceClaim), ``allocated``, ``prebind`` and ``visible`` are read in DRA mode only
+    (:mod:`bench.dra_times`)."""
 
     name: str
     uid: str = ""
+    claim: str = ""
     submitted: float | None = None
     unschedulable: float | None = None
     gated: float | None = None
@@ -46,6 +49,9 @@ class PodTimes:
     issued: float | None = None
     attached: float | None = None
     advertised: float | None = None
+    allocated: float | None = None
+    prebind: float | None = None
+    visible: float | None = None
     bound: float | None = None
     running: float | None = None
 

@@ -1,9 +1,10 @@
 """Part 2: reaction time on the lab, composer vs a periodic-scan baseline.
 
 For each fleet size N (10, 100, 1,000 kwok Nodes ``blade-slot-1..N``) the benchmark starts an
-isolated control plane (:mod:`bench.labctl`), then per controller (``composer`` =
-``python -m composer``, ``baseline`` = ``python -m bench.baseline``, the same code on a 10 s
-scan grid):
+isolated control plane (:mod:`bench.labctl`), then per mode (:data:`MODES`: ``plain`` and
+``gating`` = ``python -m composer`` in device-plugin mode without and with the gating webhook,
+``dra`` = ``python -m composer --mode dra``, ``baseline`` = ``python -m bench.baseline``, the
+same code on a 10 s scan grid):
 
 1. the Director simulator with a tap (:mod:`bench.director_tap`) on a free port, loaded with a
    generated inventory (:func:`inventory`: N machines, ``max(N, pods + 8)`` Tesla T4 in the
@@ -11,7 +12,8 @@ scan grid):
 2. the GPU-Operator stand-in (``python -m lab.gpu_agent``) polling every ``agent_interval``
    (0.1 s: the stand-in's polling jitter is not the composer's overhead, so it is kept small; a
    poll is one ``GET predevice``, Nodes come from a watch) and advertising a change
-   ``D`` = ``advertise_delay`` after it first sees it on the Director;
+   ``D`` = ``advertise_delay`` after it first sees it on the Director (with ``--dra`` in DRA
+   mode: GFD's labels only, no ``nvidia.com/gpu`` allocatable);
 3. the controller (admin kubeconfig, no leader election, ``--max-gpus-per-node 8``);
 4. ``pods`` pods of one ``nvidia.com/gpu`` each, created with seeded exponential gaps (mean
    ``mean_interarrival``), then waits until all run (bounded by ``settle_timeout``).
@@ -21,6 +23,13 @@ run's config): on, the composer serves the webhook over HTTPS on 127.0.0.1 and t
 ``templates/webhook.yaml`` (rendered with ``webhook.url``) registers it with the API server, so
 every pod is created gated and released by the composer onto its reserved GPUs.
 
+In DRA mode (``dra`` in the run's config) the composer is the DRA driver ``gpu.composer.liqid.io``
+(``docs/dra.md``): no webhook; the same unmodified pods ask ``nvidia.com/gpu``, which the
+scheduler serves through the DeviceClass's extended resource: it allocates one of the driver's
+devices and waits in PreBind until the composer sets the binding conditions. After the run the
+driver's ResourceSlices and DeviceClass are deleted, so the next mode on the same control plane
+sees no extended-resource class.
+
 Timestamps (``time.time()`` on this machine, one clock for every process): ``submitted`` (just
 before the pod is created: the pod's creation), ``unschedulable``
 (the pod watch first sees ``PodScheduled=False, reason Unschedulable``), ``gate_removed`` (the pod
@@ -28,8 +37,10 @@ watch first sees a pod that was gated without gates), ``intent`` (the node
 watch first sees the pod's UID in the node annotation ``composer.liqid.io/intents``, written
 just before the Director is called), ``issued`` (the Director receives ``POST fabric/edit`` for
 that node), ``attached`` (the Director answers ``POST fabric/reprogram``), ``advertised`` (the
-node's allocatable ``nvidia.com/gpu`` changes), ``bound`` (``spec.nodeName`` set), ``running``
-(phase Running).
+node's allocatable ``nvidia.com/gpu`` changes; in DRA mode its label ``nvidia.com/gpu.count``),
+``bound`` (``spec.nodeName`` set), ``running`` (phase Running); in DRA mode also ``allocated``,
+``prebind`` and ``visible`` (:mod:`bench.dra_times`), and the intent is the claim's (the
+composer keys its intents by claim UID in DRA mode).
 
 Derived per pod (seconds), every mode from the pod's creation (a gated pod is never
 unschedulable): ``to_issue`` = issued - submitted (the composer alone),
@@ -37,7 +48,11 @@ unschedulable): ``to_issue`` = issued - submitted (the composer alone),
 not the simulated hardware: the composer, the Director call beyond ``L``, the agent's polling,
 the scheduler and kwok), and the breakdown ``director`` = attached - issued,
 ``advertise`` = advertised - attached, ``schedule`` = bound - advertised,
-``start`` = running - bound.
+``start`` = running - bound; in DRA mode also ``to_allocated``, ``visible_lag``,
+``prebind_wait``, ``poll_wait``, ``after_poll`` and ``overhead_beyond_poll`` (defined in
+:mod:`bench.dra_times`).
+GPUs taken by another pod: the composer's ``composer_gpus_taken_by_another_pod_total`` in
+device-plugin mode, :func:`bench.dra_times.taken_by_another` in DRA mode.
 
 Each run also records ``load``: the machine's 1-minute load average sampled every 5 s from the
 first pod's creation until all run (:class:`bench.machine.LoadSampler`); each gated run records
@@ -67,6 +82,7 @@ from typing import Any
 import requests
 import yaml
 
+from bench import dra_times
 from bench.labctl import free_port, isolated_control_plane
 from bench.machine import LoadSampler, commit
 from bench.pod_times import PodTimes, span, summarize
@@ -79,6 +95,10 @@ SIM_USER, SIM_PASSWORD = "admin", "bench-director-password"
 INTENTS = "composer.liqid.io/intents"
 GPU = "nvidia.com/gpu"
 #: cluster-autoscaler's published scalability SLO (unschedulable -> scale-up decision).
+#: The modes measured per fleet size and workload, in run order (see the module docstring); DRA
+#: mode runs after device-plugin mode's, whose pods it would otherwise serve through the
+#: DeviceClass it leaves until its clean-up.
+MODES = ("plain", "gating", "dra", "baseline")
 CA_SLO = {
     "max_seconds": 60,
     "average_seconds": 15,
@@ -104,6 +124,7 @@ class ReactionConfig:
     seed: int = 7
     workload: str = "pinned"
     gating: bool = False
+    dra: bool = False
 
 
 def inventory(nodes: Sequence[str], gpus: int, *, per_switch: int = 16) -> dict[str, Any]:
@@ -139,6 +160,10 @@ class _Observed:
     intents: dict[str, tuple[float, str]] = field(default_factory=dict)  # uid -> (t, node)
     alloc: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # node -> changes
     last_intent: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> latest intent seen
+    composed_for: dict[str, str] = field(default_factory=dict)  # GPU -> first intent UID naming it
+    prebind_starts: dict[str, list[float]] = field(default_factory=dict)  # pod name -> PreBind starts
+    allocations: dict[str, tuple[str, ...]] = field(default_factory=dict)  # claim UID -> devices
+    withdrawn: set[str] = field(default_factory=set)  # pods whose claim was ready, then not, unbound
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -148,22 +173,25 @@ def derive(p: PodTimes, cfg: ReactionConfig) -> dict[str, float | None]:
     d = span
     created = p.submitted if p.submitted is not None else p.unschedulable
     total = d(created, p.running)
-    return {
+    overhead = None if total is None else total - cfg.hotplug_latency - cfg.advertise_delay
+    out = {
         "to_issue": d(created, p.issued),
         "to_running": total,
-        "overhead": None if total is None else total - cfg.hotplug_latency - cfg.advertise_delay,
+        "overhead": overhead,
         "director": d(p.issued, p.attached),
         "advertise": d(p.attached, p.advertised),
         "schedule": d(p.advertised, p.bound),
         "start": d(p.bound, p.running),
     }
+    return {**out, **dra_times.derive_dra(p, overhead)} if cfg.dra else out
 
 
 def match_director(obs: _Observed, tap: list[dict[str, Any]], machines: dict[int, str]) -> None:
     """Fill ``node``/``intent``/``issued``/``attached``/``advertised`` of each pod from the node
     watch and the Director tap: the first ``fabric/edit`` on the pod's node at or after its
-    intent, the first ``fabric/reprogram`` answer after that, the first allocatable change
-    after that."""
+    intent (the intent of its claim in DRA mode), the first ``fabric/reprogram`` answer after
+    that, the first advertised change after that; and in DRA mode ``prebind``
+    (:func:`bench.dra_times.prebind_for`)."""
     edits: dict[str, list[float]] = {}
     reprograms: dict[str, list[float]] = {}
     for r in tap:
@@ -175,7 +203,9 @@ def match_director(obs: _Observed, tap: list[dict[str, Any]], machines: dict[int
         elif r["path"] == "fabric/reprogram":
             reprograms.setdefault(name, []).append(r["t1"])
     for p in obs.pods.values():
-        seen = obs.intents.get(p.uid)
+        if p.name in obs.prebind_starts:
+            p.prebind = dra_times.prebind_for(obs.prebind_starts[p.name], p.visible)
+        seen = obs.intents.get(p.claim or p.uid)
         if seen is None:
             continue
         p.intent, p.node = seen
@@ -185,6 +215,16 @@ def match_director(obs: _Observed, tap: list[dict[str, Any]], machines: dict[int
             p.attached = next((t for t in sorted(reprograms.get(p.node, [])) if t >= p.issued), None)
         if p.attached is not None:
             p.advertised = next((t for t, _ in obs.alloc.get(p.node, []) if t >= p.attached), None)
+
+
+def stuck(pods: Iterable[dict[str, Any]], last_intent: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods (``asdict(PodTimes)``) not Running, each with the last intent seen for it: keyed
+    by its claim's UID in DRA mode, else by its own."""
+    return [
+        {"pod": p["name"], "last_intent": last_intent.get(p.get("claim") or p["uid"])}
+        for p in pods
+        if not p["running"]
+    ]
 
 
 class _Procs:
@@ -238,7 +278,11 @@ def _wait_for(pred: Any, timeout: float, what: str, interval: float = 0.1) -> An
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> None:
+def _stream(list_fn: Any, *args: Any, on_object: Any, stop: threading.Event, **kwargs: Any) -> None:
+    """Call ``on_object(object, seen)`` for every object a watch of ``list_fn(*args)`` delivers
+    (plain JSON; ``seen`` = ``time.time()`` on arrival) until ``stop`` is set; the watch resumes
+    from its last resource version, or from a new list after an error (expired version,
+    reconnect)."""
     from kubernetes import watch
 
     rv = ""
@@ -246,37 +290,17 @@ def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> No
         w = watch.Watch()
         try:
             for ev in w.stream(
-                core.list_namespaced_pod,
-                ns,
+                list_fn,
+                *args,
                 timeout_seconds=5,
                 resource_version=rv or None,
-                allow_watch_bookmarks=False,
                 deserialize=False,  # plain JSON: the observer must not lag behind the events
+                **kwargs,
             ):
                 now = time.time()
-                pod = ev["object"]
-                meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-                rv = meta["resourceVersion"]
-                with obs.lock:
-                    p = obs.pods.get(meta["name"])
-                    if p is None:
-                        continue
-                    p.uid = meta["uid"]
-                    if spec.get("schedulingGates"):
-                        p.gated = p.gated or now
-                    elif p.gated is not None and p.gate_removed is None:
-                        p.gate_removed = now
-                    for c in status.get("conditions") or []:
-                        if (c.get("type"), c.get("status"), c.get("reason")) == (
-                            "PodScheduled",
-                            "False",
-                            "Unschedulable",
-                        ):
-                            p.unschedulable = p.unschedulable or now
-                    if spec.get("nodeName") and p.bound is None:
-                        p.bound = now
-                    if status.get("phase") == "Running" and p.running is None:
-                        p.running = now
+                obj = ev["object"]
+                rv = obj["metadata"]["resourceVersion"]
+                on_object(obj, now)
                 if stop.is_set():
                     w.stop()
         except Exception:  # noqa: BLE001 - resume the watch (expired resource version, reconnects)
@@ -284,44 +308,96 @@ def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> No
             stop.wait(0.2)
 
 
-def _watch_nodes(core: Any, obs: _Observed, stop: threading.Event) -> None:
-    from kubernetes import watch
+def _watch_pods(core: Any, ns: str, obs: _Observed, stop: threading.Event) -> None:
+    def seen(pod: dict[str, Any], now: float) -> None:
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        with obs.lock:
+            p = obs.pods.get(meta["name"])
+            if p is None:
+                return
+            p.uid = meta["uid"]
+            if spec.get("schedulingGates"):
+                p.gated = p.gated or now
+            elif p.gated is not None and p.gate_removed is None:
+                p.gate_removed = now
+            for c in status.get("conditions") or []:
+                if (c.get("type"), c.get("status"), c.get("reason")) == (
+                    "PodScheduled",
+                    "False",
+                    "Unschedulable",
+                ):
+                    p.unschedulable = p.unschedulable or now
+            if spec.get("nodeName") and p.bound is None:
+                p.bound = now
+            if status.get("phase") == "Running" and p.running is None:
+                p.running = now
 
-    rv = ""
+    _stream(core.list_namespaced_pod, ns, on_object=seen, stop=stop, allow_watch_bookmarks=False)
+
+
+def _watch_nodes(core: Any, obs: _Observed, stop: threading.Event, *, dra: bool = False) -> None:
     last_alloc: dict[str, int] = {}
-    while not stop.is_set():
-        w = watch.Watch()
-        try:
-            for ev in w.stream(
-                core.list_node, timeout_seconds=5, resource_version=rv or None, deserialize=False
-            ):
-                now = time.time()
-                node = ev["object"]
-                meta = node["metadata"]
-                rv, name = meta["resourceVersion"], meta["name"]
-                raw = (meta.get("annotations") or {}).get(INTENTS)
-                alloc = int(((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0") or 0)
-                with obs.lock:
-                    if raw:
-                        try:
-                            for uid, intent in json.loads(raw).items():
-                                obs.intents.setdefault(uid, (now, name))
-                                if isinstance(intent, dict):
-                                    obs.last_intent[uid] = {
-                                        "node": name,
-                                        "phase": intent.get("phase"),
-                                        "devices": intent.get("devices"),
-                                    }
-                        except (ValueError, TypeError, AttributeError):
-                            pass
-                    if last_alloc.get(name, 0) != alloc:
-                        obs.alloc.setdefault(name, []).append((now, alloc))
-                    last_alloc[name] = alloc
-                if stop.is_set():
-                    w.stop()
-        except Exception:  # noqa: BLE001
-            rv = ""
-            stop.wait(0.2)
+
+    def seen(node: dict[str, Any], now: float) -> None:
+        meta = node["metadata"]
+        name = meta["name"]
+        raw = (meta.get("annotations") or {}).get(INTENTS)
+        alloc = dra_times.advertised_count(node, dra=dra)
+        with obs.lock:
+            if raw:
+                try:
+                    for uid, intent in json.loads(raw).items():
+                        obs.intents.setdefault(uid, (now, name))
+                        if isinstance(intent, dict):
+                            obs.last_intent[uid] = {
+                                "node": name,
+                                "phase": intent.get("phase"),
+                                "devices": intent.get("devices"),
+                            }
+                            for dev in intent.get("devices") or ():
+                                obs.composed_for.setdefault(dev, uid)
+                except (ValueError, TypeError, AttributeError):
+                    pass
+            if last_alloc.get(name, 0) != alloc:
+                obs.alloc.setdefault(name, []).append((now, alloc))
+            last_alloc[name] = alloc
+
+    _stream(core.list_node, on_object=seen, stop=stop)
+
+
+def _watch_claims(resource: Any, ns: str, obs: _Observed, stop: threading.Event) -> None:
+    """DRA mode: each pod's claim UID, ``allocated`` and ``visible``, and every claim's devices."""
+    from composer.dra.claims import claim_view
+
+    def seen(claim: dict[str, Any], now: float) -> None:
+        view = claim_view(claim)
+        owner = dra_times.claim_owner(claim)
+        with obs.lock:
+            obs.allocations[view.uid] = view.devices
+            p = obs.pods.get(owner) if owner else None
+            if p is None:
+                return
+            p.claim = view.uid
+            if view.devices and p.allocated is None:
+                p.allocated = now
+            if dra_times.visibility_withdrawn(p, view):
+                obs.withdrawn.add(p.name)
+            if p.visible is None and dra_times.binding_ready(view):
+                p.visible = now
+
+    _stream(resource.list_namespaced_resource_claim, ns, on_object=seen, stop=stop)
+
+
+def _watch_events(events: Any, ns: str, obs: _Observed, stop: threading.Event) -> None:
+    """DRA mode: the scheduler's ``BindingConditionsPending`` Events, as PreBind starts per pod."""
+
+    def seen(event: dict[str, Any], _now: float) -> None:
+        pod, starts = dra_times.prebind_starts(event)
+        if pod is not None and starts:
+            with obs.lock:
+                obs.prebind_starts.setdefault(pod, []).extend(starts)
+
+    _stream(events.list_namespaced_event, ns, on_object=seen, stop=stop)
 
 
 def _pod_body(name: str, host: str | None = None) -> dict[str, Any]:
@@ -353,7 +429,8 @@ def controller_argv(
     webhook: tuple[int, Path, Path] | None = None,
 ) -> list[str]:
     """Command line of the controller under test (``composer`` or ``baseline``); ``webhook``
-    = (port, certificate file, key file) makes the composer serve the gating webhook."""
+    = (port, certificate file, key file) makes the composer serve the gating webhook;
+    ``cfg.dra`` runs the composer as the DRA driver (``--mode dra``)."""
     flags = [
         "--director-url",
         director_url,
@@ -383,6 +460,10 @@ def controller_argv(
     ]
     if webhook is not None:
         flags += webhook_flags(*webhook)
+    if cfg.dra:
+        if kind != "composer" or webhook is not None:
+            raise ValueError("DRA mode is a composer mode without the webhook")
+        flags += ["--mode", "dra"]
     if kind == "composer":
         return [sys.executable, "-m", "composer", *flags]
     return [
@@ -420,6 +501,23 @@ def _scrape(port: int) -> dict[str, float]:
     return out
 
 
+def _remove_dra_objects(api: Any) -> None:
+    """Delete the DRA driver's ResourceSlices and DeviceClass (the composer leaves both when it
+    stops: ``docs/dra.md``), so the modes run after DRA mode see no extended-resource class."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from domain.composer_mode import DRA_DRIVER
+
+    resource = client.ResourceV1Api(api)
+    resource.delete_collection_resource_slice(field_selector=f"spec.driver={DRA_DRIVER}")
+    try:
+        resource.delete_device_class(DRA_DRIVER)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def _cleanup_cluster(core: Any, ns: str, touched: Iterable[str]) -> None:
     from kubernetes.client.exceptions import ApiException
 
@@ -455,7 +553,8 @@ def run_one(
     for n in (ns, plugin_ns):
         core.create_namespace({"metadata": {"name": n}})
     _wait_for(lambda: _has_default_sa(core, ns), 60, "default ServiceAccount")
-    run_dir = work / f"{kind}-{cfg.workload}-{cfg.nodes}{'-gated' if cfg.gating else ''}"
+    suffix = "-gated" if cfg.gating else "-dra" if cfg.dra else ""
+    run_dir = work / f"{kind}-{cfg.workload}-{cfg.nodes}{suffix}"
     run_dir.mkdir(parents=True, exist_ok=True)
     inv = run_dir / "inventory.yaml"
     inv.write_text(yaml.safe_dump(inventory(node_names, max(cfg.nodes, cfg.pods + 8))))
@@ -469,6 +568,7 @@ def run_one(
         "controller": kind,
         "workload": cfg.workload,
         "gating": cfg.gating,
+        "dra": cfg.dra,
         "nodes": cfg.nodes,
         "pods": cfg.pods,
     }
@@ -516,6 +616,7 @@ def run_one(
                 plugin_ns,
                 "--log-level",
                 "WARNING",
+                *(["--dra"] if cfg.dra else []),
             ],
             {"GPU_AGENT_DIRECTOR_PASSWORD": SIM_PASSWORD},
         )
@@ -533,7 +634,17 @@ def run_one(
             ),
             {"COMPOSER_DIRECTOR_PASSWORD": SIM_PASSWORD},
         )
-        for target in (lambda: _watch_pods(core, ns, obs, stop), lambda: _watch_nodes(core, obs, stop)):
+        targets = [
+            lambda: _watch_pods(core, ns, obs, stop),
+            lambda: _watch_nodes(core, obs, stop, dra=cfg.dra),
+        ]
+        if cfg.dra:
+            resource, events = client.ResourceV1Api(api), client.EventsV1Api(api)
+            targets += [
+                lambda: _watch_claims(resource, ns, obs, stop),
+                lambda: _watch_events(events, ns, obs, stop),
+            ]
+        for target in targets:
             t = threading.Thread(target=target, daemon=True)
             t.start()
             watchers.append(t)
@@ -576,14 +687,22 @@ def run_one(
             derived = [derive(p, cfg) for p in obs.pods.values()]
         result["per_pod"] = pods
         result["not_running"] = sum(1 for p in pods if not p["running"])
-        result["stuck"] = [
-            {"pod": p["name"], "last_intent": obs.last_intent.get(p["uid"])} for p in pods if not p["running"]
-        ]
+        result["stuck"] = stuck(pods, obs.last_intent)
         result["never_unschedulable"] = sum(1 for p in pods if not p["unschedulable"])
         result["gated"] = sum(1 for p in pods if p["gated"])
-        result["gpus_taken_by_another_pod"] = (result["metrics"] or {}).get(
-            "composer_gpus_taken_by_another_pod_total"
-        )
+        if cfg.dra:
+            with obs.lock:
+                result["gpus_taken_by_another_pod"] = dra_times.taken_by_another(
+                    obs.composed_for, obs.allocations
+                )
+            result["poll_share"] = dra_times.poll_share(derived)
+            result["missed_polls"] = dra_times.missed_polls(derived)
+            result["visible_withdrawn"] = len(obs.withdrawn)
+            result["never_visible"] = sum(1 for p in pods if not p["visible"])
+        else:
+            result["gpus_taken_by_another_pod"] = (result["metrics"] or {}).get(
+                "composer_gpus_taken_by_another_pod_total"
+            )
         result["stats"] = (
             {k: summarize(x[k] for x in derived if x[k] is not None) for k in derived[0]} if derived else {}
         )
@@ -611,6 +730,8 @@ def run_one(
         touched = {p.node for p in obs.pods.values() if p.node} | set(obs.alloc)
         try:
             _cleanup_cluster(core, ns, touched)
+            if cfg.dra:
+                _remove_dra_objects(api)
             for n in (ns, plugin_ns):
                 core.delete_namespace(n)
         except Exception as exc:  # noqa: BLE001 - report, the control plane is thrown away anyway
@@ -647,8 +768,7 @@ def run(
     sizes: Sequence[int] | None = None,
     pods: int | None = None,
     workloads: Sequence[str] | None = None,
-    controllers: Sequence[str] = ("composer", "baseline"),
-    gating: Sequence[bool] = (False, True),
+    modes: Sequence[str] = MODES,
     work_dir: Path | None = None,
     cfg_overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -661,9 +781,16 @@ def run(
     scheduler may bind a freshly advertised GPU to another pending pod than the one it was
     composed for). Default: both, ``pinned`` only with ``quick``.
 
-    The composer runs once per ``gating`` mode (webhook off / on), the baseline once (no
-    webhook); ``comparison`` pairs the baseline with each composer mode.
+    ``modes``: a subset of :data:`MODES`, run in that order (the composer once per composer
+    mode, the baseline once); ``comparison`` pairs the baseline with each composer mode.
+
+    Raises:
+        ValueError: an unknown mode.
     """
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        raise ValueError(f"unknown reaction mode(s) {unknown}; known: {', '.join(MODES)}")
+    order = tuple(m for m in MODES if m in modes)
     measured = commit(REACTION_PATHS)  # before the runs: the code that is measured
     explicit_sizes = bool(sizes)
     sizes = tuple(sizes or ((3,) if quick else (10, 100, 1000)))
@@ -677,24 +804,24 @@ def run(
             with isolated_control_plane(work / f"lab-{n}", names) as lab:
                 for workload in kinds:
                     cfg = _config(n, pods, workload, quick, cfg_overrides)
-                    modes = [(k, g) for k in controllers for g in (gating if k == "composer" else (False,))]
-                    by_mode: dict[tuple[str, bool], dict[str, Any]] = {}
-                    for kind, gated in modes:
-                        mode_cfg = replace(cfg, gating=gated)
+                    by_mode: dict[str, dict[str, Any]] = {}
+                    for mode in order:
+                        kind = "baseline" if mode == "baseline" else "composer"
+                        mode_cfg = replace(cfg, gating=mode == "gating", dra=mode == "dra")
                         r = run_one(kind, lab.kubeconfig, names, mode_cfg, work)
                         r["config"] = asdict(mode_cfg)
                         r["lab_start_seconds"] = round(lab.start_seconds, 1)
                         runs.append(r)
-                        by_mode[(kind, gated)] = r
-                    base = by_mode.get(("baseline", False))
-                    for gated in gating:
-                        mine = by_mode.get(("composer", gated))
-                        if mine is not None and base is not None:
+                        by_mode[mode] = r
+                    base = by_mode.get("baseline")
+                    for mode, mine in by_mode.items():
+                        if mode != "baseline" and base is not None:
                             comparison.append(
                                 {
                                     "nodes": n,
                                     "workload": workload,
-                                    "gating": gated,
+                                    "gating": mode == "gating",
+                                    "mode": mode,
                                     "baseline_over_composer": compare(mine, base),
                                 }
                             )
@@ -707,14 +834,20 @@ def run(
         "runs": runs,
         "comparison": comparison,
         "ca_slo": CA_SLO,
-        "target": {"overhead_p99_seconds": 1.0, "at_nodes": 1000},
+        "target": {
+            "overhead_p99_seconds": 1.0,
+            "at_nodes": 1000,
+            "dra_beyond_poll_p99_seconds": dra_times.BEYOND_POLL_TARGET_SECONDS,
+        },
+        "prebind_poll_seconds": dra_times.PREBIND_POLL_SECONDS,
         "composer_share_target": {"p99_seconds": 0.3, "at_nodes": 5000},
         "composer_timing": composer_timing(),
         "command": "python -m bench --only reaction"
         + (" --quick" if quick else "")
         + (f" --nodes {','.join(map(str, sizes))}" if explicit_sizes else "")
         + (f" --pods {pods}" if pods else "")
-        + (f" --workloads {','.join(kinds)}" if workloads else ""),
+        + (f" --workloads {','.join(kinds)}" if workloads else "")
+        + (f" --modes {','.join(order)}" if order != MODES else ""),
     }
 
 

@@ -13,7 +13,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.report_dra import dra_section
 from bench.report_steps import wait_steps_section
+from bench.run_modes import LABELS, taken
+from bench.run_modes import label as _label
+from bench.run_modes import mode as _mode
 
 PARTS = ("planner", "reaction", "savings", "preview")
 
@@ -98,12 +102,14 @@ def plot_reaction(d: dict[str, Any], path: Path) -> bool:
     workloads = sorted({r.get("workload", "unpinned") for r in runs}, key=lambda w: w != "pinned")
     fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 3.6 * len(workloads)), squeeze=False)
     series = (
-        ("composer", False, "p50", "#1f77b4"),
-        ("composer", False, "p99", "#9ecae1"),
-        ("composer", True, "p50", "#2ca02c"),
-        ("composer", True, "p99", "#a1d99b"),
-        ("baseline", False, "p50", "#d62728"),
-        ("baseline", False, "p99", "#fc9272"),
+        ("composer", "plain", "p50", "#1f77b4"),
+        ("composer", "plain", "p99", "#9ecae1"),
+        ("composer", "gating", "p50", "#2ca02c"),
+        ("composer", "gating", "p99", "#a1d99b"),
+        ("composer", "dra", "p50", "#9467bd"),
+        ("composer", "dra", "p99", "#c5b0d5"),
+        ("baseline", "plain", "p50", "#d62728"),
+        ("baseline", "plain", "p99", "#fc9272"),
     )
     width = 0.8 / len(series)
     for row, wl in enumerate(workloads):
@@ -116,17 +122,17 @@ def plot_reaction(d: dict[str, Any], path: Path) -> bool:
             )
         ):
             ax = axes[row][col]
-            for i, (ctrl, gated, q, colour) in enumerate(series):
+            for i, (ctrl, m, q, colour) in enumerate(series):
                 ys = []
                 for n in sizes:
-                    r = next((x for x in mine if x["nodes"] == n and _mode(x) == (ctrl, gated)), None)
+                    r = next((x for x in mine if x["nodes"] == n and _mode(x) == (ctrl, m)), None)
                     ys.append(((r or {}).get("stats", {}).get(key) or {}).get(q) or 0)
                 ax.bar(
                     [j + (i - (len(series) - 1) / 2) * width for j in range(len(sizes))],
                     ys,
                     width,
                     color=colour,
-                    label=f"{ctrl}{' + gating' if gated else ''} {q}",
+                    label=f"{ctrl}{LABELS[m]} {q}",
                 )
             ax.set_xticks(list(range(len(sizes))))
             ax.set_xticklabels([f"{n} nodes" for n in sizes])
@@ -301,16 +307,6 @@ def _planner(d: dict[str, Any], plotted: bool) -> str:
     )
 
 
-def _mode(r: dict[str, Any]) -> tuple[str, bool]:
-    """(controller, gating) of a run (runs without the flag predate gating: off)."""
-    return r.get("controller", "?"), bool(r.get("gating", (r.get("config") or {}).get("gating", False)))
-
-
-def _label(r: dict[str, Any]) -> str:
-    ctrl, gated = _mode(r)
-    return f"{ctrl} + gating" if gated else ctrl
-
-
 def _commit(d: dict[str, Any]) -> str:
     c = d.get("commit") or {}
     if not c.get("sha"):
@@ -338,8 +334,10 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
             "host's pods) and `unpinned` (any host). `composer + gating`: the composer's admission "
             "webhook gates each new pod (scheduling gate `composer.liqid.io/compose`), the composer "
             "reserves GPUs for it and, once they are advertised, pins it to their node and removes the "
-            "gate; `taken` counts GPUs composed for one pod that another pod got "
-            "(`composer_gpus_taken_by_another_pod_total`).",
+            "gate; `composer DRA`: the composer as the DRA driver (below); `taken` counts GPUs composed "
+            "for one pod that another pod got (`composer_gpus_taken_by_another_pod_total`; in DRA mode "
+            "derived from the claims, below); in DRA mode advertise = attached → the node's "
+            "`nvidia.com/gpu.count` label changed.",
             "",
         ]
     rows = []
@@ -383,7 +381,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
                 g("director", "mean"),
                 g("advertise", "mean"),
                 rnd,
-                m.get("composer_gpus_taken_by_another_pod_total"),
+                taken(r),
             ]
         )
     lines.append(
@@ -430,7 +428,9 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
                 ],
                 [
                     [
-                        "+ gating" if c.get("gating") else "plain",
+                        {"gating": "+ gating", "dra": "DRA"}.get(
+                            c.get("mode") or ("gating" if c.get("gating") else "plain"), "plain"
+                        ),
                         c.get("workload", "unpinned"),
                         c["nodes"],
                         *[c["baseline_over_composer"]["to_issue"][q] for q in ("mean", "p50", "p99")],
@@ -470,7 +470,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         (
             r
             for r in runs
-            if _mode(r) == ("composer", False)
+            if _mode(r) == ("composer", "plain")
             and r.get("nodes") == d["target"]["at_nodes"]
             and r.get("stats")
         ),
@@ -489,7 +489,7 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
     unpinned = [
         r
         for r in runs
-        if _mode(r) == ("composer", False) and r.get("workload") == "unpinned" and r.get("stats")
+        if _mode(r) == ("composer", "plain") and r.get("workload") == "unpinned" and r.get("stats")
     ]
     if unpinned:
         lines.append(
@@ -532,6 +532,8 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
         "",
         *wait_steps_section(d),
         "",
+        *dra_section(d),
+        "",
         "![reaction](reaction.png)" if plotted else "(plot skipped: matplotlib not installed or no data)",
         "",
         f"Reproduce: `{d['command']}`"
@@ -549,11 +551,11 @@ def _reaction(d: dict[str, Any], plotted: bool) -> str:
 def _gating_findings(d: dict[str, Any]) -> list[str]:
     """The gating targets, per fleet size measured, each sentence computed from the runs."""
     runs = [r for r in d["runs"] if r.get("stats")]
-    sizes = sorted({r["nodes"] for r in runs if _mode(r) == ("composer", True)})
+    sizes = sorted({r["nodes"] for r in runs if _mode(r) == ("composer", "gating")})
     if not sizes:
         return ["- Gating: not measured in this run."]
 
-    def find(n: int, wl: str, mode: tuple[str, bool]) -> dict[str, Any] | None:
+    def find(n: int, wl: str, mode: tuple[str, str]) -> dict[str, Any] | None:
         return next(
             (r for r in runs if r["nodes"] == n and r.get("workload") == wl and _mode(r) == mode), None
         )
@@ -567,14 +569,12 @@ def _gating_findings(d: dict[str, Any]) -> list[str]:
     out = []
     target = d["target"]
     for n in sizes:
-        un, pin = find(n, "unpinned", ("composer", True)), find(n, "pinned", ("composer", True))
-        bu, bp = find(n, "unpinned", ("baseline", False)), find(n, "pinned", ("baseline", False))
+        un, pin = find(n, "unpinned", ("composer", "gating")), find(n, "pinned", ("composer", "gating"))
+        bu, bp = find(n, "unpinned", ("baseline", "plain")), find(n, "pinned", ("baseline", "plain"))
         u99, p_99 = p99(un), p99(pin)
         gap = None if u99 is None or p_99 is None else round(u99 - p_99, 3)
-        taken = [
-            ((r or {}).get("metrics") or {}).get("composer_gpus_taken_by_another_pod_total")
-            for r in (un, pin)
-        ]
+        took = [taken(r or {}) for r in (un, pin)]
+        none_taken = None if None in took else sum(t or 0.0 for t in took) == 0
         not_running = sum((r or {}).get("not_running", 0) for r in (un, pin))
         ratios = [
             (wl, None if p99(b) is None or not p99(g) else round(p99(b) / p99(g), 1))
@@ -588,8 +588,8 @@ def _gating_findings(d: dict[str, Any]) -> list[str]:
             f"{limit:g} s: **{ok(None if u99 is None else u99 < limit)}**); "
             f"pinned p99 {_fmt(p_99)} s in the same run, difference {_fmt(gap)} s (target ≤ 0.3 s: "
             f"**{ok(None if gap is None else gap <= 0.3)}**); GPUs taken by another pod: "
-            + " / ".join("–" if t is None else f"{t:g}" for t in taken)
-            + f" (unpinned / pinned; target 0: **{ok(None if None in taken else sum(taken) == 0)}**); pods "
+            + " / ".join("–" if t is None else f"{t:g}" for t in took)
+            + f" (unpinned / pinned; target 0: **{ok(none_taken)}**); pods "
             f"not Running: {not_running}; baseline p99 / gated p99: "
             + ", ".join(f"{wl} {_fmt(x)}×" for wl, x in ratios)
             + f" (target ≥ 10× on both: **{ok(tenfold)}**)."
