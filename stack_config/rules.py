@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from domain import mlxconfig as mlxconfig_rules
 from domain.composer_mode import DRA_MIN_KUBERNETES, kubernetes_minor
+from domain.gpu_sharing import SharingError
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
@@ -672,7 +673,10 @@ def passthrough_capacity(estate: EstateConfig) -> Iterator[ConfigProblem]:
 def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """GPU sharing: hosts exist; time-slicing/MPS set ``replicas`` >= 2 and no ``mig_config``; MIG sets
     a ``mig_config`` that every MIG-capable model the tenant may use supports (catalogue
-    ``mig_configs``: mig-manager applies one config name to every GPU of the node)."""
+    ``mig_configs``: mig-manager applies one config name to every GPU of the node), whose layout the
+    catalogue knows (``mig_layouts``: the composer counts a composed GPU by it), and with the
+    ``single`` strategy a layout of one profile (GFD labels a node with several ``-MIG-INVALID``;
+    :meth:`domain.gpu_sharing.SharingSpec.offers`)."""
     for i, t in enumerate(estate.tenants):
         s = t.gpu_sharing
         if s is None:
@@ -707,6 +711,11 @@ def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
                         f"{s.mig_config!r} is not a MIG config of {p.product} "
                         f"(valid: {', '.join(p.mig_configs)})",
                     )
+                    continue
+                try:
+                    s.offers(p.product, catalogue)
+                except SharingError as exc:
+                    yield ConfigProblem(f"{base}.mig_config", str(exc))
         if s.replicas is not None:
             yield ConfigProblem(f"{base}.replicas", "not used with strategy mig")
 
@@ -722,6 +731,27 @@ def gpu_sharing_hosts_exclusive(estate: EstateConfig) -> Iterator[ConfigProblem]
         ),
         "shared-GPU host",
     )
+
+
+def gpu_sharing_one_mig_strategy_per_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """The MIG sharing settings on the hosts of one hypervisor cluster agree on ``mig_strategy``: the
+    GPU Operator gives its ClusterPolicy ``mig.strategy`` to every node's device plugin and GFD as
+    ``MIG_STRATEGY``, which wins over a node's config file (:mod:`domain.gpu_sharing`)."""
+    for cluster in estate.hypervisor_clusters:
+        first: tuple[str, str] | None = None
+        for i, t in enumerate(estate.tenants):
+            s = t.gpu_sharing
+            if s is None or s.strategy != "mig" or not set(s.hosts) & set(cluster.hosts):
+                continue
+            if first is None:
+                first = (t.name, s.mig_strategy)
+            elif s.mig_strategy != first[1]:
+                yield ConfigProblem(
+                    f"tenants[{i}].gpu_sharing.mig_strategy",
+                    f"MIG strategy {s.mig_strategy!r} of tenant {t.name!r} differs from {first[1]!r} of "
+                    f"tenant {first[0]!r} in hypervisor cluster {cluster.name!r}: the GPU Operator sets "
+                    "one MIG strategy per cluster (ClusterPolicy mig.strategy)",
+                )
 
 
 def gpu_sharing_hosts_run_pods(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -1123,6 +1153,7 @@ RULES: tuple[Rule, ...] = (
     passthrough_capacity,
     gpu_sharing_valid,
     gpu_sharing_hosts_exclusive,
+    gpu_sharing_one_mig_strategy_per_cluster,
     gpu_sharing_hosts_run_pods,
     composers_apart,
     composer_references_exist,

@@ -18,7 +18,7 @@ pick a model. A pod composed for but still not scheduled is given up after
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -277,15 +277,21 @@ def gpu_request(
     pool: str,
     units_per_gpu: Mapping[str, int] | None = None,
     resource_models: Mapping[str, frozenset[str]] | None = None,
+    sharing_only: Collection[str] = frozenset(),
+    most_units: Mapping[str, int] | None = None,
 ) -> GpuRequest:
     """The planner's view of an unschedulable GPU pod.
 
     Args:
         pod: the parsed pod (must request a GPU resource).
         pool: the pool of the pod's namespace.
-        units_per_gpu: resource name -> units one GPU yields (absent = 1, i.e. conservative).
+        units_per_gpu: resource name -> units one GPU yields on a host without a sharing setting
+            (absent = 1, i.e. conservative).
         resource_models: resource name -> GPU models that can provide it (e.g. MIG profiles
             only on A100-class GPUs); intersected with the pod's own model choice.
+        sharing_only: resources only hosts with a sharing setting advertise.
+        most_units: resource name -> the most units one GPU yields of it on a host with a
+            sharing setting (:attr:`composer.decide.round_types.Policy.most_units`).
 
     Returns:
         The :class:`GpuRequest`.
@@ -310,6 +316,8 @@ def gpu_request(
         pool=pool,
         resource=resource,
         units_per_gpu=1 if resource == GPU_RESOURCE else (units_per_gpu or {}).get(resource, 1),
+        plain_hosts=resource not in sharing_only,
+        most_units_per_gpu=(most_units or {}).get(resource, 0),
         models=models,
         hosts=pod.constraints.hosts,
         cpu_millis=pod.cpu_millis,

@@ -258,6 +258,15 @@ CASES: dict[str, tuple[Mutation, str]] = {
         "tenants[2].gpu_sharing.hosts[1]: duplicate shared-GPU host 'bm-1' (first at "
         "tenants[1].gpu_sharing.hosts[0])",
     ),
+    "gpu_sharing_one_mig_strategy_per_cluster": (
+        _set(
+            "tenants[1].gpu_sharing",
+            {"strategy": "mig", "hosts": ["bm-1"], "mig_config": "all-1g.5gb", "mig_strategy": "mixed"},
+        ),
+        "tenants[2].gpu_sharing.mig_strategy: MIG strategy 'single' of tenant 'green' differs from "
+        "'mixed' of tenant 'blue' in hypervisor cluster 'workers': the GPU Operator sets one MIG "
+        "strategy per cluster (ClusterPolicy mig.strategy)",
+    ),
     "gpu_sharing_hosts_run_pods": (
         _set("tenants[2].gpu_sharing.hosts", ["hv-1"]),
         "tenants[2].gpu_sharing.hosts[0]: host 'hv-1' has role 'hypervisor'; GPU sharing needs "
@@ -374,6 +383,37 @@ def test_mig_config_must_be_known() -> None:
     assert len(msgs) == 1 and msgs[0].startswith(
         "tenants[2].gpu_sharing.mig_config: 'all-9g.99gb' is not a MIG config"
     )
+
+
+def test_mig_single_needs_a_config_of_one_profile() -> None:
+    msgs = _problems(_set("tenants[2].gpu_sharing.mig_config", "all-balanced"))
+    assert msgs == [
+        "tenants[2].gpu_sharing.mig_config: MIG strategy single needs one MIG profile per node; "
+        "'all-balanced' creates 1g.5gb, 2g.10gb, 3g.20gb on NVIDIA-A100-PCIE-40GB (GFD would label it "
+        "NVIDIA-A100-PCIE-40GB-MIG-INVALID); use strategy mixed or an all-<profile> config"
+    ]
+    mixed = _do(
+        _set("tenants[2].gpu_sharing.mig_config", "all-balanced"),
+        _set("tenants[2].gpu_sharing.mig_strategy", "mixed"),
+    )
+    raw = valid_estate()
+    mixed(raw)
+    assert load_estate(raw).tenants[2].gpu_sharing is not None
+
+
+def test_mig_config_needs_a_known_layout() -> None:
+    msgs = _problems(
+        _do(
+            _set("gpu_products", [{**A30, "mig_layouts": {}}]),
+            _append("fabric.pools.0.models", "NVIDIA-A30"),
+            _set("tenants[2].allowed_models", ["NVIDIA-A30"]),
+            _set("tenants[2].gpu_sharing.mig_config", "all-4g.24gb"),
+        )
+    )
+    assert msgs == [
+        "tenants[2].gpu_sharing.mig_config: no MIG layout of 'all-4g.24gb' is known for NVIDIA-A30: a MIG "
+        "node serves only GPUs whose layout of its config is known (gpu_products[].mig_layouts)"
+    ]
 
 
 def test_composition_needs_count_or_names() -> None:
