@@ -26,7 +26,10 @@ Rules, in the order they are applied to each request:
 8. What one GPU yields depends on the host (:func:`units_on`): a host with a GPU sharing setting
    (:class:`~composer.model.models.HostSharing`: time-slicing, MPS or MIG) serves a resource with
    a model only if the setting offers it, with the offer's units per GPU; a host without one serves
-   ``r.units_per_gpu`` units per GPU, and no resource that only sharing settings offer.
+   ``r.units_per_gpu`` units per GPU, and no resource that only sharing settings offer. A pod that
+   selects ``nvidia.com/gpu.product`` values gets a host whose label will be one of them: GFD
+   writes ``<product>-SHARED`` on a time-sliced or MPS node (not renamed) and
+   ``<product>-MIG-<profile>`` on a MIG ``single`` node, the plain product elsewhere.
 
 Complexity: O((H + G) log(H + G) + P log P) to build the indexes and order the requests,
 then amortised O(1) dictionary operations per request in the common case (bucketed hosts
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from composer.decide.scheduling import labels_match, tolerates
 from composer.model.models import (
     MIXED_MODELS,
+    PRODUCT_LABEL,
     FreeGpu,
     GpuRequest,
     HostState,
@@ -218,12 +222,21 @@ def _quota_message(r: GpuRequest, budget: int, need: int) -> str:
 
 def _no_offer_message(h: _Host, r: GpuRequest, models: Iterable[str]) -> str:
     """Why ``h`` serves ``r`` with none of ``models`` (rule 8)."""
-    wanted = "/".join(models) or "any model"
+    models = tuple(models)
+    wanted = "/".join(sorted(r.products or ()))
+    selects = "" if r.products is None else f"; the pod selects {PRODUCT_LABEL} {wanted}"
     if h.sharing is None:
-        return (f"host {h.name} shares no GPUs, so it never advertises {r.resource} "
-                "(only hosts with a GPU sharing setting do)")
+        if not r.plain_hosts:
+            return (f"host {h.name} shares no GPUs, so it never advertises {r.resource} "
+                    "(only hosts with a GPU sharing setting do)")
+        labels = "/".join(models) or "by their model"
+        return f"host {h.name} shares no GPUs: GFD labels them {labels}{selects}"
+    offers = [o for m in models if (o := h.sharing.offer(m, r.resource)) is not None]
+    if offers:
+        return (f"host {h.name} shares its GPUs by {h.sharing.strategy} ({h.sharing.name}): GFD labels "
+                f"them {'/'.join(sorted({o.product for o in offers}))}{selects}")
     return (f"host {h.name} shares its GPUs by {h.sharing.strategy} ({h.sharing.name}) and offers no "
-            f"{r.resource} for {wanted}")
+            f"{r.resource} for {'/'.join(models) or 'any model'}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,12 +252,17 @@ class _Option:
 def units_on(h: _Host, r: GpuRequest, model: str) -> int | None:
     """Rule 8: units of ``r.resource`` one GPU of ``model`` yields on ``h``, or None when ``h``
     cannot serve ``r`` with ``model``: a host with a sharing setting counts by its offer for the
-    model and resource; one without, by ``r.units_per_gpu``, unless only sharing settings offer
-    the resource."""
+    model and resource, and serves a pod selecting product labels only if the offer's label
+    (``Tesla-T4-SHARED``, ``<product>-MIG-<profile>``) is one of them; one without, by
+    ``r.units_per_gpu``, labelled with the model's own name, unless only sharing settings offer the
+    resource."""
     if h.sharing is None:
-        return r.units_per_gpu if r.plain_hosts else None
+        ok = r.plain_hosts and (r.products is None or model in r.products)
+        return r.units_per_gpu if ok else None
     offer = h.sharing.offer(model, r.resource)
-    return None if offer is None else offer.units
+    if offer is None or (r.products is not None and offer.product not in r.products):
+        return None
+    return offer.units
 
 
 def _ceil(units: int, per: int) -> int:
@@ -621,7 +639,8 @@ def plan(
             continue
         seen.add(r.key)
         shape = (r.pool, r.resource, r.units, r.units_per_gpu, r.plain_hosts, r.most_units_per_gpu,
-                 r.models, r.hosts, r.cpu_millis, r.memory_bytes, r.tolerations, r.node_requirements)
+                 r.models, r.products, r.hosts, r.cpu_millis, r.memory_bytes, r.tolerations,
+                 r.node_requirements)
         if MEMOIZE_REFUSALS and shape in refused:
             planner.refusals.append(Refusal(r.key, r.uid, *refused[shape]))
             continue

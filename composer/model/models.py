@@ -87,7 +87,10 @@ class GpuRequest:
             sharing settings offer, such as ``nvidia.com/gpu.shared``: such hosts never advertise it).
         most_units_per_gpu: the most units of ``resource`` one GPU yields on any host (0: as
             ``units_per_gpu``); :attr:`gpus` is then the fewest GPUs that may serve the pod.
-        models: allowed GPU models (GFD product names), or None for any model.
+        models: allowed GPU models (GFD product names of the GPUs themselves), or None for any model.
+        products: the ``nvidia.com/gpu.product`` values the pod selects, as written (GFD's
+            ``-SHARED`` / ``-MIG-<profile>`` suffixes included), or None: the node's label must be
+            one of them, which a host's sharing decides (rule 8 of :mod:`composer.decide.planner`).
         hosts: allowed hosts (node names), or None for any host.
         cpu_millis: the pod's CPU request (millicores).
         memory_bytes: the pod's memory request (bytes).
@@ -106,6 +109,7 @@ class GpuRequest:
     plain_hosts: bool = True
     most_units_per_gpu: int = 0
     models: frozenset[str] | None = None
+    products: frozenset[str] | None = None
     hosts: frozenset[str] | None = None
     cpu_millis: int = 0
     memory_bytes: int = 0
