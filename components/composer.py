@@ -150,7 +150,9 @@ def composer_sharing(estate: EstateConfig, composer: ComposerConfig) -> list[dic
     mothership) and ``offers``: per GPU model of the composer's fabric pool, what one GPU of it
     yields there (:meth:`stack_config.models.GpuSharingConfig.offers`: resource, units, GFD product
     label). A model without a MIG layout of the hosts' config is left out, so the composer never
-    composes it there. Pure.
+    composes it there. ``tenant`` names the tenant; with time-slicing and MPS, which share every GPU
+    of a node between its pods with no isolation, ``namespaces`` (the tenant's namespace) are the
+    only namespaces whose pods the composer places on those hosts. Pure.
     """
     hv = estate.hypervisor_cluster(composer.target_cluster) if composer.target_cluster != MOTHERSHIP else None
     pool = estate.pool(composer.pool)
@@ -170,7 +172,11 @@ def composer_sharing(estate: EstateConfig, composer: ComposerConfig) -> list[dic
                 offers[m] = [o.to_json() for o in s.offers(m, catalogue)]
             except SharingError:
                 continue  # mig-parted cannot lay this model out as the hosts' config says
-        out.append({"name": sharing_name(t.name), "strategy": s.strategy, "hosts": hosts, "offers": offers})
+        entry: dict[str, Any] = {"name": sharing_name(t.name), "strategy": s.strategy, "hosts": hosts,
+                                 "tenant": t.name}
+        if s.strategy != "mig":
+            entry["namespaces"] = [t.namespace_name]
+        out.append({**entry, "offers": offers})
     return out
 
 

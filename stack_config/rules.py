@@ -721,16 +721,47 @@ def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
 
 
 def gpu_sharing_hosts_exclusive(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """A host is listed by at most one tenant's GPU sharing (a node has one device-plugin config)."""
-    yield from _duplicates(
-        (
-            (f"tenants[{i}].gpu_sharing.hosts[{j}]", h)
-            for i, t in enumerate(estate.tenants)
-            if t.gpu_sharing is not None
-            for j, h in enumerate(t.gpu_sharing.hosts)
-        ),
-        "shared-GPU host",
-    )
+    """A host is listed by at most one tenant's GPU sharing: a node has one device-plugin config, and
+    time-slicing or MPS would share its GPUs between both tenants' pods with no isolation. The
+    problem names both tenants."""
+    first: dict[str, tuple[str, str]] = {}
+    for i, t in enumerate(estate.tenants):
+        if t.gpu_sharing is None:
+            continue
+        for j, h in enumerate(t.gpu_sharing.hosts):
+            path = f"tenants[{i}].gpu_sharing.hosts[{j}]"
+            if h not in first:
+                first[h] = (t.name, path)
+                continue
+            other, at = first[h]
+            yield ConfigProblem(
+                path,
+                f"duplicate shared-GPU host {h!r} (first at {at}): tenants {other!r} and {t.name!r} would "
+                "share its GPUs; give each tenant its own hosts",
+            )
+
+
+def gpu_sharing_host_in_tenant_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A host a tenant time-slices or shares by MPS serves no composer pool of other tenants: the
+    composer places the pods of a host's pool on its GPUs, and time-slicing and MPS share every GPU
+    of the node between its pods with no isolation. (The composer also refuses such pods itself:
+    ``composer.sharing[].namespaces``.)"""
+    for c in estate.all_composers():
+        host_pools = {h: p for p in reversed(c.pools) for h in estate.composer_pool_hosts(p)}
+        for i, t in enumerate(estate.tenants):
+            s = t.gpu_sharing
+            if s is None or not s.spec().time_shared:
+                continue
+            for j, h in enumerate(s.hosts):
+                pool = host_pools.get(h)
+                others = sorted(set(pool.tenant_names) - {t.name}) if pool is not None else []
+                if pool is not None and others:
+                    yield ConfigProblem(
+                        f"tenants[{i}].gpu_sharing.hosts[{j}]",
+                        f"host {h!r} time-shares GPUs of tenant {t.name!r} ({s.strategy}) but serves "
+                        f"composer pool {pool.name!r} of {', '.join(map(repr, others))} too: the composer "
+                        f"would place their pods on them; give it a pool of {t.name!r} alone",
+                    )
 
 
 def gpu_sharing_one_mig_strategy_per_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -1153,6 +1184,7 @@ RULES: tuple[Rule, ...] = (
     passthrough_capacity,
     gpu_sharing_valid,
     gpu_sharing_hosts_exclusive,
+    gpu_sharing_host_in_tenant_pool,
     gpu_sharing_one_mig_strategy_per_cluster,
     gpu_sharing_hosts_run_pods,
     composers_apart,

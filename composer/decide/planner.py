@@ -29,7 +29,9 @@ Rules, in the order they are applied to each request:
    ``r.units_per_gpu`` units per GPU, and no resource that only sharing settings offer. A pod that
    selects ``nvidia.com/gpu.product`` values gets a host whose label will be one of them: GFD
    writes ``<product>-SHARED`` on a time-sliced or MPS node (not renamed) and
-   ``<product>-MIG-<profile>`` on a MIG ``single`` node, the plain product elsewhere.
+   ``<product>-MIG-<profile>`` on a MIG ``single`` node, the plain product elsewhere. A host
+   that time-shares its GPUs (time-slicing, MPS) for one tenant serves only pods of that tenant's
+   namespaces: no GPU is time-shared between two tenants' pods.
 
 Complexity: O((H + G) log(H + G) + P log P) to build the indexes and order the requests,
 then amortised O(1) dictionary operations per request in the common case (bucketed hosts
@@ -231,6 +233,11 @@ def _no_offer_message(h: _Host, r: GpuRequest, models: Iterable[str]) -> str:
                     "(only hosts with a GPU sharing setting do)")
         labels = "/".join(models) or "by their model"
         return f"host {h.name} shares no GPUs: GFD labels them {labels}{selects}"
+    if not h.sharing.admits(r.namespace):
+        whose = f"tenant {h.sharing.tenant!r}" if h.sharing.tenant else "its namespaces"
+        return (f"host {h.name} time-shares its GPUs by {h.sharing.strategy} ({h.sharing.name}) between "
+                f"pods of {whose} ({', '.join(sorted(h.sharing.namespaces or ()))}); a pod of namespace "
+                f"{r.namespace!r} may not share them")
     offers = [o for m in models if (o := h.sharing.offer(m, r.resource)) is not None]
     if offers:
         return (f"host {h.name} shares its GPUs by {h.sharing.strategy} ({h.sharing.name}): GFD labels "
@@ -255,10 +262,13 @@ def units_on(h: _Host, r: GpuRequest, model: str) -> int | None:
     model and resource, and serves a pod selecting product labels only if the offer's label
     (``Tesla-T4-SHARED``, ``<product>-MIG-<profile>``) is one of them; one without, by
     ``r.units_per_gpu``, labelled with the model's own name, unless only sharing settings offer the
-    resource."""
+    resource. A host that time-shares its GPUs between the pods of one tenant's namespaces
+    (``HostSharing.namespaces``) serves no pod of another namespace."""
     if h.sharing is None:
         ok = r.plain_hosts and (r.products is None or model in r.products)
         return r.units_per_gpu if ok else None
+    if not h.sharing.admits(r.namespace):
+        return None
     offer = h.sharing.offer(model, r.resource)
     if offer is None or (r.products is not None and offer.product not in r.products):
         return None
@@ -640,7 +650,7 @@ def plan(
         seen.add(r.key)
         shape = (r.pool, r.resource, r.units, r.units_per_gpu, r.plain_hosts, r.most_units_per_gpu,
                  r.models, r.products, r.hosts, r.cpu_millis, r.memory_bytes, r.tolerations,
-                 r.node_requirements)
+                 r.node_requirements, r.namespace)
         if MEMOIZE_REFUSALS and shape in refused:
             planner.refusals.append(Refusal(r.key, r.uid, *refused[shape]))
             continue

@@ -119,6 +119,11 @@ class GpuRequest:
     created: float = 0.0
 
     @property
+    def namespace(self) -> str:
+        """The pod's namespace (the first part of :attr:`key`)."""
+        return self.key.split("/", 1)[0]
+
+    @property
     def gpus(self) -> int:
         """Physical GPUs needed when nothing spare is reused, on the host whose GPUs yield the
         most units: ceil(units / max(units_per_gpu, most_units_per_gpu)) (a lower bound)."""
@@ -139,11 +144,21 @@ class HostSharing:
         strategy: ``time-slicing``, ``mps`` or ``mig``.
         offers: GPU model (GFD product name) -> what one GPU of it yields on the host, per
             resource; a model missing here is never composed onto the host.
+        tenant: the tenant whose setting it is (for messages), or None.
+        namespaces: the only namespaces whose pods may get the host's GPUs, or None for any: set
+            for time-slicing and MPS, which share every GPU of the node between its pods with no
+            memory or fault isolation, so no pod of another tenant may join them.
     """
 
     name: str
     strategy: str
     offers: Mapping[str, tuple[Offer, ...]] = field(default_factory=dict)
+    tenant: str | None = None
+    namespaces: frozenset[str] | None = None
+
+    def admits(self, namespace: str) -> bool:
+        """A pod of ``namespace`` may get the host's GPUs."""
+        return self.namespaces is None or namespace in self.namespaces
 
     def offer(self, model: str, resource: str) -> Offer | None:
         """What one GPU of ``model`` yields of ``resource`` on the host, or None if nothing."""

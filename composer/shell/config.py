@@ -106,6 +106,9 @@ class SharingSetting(BaseModel):
         hosts: Node names whose GPUs are shared this way.
         offers: GPU model (GFD product name) -> what one GPU of it yields there; a model missing
             is never composed onto these hosts.
+        tenant: the tenant whose setting it is (named in Events).
+        namespaces: the only namespaces whose pods may get these hosts' GPUs (time-slicing, MPS:
+            one tenant's); empty: any.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -114,11 +117,17 @@ class SharingSetting(BaseModel):
     strategy: Literal["time-slicing", "mps", "mig"]
     hosts: list[str] = Field(min_length=1)
     offers: dict[str, list[OfferSpec]] = Field(default_factory=dict)
+    tenant: str | None = Field(default=None, min_length=1, max_length=63)
+    namespaces: list[str] = Field(default_factory=list)
 
     def host_sharing(self) -> HostSharing:
         """As the decision code reads it."""
         return HostSharing(
-            self.name, self.strategy, {m: tuple(o.offer() for o in offs) for m, offs in self.offers.items()}
+            self.name,
+            self.strategy,
+            {m: tuple(o.offer() for o in offs) for m, offs in self.offers.items()},
+            tenant=self.tenant,
+            namespaces=frozenset(self.namespaces) if self.namespaces else None,
         )
 
 

@@ -38,6 +38,8 @@ BLUE = {
     "name": "blue-gpu-sharing",
     "strategy": "time-slicing",
     "hosts": ["bm-1"],
+    "tenant": "blue",
+    "namespaces": ["tenant-blue"],  # time-slicing: only blue's pods share bm-1's GPUs
     "offers": {
         T4: [{"resource": "nvidia.com/gpu", "units": 4, "product": "Tesla-T4-SHARED"}],
         A100: [{"resource": "nvidia.com/gpu", "units": 4, "product": "NVIDIA-A100-PCIE-40GB-SHARED"}],
@@ -47,6 +49,7 @@ GREEN = {
     "name": "green-gpu-sharing",
     "strategy": "mig",
     "hosts": ["bm-2"],
+    "tenant": "green",  # MIG instances are isolated: no namespace restriction
     # a T4 cannot be laid out as all-1g.5gb: the composer never composes one onto bm-2
     "offers": {
         A100: [{"resource": "nvidia.com/gpu", "units": 7, "product": "NVIDIA-A100-PCIE-40GB-MIG-1g.5gb"}]
