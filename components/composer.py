@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,12 +13,14 @@ import pulumi_kubernetes as k8s
 from components._base import child_opts, contract_props, publish_outputs, secret_login, token
 from components.cluster_access import with_server
 from components.manifests import common_labels
+from components.tenant import sharing_name
 from domain.cluster_api import KUBECONFIG_DATA_KEY
 from domain.composer_mode import DRA_DRIVER
+from domain.gpu_sharing import SharingError
 from domain.placement import OBJECT_LABEL
 from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
-from stack_config.models import ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
+from stack_config.models import MOTHERSHIP, ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
 
 #: Leader-election Lease name (chart default ``leaderElection.leaseName``) of the composer with the
 #: default release name ``composer``.
@@ -137,6 +139,47 @@ def composer_pools(estate: EstateConfig, composer: ComposerConfig | None = None)
     return out
 
 
+def composer_sharing(estate: EstateConfig, composer: ComposerConfig) -> list[dict[str, Any]]:
+    """The composer's resource model of the shared hosts it serves (chart value ``composer.sharing``),
+    from the same settings and GPU catalogue the hosts' device-plugin configs come from
+    (:func:`components.manifests.device_plugin_config`; both derived by :mod:`domain.gpu_sharing`).
+
+    One entry per tenant ``gpu_sharing``, in tenant order: its config ``name``
+    (``<tenant>-gpu-sharing``, the hosts' ``nvidia.com/device-plugin.config``), ``strategy``,
+    ``hosts`` (those of the composer's target cluster; every host for a composer targeting the
+    mothership) and ``offers``: per GPU model of the composer's fabric pool, what one GPU of it
+    yields there (:meth:`stack_config.models.GpuSharingConfig.offers`: resource, units, GFD product
+    label). A model without a MIG layout of the hosts' config is left out, so the composer never
+    composes it there. ``tenant`` names the tenant; with time-slicing and MPS, which share every GPU
+    of a node between its pods with no isolation, ``namespaces`` (the tenant's namespace) are the
+    only namespaces whose pods the composer places on those hosts. Pure.
+    """
+    hv = estate.hypervisor_cluster(composer.target_cluster) if composer.target_cluster != MOTHERSHIP else None
+    pool = estate.pool(composer.pool)
+    models = pool.models if pool is not None else []
+    catalogue = estate.gpu_catalogue()
+    out: list[dict[str, Any]] = []
+    for t in estate.tenants:
+        s = t.gpu_sharing
+        if s is None:
+            continue
+        hosts = [h for h in s.hosts if hv is None or h in hv.hosts]
+        if not hosts:
+            continue
+        offers: dict[str, list[dict[str, Any]]] = {}
+        for m in models:
+            try:
+                offers[m] = [o.to_json() for o in s.offers(m, catalogue)]
+            except SharingError:
+                continue  # mig-parted cannot lay this model out as the hosts' config says
+        entry: dict[str, Any] = {"name": sharing_name(t.name), "strategy": s.strategy, "hosts": hosts,
+                                 "tenant": t.name}
+        if s.strategy != "mig":
+            entry["namespaces"] = [t.namespace_name]
+        out.append({**entry, "offers": offers})
+    return out
+
+
 @dataclass(frozen=True)
 class ComposerArgs:
     """Inputs of :class:`Composer`.
@@ -150,6 +193,7 @@ class ComposerArgs:
         excluded_devices: device names composed statically (the program's GpuCompositions); the
             composer never composes or reclaims them.
         tenant_pools: the composer pools (:func:`composer_pools`): quotas, hosts and namespaces.
+        sharing: the shared hosts' resource model (:func:`composer_sharing`).
         depends_on: resources to wait for (the static compositions).
         runner_provider: with ``config.runs_on == "mothership"``: the mothership's provider, where
             the chart, its namespace and Secrets go; ``provider`` is then the target cluster's.
@@ -165,6 +209,7 @@ class ComposerArgs:
     provider: k8s.Provider
     excluded_devices: pulumi.Input[Sequence[str]] = ()
     tenant_pools: Sequence[TenantPool] = ()
+    sharing: Sequence[Mapping[str, Any]] = ()
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     runner_provider: k8s.Provider | None = None
     target_kubeconfig: pulumi.Input[str] | None = None
@@ -179,6 +224,7 @@ def composer_values(
     excluded_devices: Sequence[str],
     tenant_pools: Sequence[TenantPool],
     target_kubeconfig_secret: str | None = None,
+    sharing: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Helm values for ``charts/composer`` (``values.yaml``/``values.schema.json``); pure, with
     ``excluded_devices`` resolved.
@@ -203,6 +249,10 @@ def composer_values(
     as for the timeouts. The budgets (``reclaimBudget``, ``pools[].reclaimBudget``) are written only
     when set: unset is the chart's "no limit", which is the key's absence (the chart's ``null``), and
     pools without a budget keep the exact shape they had.
+
+    ``sharing`` (:func:`composer_sharing`) becomes ``composer.sharing``, written only when there is
+    one: what one composed GPU yields on each shared host, so the composer counts a time-sliced
+    replica or a MIG device as what it is, not as a whole GPU (``docs/gpu-sharing.md``).
     """
     placement: dict[str, Any] = {}
     if config.image:
@@ -249,6 +299,7 @@ def composer_values(
             "ownerTag": config.owner_tag,
             "orphanGraceSeconds": config.orphan_grace_seconds,
             **served,
+            **({"sharing": [dict(e) for e in sharing]} if sharing else {}),
         },
         "devicePlugin": {
             "restart": config.restart_device_plugin,
@@ -370,6 +421,7 @@ class Composer(pulumi.ComponentResource):
                 excluded_devices=devices,
                 tenant_pools=args.tenant_pools,
                 target_kubeconfig_secret=kubeconfig_secret,
+                sharing=args.sharing,
             )
         )
         chart = k8s.helm.v4.Chart(

@@ -21,7 +21,7 @@ from components._base import (
     token,
 )
 from components.cluster_access import Clusters, cluster_targets
-from components.composer import Composer, ComposerArgs, composer_pools
+from components.composer import Composer, ComposerArgs, composer_pools, composer_sharing
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
 from components.gpu_composition import GpuComposition, GpuCompositionArgs
@@ -442,6 +442,7 @@ class Estate(pulumi.ComponentResource):
                     provider=target_provider,
                     excluded_devices=excluded,
                     tenant_pools=composer_pools(cfg, cc),
+                    sharing=composer_sharing(cfg, cc),
                     depends_on=depends,
                     runner_provider=self.clusters.mothership.provider if hosted else None,
                     target_kubeconfig=(self.clusters.target(cc.target_cluster).kubeconfig_text()

@@ -34,7 +34,6 @@ import yaml
 
 from domain.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
-    GPU_RESOURCE,
     GPU_WORKLOAD_LABEL,
     HOSTNAME_LABEL,
     MIG_CONFIG_LABEL,
@@ -351,21 +350,10 @@ def cluster_template_spec(template: ClusterTemplateConfig) -> dict[str, Any]:
 
 
 def device_plugin_config(sharing: GpuSharingConfig) -> dict[str, Any]:
-    """GPU Operator device-plugin config file (``version: v1``) for one sharing setting.
-
-    time-slicing / MPS: ``sharing.<timeSlicing|mps>.resources[{name: nvidia.com/gpu, replicas}]``;
-    MIG: ``flags.migStrategy`` (the partition layout comes from the ``nvidia.com/mig.config`` label).
-    """
-    if sharing.strategy == "mig":
-        return {"version": "v1", "flags": {"migStrategy": sharing.mig_strategy}}
-    key = "timeSlicing" if sharing.strategy == "time-slicing" else "mps"
-    body: dict[str, Any] = {"resources": [{"name": GPU_RESOURCE, "replicas": sharing.replicas or 2}]}
-    if sharing.strategy == "time-slicing":
-        body["renameByDefault"] = sharing.rename_by_default
-        body["failRequestsGreaterThanOne"] = sharing.fail_requests_greater_than_one
-    else:
-        body["renameByDefault"] = sharing.rename_by_default
-    return {"version": "v1", "sharing": {key: body}}
+    """GPU Operator device-plugin config file (``version: v1``) for one sharing setting:
+    :meth:`domain.gpu_sharing.SharingSpec.device_plugin_config`, the source the composer's counts of
+    the same setting come from (:func:`components.composer.composer_sharing`)."""
+    return sharing.spec().device_plugin_config()
 
 
 def vgpu_device_config_name(vgpu_type: str) -> str:

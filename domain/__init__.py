@@ -11,6 +11,8 @@ Modules:
 - :mod:`domain.settings`: the composer's settings, one default and one bound each;
 - :mod:`domain.reclaim`: the composer's reclaim budgets, UTC windows and owner tag: shape and rules;
 - :mod:`domain.gfd`: GPU Feature Discovery product-name normalisation;
+- :mod:`domain.gpu_sharing`: GPU sharing (time-slicing, MPS, MIG): the device plugin's config and
+  what one GPU yields on a shared node, from one setting;
 - :mod:`domain.mlxconfig`: the BlueField-3 mlxconfig parameters this project manages, and their rules.
 
 The external facts behind them (vendor files and pages) are collected in ``docs/domain.md``.

@@ -21,6 +21,12 @@ Sources of the facts (``GpuProduct.sources`` names the one behind each entry's f
   ``0x2BB510DE`` = RTX PRO 6000 Blackwell Server Edition) and the ``all-<profile>`` config names
   (a ``+me`` profile is spelt ``.me`` in the config name); ``all-balanced`` exists for A100 40GB,
   A100 80GB and H100 NVL.
+- ``mig-layouts``: how many MIG devices of each profile one GPU holds in each mig-parted config
+  (``mig_layouts``): the GPU Operator's ``default-mig-parted-config`` ConfigMap
+  (NVIDIA/gpu-operator ``assets/state-mig-manager/0400_configmap.yaml``, tag ``v25.3.0``, the
+  version :class:`stack_config.models.CatalogConfig` pins), the entry whose ``device-filter`` names
+  the product's PCI ID, else the entry without a filter. RTX PRO 6000 Blackwell Server Edition:
+  ``v25.3.0`` has no config for its profiles; its layouts are those of tag ``v26.7.0``.
 - ``vgpu-guide``: NVIDIA vGPU software user guide, "Virtual GPU Types for Supported GPUs", and
   NVIDIA AI Enterprise "vGPU types" reference pages (time-sliced ``-<n>C``/``-<n>Q`` and
   MIG-backed ``-<slices>-<n>C`` types; mediated-device names as ``nvidia-smi vgpu`` prints them,
@@ -51,7 +57,15 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from domain.gfd import GFD_PRODUCT_PATTERN, gfd_name_problem
@@ -63,7 +77,12 @@ MIG_PROFILE_PATTERN = r"^[1-7]g\.[0-9]+gb(\+me)?$"
 #: Configs the GPU Operator's mig-parted default config offers for every MIG-capable product.
 BASE_MIG_CONFIGS: tuple[str, ...] = ("all-disabled", "all-enabled")
 
-Fact = Literal["pci_device_id", "memory_mib", "mig_profiles", "vgpu_types", "passthrough_resource"]
+#: A count of at least one.
+PositiveCount = Annotated[int, Field(ge=1)]
+
+Fact = Literal[
+    "pci_device_id", "memory_mib", "mig_profiles", "mig_layouts", "vgpu_types", "passthrough_resource"
+]
 
 
 def _gfd_product(value: str) -> str:
@@ -118,10 +137,36 @@ class GpuProduct(BaseModel):
     mig_extra_configs: tuple[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]*$")], ...] = ()
     """mig-parted configs beyond ``all-disabled``, ``all-enabled`` and ``all-<profile>`` that the
     GPU Operator's default config defines for the product (``all-balanced``)."""
+    mig_layouts: dict[str, dict[Annotated[str, Field(pattern=MIG_PROFILE_PATTERN)], PositiveCount]] = Field(
+        default_factory=dict
+    )
+    """MIG devices one GPU holds in each mig-parted config: config name (one of :attr:`mig_configs`)
+    -> profile (one of :attr:`mig_profiles`) -> count, e.g. ``{all-1g.10gb: {1g.10gb: 4}}``. The
+    composer counts a GPU composed onto a MIG node by it (:mod:`domain.gpu_sharing`); MIG sharing
+    with a config missing here is refused by the stack config rules."""
     vgpu_types: tuple[Annotated[str, Field(min_length=1)], ...] = ()
     """vGPU (mediated device) type names, as the vGPU manager names them (``NVIDIA L40S-4Q``)."""
     sources: dict[Fact, str] = Field(default_factory=dict)
     """Where each fact comes from (a document a reader can open); keys are field names."""
+
+    @model_validator(mode="after")
+    def _layouts_known(self) -> GpuProduct:
+        for config, layout in self.mig_layouts.items():
+            if config not in self.mig_configs or config in BASE_MIG_CONFIGS:
+                raise ValueError(
+                    f"mig_layouts: {config!r} is not a MIG config of {self.product} "
+                    f"(configs: {', '.join(c for c in self.mig_configs if c not in BASE_MIG_CONFIGS)})"
+                )
+            unknown = sorted(set(layout) - set(self.mig_profiles))
+            if unknown:
+                raise ValueError(f"mig_layouts[{config!r}]: {', '.join(unknown)} not in mig_profiles")
+        return self
+
+    def mig_layout(self, config: str) -> dict[str, int] | None:
+        """Profile -> MIG devices one GPU holds in mig-parted config ``config``, or None when the
+        catalogue does not know it."""
+        layout = self.mig_layouts.get(config)
+        return None if layout is None else dict(layout)
 
     @property
     def pci_id(self) -> str:

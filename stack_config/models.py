@@ -50,6 +50,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic_core import PydanticCustomError
 
 from domain.composer_mode import DEFAULT_MODE, ComposerMode
+from domain.gpu_sharing import Offer, SharingSpec, Strategy
 from domain.reclaim import DEFAULT_OWNER_TAG
 from domain.settings import SETTINGS as COMPOSER_SETTINGS
 from stack_config.gpus import GfdProductName, GpuProduct, merge_catalogue
@@ -78,7 +79,7 @@ Environment = Literal["lab", "staging", "production"]
 HostRole = Literal["hypervisor", "baremetal-worker", "dpu-cluster-host"]
 GpuWorkloadMode = Literal["vm-passthrough", "vm-vgpu", "container"]
 TenantGpuMode = Literal["passthrough", "vgpu", "none"]
-SharingStrategy = Literal["time-slicing", "mps", "mig"]
+SharingStrategy = Strategy
 Cni = Literal["calico", "kuberouter", "cilium"]
 
 #: Name that ``composer.target_cluster`` may use for the management cluster itself.
@@ -551,6 +552,31 @@ class GpuSharingConfig(_Model):
     """Advertise shared GPUs as ``nvidia.com/gpu.shared``."""
     fail_requests_greater_than_one: bool = True
     """Reject pods asking for more than one shared replica."""
+
+    def spec(self) -> SharingSpec:
+        """The setting as :mod:`domain.gpu_sharing` derives the device-plugin config and the
+        composer's counts from it (``replicas`` 2 when unset: the rules require it anyway)."""
+        return SharingSpec(
+            strategy=self.strategy,
+            replicas=self.replicas or 2,
+            rename_by_default=self.rename_by_default,
+            fail_requests_greater_than_one=self.fail_requests_greater_than_one,
+            mig_config=self.mig_config,
+            mig_strategy=self.mig_strategy,
+        )
+
+    def offers(self, product: str, catalogue: Mapping[str, GpuProduct]) -> tuple[Offer, ...]:
+        """What one GPU of ``product`` yields on these hosts (:meth:`domain.gpu_sharing.SharingSpec.offers`),
+        the MIG layout of ``mig_config`` taken from ``catalogue``.
+
+        Raises:
+            domain.gpu_sharing.SharingError: with MIG, ``catalogue`` knows no layout of
+                ``mig_config`` for ``product`` (or ``product`` at all), or the ``single`` strategy
+                meets a layout of several profiles.
+        """
+        known = catalogue.get(product)
+        layout = known.mig_layout(self.mig_config) if known is not None and self.mig_config else None
+        return self.spec().offers(product, layout)
 
 
 class TenantConfig(_Model):

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from domain import mlxconfig as mlxconfig_rules
 from domain.composer_mode import DRA_MIN_KUBERNETES, kubernetes_minor
+from domain.gpu_sharing import SharingError
 from dynamic_providers.ssh.models import HostKernelPrepSpec
 from stack_config.errors import ConfigProblem
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS, unknown_product_message
@@ -672,7 +673,10 @@ def passthrough_capacity(estate: EstateConfig) -> Iterator[ConfigProblem]:
 def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """GPU sharing: hosts exist; time-slicing/MPS set ``replicas`` >= 2 and no ``mig_config``; MIG sets
     a ``mig_config`` that every MIG-capable model the tenant may use supports (catalogue
-    ``mig_configs``: mig-manager applies one config name to every GPU of the node)."""
+    ``mig_configs``: mig-manager applies one config name to every GPU of the node), whose layout the
+    catalogue knows (``mig_layouts``: the composer counts a composed GPU by it), and with the
+    ``single`` strategy a layout of one profile (GFD labels a node with several ``-MIG-INVALID``;
+    :meth:`domain.gpu_sharing.SharingSpec.offers`)."""
     for i, t in enumerate(estate.tenants):
         s = t.gpu_sharing
         if s is None:
@@ -707,21 +711,78 @@ def gpu_sharing_valid(estate: EstateConfig) -> Iterator[ConfigProblem]:
                         f"{s.mig_config!r} is not a MIG config of {p.product} "
                         f"(valid: {', '.join(p.mig_configs)})",
                     )
+                    continue
+                try:
+                    s.offers(p.product, catalogue)
+                except SharingError as exc:
+                    yield ConfigProblem(f"{base}.mig_config", str(exc))
         if s.replicas is not None:
             yield ConfigProblem(f"{base}.replicas", "not used with strategy mig")
 
 
 def gpu_sharing_hosts_exclusive(estate: EstateConfig) -> Iterator[ConfigProblem]:
-    """A host is listed by at most one tenant's GPU sharing (a node has one device-plugin config)."""
-    yield from _duplicates(
-        (
-            (f"tenants[{i}].gpu_sharing.hosts[{j}]", h)
-            for i, t in enumerate(estate.tenants)
-            if t.gpu_sharing is not None
-            for j, h in enumerate(t.gpu_sharing.hosts)
-        ),
-        "shared-GPU host",
-    )
+    """A host is listed by at most one tenant's GPU sharing: a node has one device-plugin config, and
+    time-slicing or MPS would share its GPUs between both tenants' pods with no isolation. The
+    problem names both tenants."""
+    first: dict[str, tuple[str, str]] = {}
+    for i, t in enumerate(estate.tenants):
+        if t.gpu_sharing is None:
+            continue
+        for j, h in enumerate(t.gpu_sharing.hosts):
+            path = f"tenants[{i}].gpu_sharing.hosts[{j}]"
+            if h not in first:
+                first[h] = (t.name, path)
+                continue
+            other, at = first[h]
+            yield ConfigProblem(
+                path,
+                f"duplicate shared-GPU host {h!r} (first at {at}): tenants {other!r} and {t.name!r} would "
+                "share its GPUs; give each tenant its own hosts",
+            )
+
+
+def gpu_sharing_host_in_tenant_pool(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """A host a tenant time-slices or shares by MPS serves no composer pool of other tenants: the
+    composer places the pods of a host's pool on its GPUs, and time-slicing and MPS share every GPU
+    of the node between its pods with no isolation. (The composer also refuses such pods itself:
+    ``composer.sharing[].namespaces``.)"""
+    for c in estate.all_composers():
+        host_pools = {h: p for p in reversed(c.pools) for h in estate.composer_pool_hosts(p)}
+        for i, t in enumerate(estate.tenants):
+            s = t.gpu_sharing
+            if s is None or not s.spec().time_shared:
+                continue
+            for j, h in enumerate(s.hosts):
+                pool = host_pools.get(h)
+                others = sorted(set(pool.tenant_names) - {t.name}) if pool is not None else []
+                if pool is not None and others:
+                    yield ConfigProblem(
+                        f"tenants[{i}].gpu_sharing.hosts[{j}]",
+                        f"host {h!r} time-shares GPUs of tenant {t.name!r} ({s.strategy}) but serves "
+                        f"composer pool {pool.name!r} of {', '.join(map(repr, others))} too: the composer "
+                        f"would place their pods on them; give it a pool of {t.name!r} alone",
+                    )
+
+
+def gpu_sharing_one_mig_strategy_per_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
+    """The MIG sharing settings on the hosts of one hypervisor cluster agree on ``mig_strategy``: the
+    GPU Operator gives its ClusterPolicy ``mig.strategy`` to every node's device plugin and GFD as
+    ``MIG_STRATEGY``, which wins over a node's config file (:mod:`domain.gpu_sharing`)."""
+    for cluster in estate.hypervisor_clusters:
+        first: tuple[str, str] | None = None
+        for i, t in enumerate(estate.tenants):
+            s = t.gpu_sharing
+            if s is None or s.strategy != "mig" or not set(s.hosts) & set(cluster.hosts):
+                continue
+            if first is None:
+                first = (t.name, s.mig_strategy)
+            elif s.mig_strategy != first[1]:
+                yield ConfigProblem(
+                    f"tenants[{i}].gpu_sharing.mig_strategy",
+                    f"MIG strategy {s.mig_strategy!r} of tenant {t.name!r} differs from {first[1]!r} of "
+                    f"tenant {first[0]!r} in hypervisor cluster {cluster.name!r}: the GPU Operator sets "
+                    "one MIG strategy per cluster (ClusterPolicy mig.strategy)",
+                )
 
 
 def gpu_sharing_hosts_run_pods(estate: EstateConfig) -> Iterator[ConfigProblem]:
@@ -1123,6 +1184,8 @@ RULES: tuple[Rule, ...] = (
     passthrough_capacity,
     gpu_sharing_valid,
     gpu_sharing_hosts_exclusive,
+    gpu_sharing_host_in_tenant_pool,
+    gpu_sharing_one_mig_strategy_per_cluster,
     gpu_sharing_hosts_run_pods,
     composers_apart,
     composer_references_exist,

@@ -252,6 +252,8 @@ def collect_requests(r: Round) -> None:
                 pool=snapshot.namespace_pools.get(p.namespace, policy.default_pool),
                 units_per_gpu=policy.units_per_gpu,
                 resource_models=policy.resource_models,
+                sharing_only=policy.sharing_only,
+                most_units=policy.most_units,
             )
         except InvalidRequest as exc:
             r.early.append(Refusal(p.key, p.uid, Reason.INVALID, str(exc)))
@@ -324,6 +326,7 @@ def plan_requests(r: Round) -> None:
                     max_gpus=max_gpus_of(node, policy.max_gpus_per_node),
                     units_per_gpu=policy.units_per_gpu,
                     group=fabric.machine_groups.get(node.name),
+                    sharing=policy.sharing.get(node.name),
                 )
             )
         held = set(rec.devices & attached.keys())

@@ -23,6 +23,15 @@ Rules, in the order they are applied to each request:
 6. The GPUs for one placement come from one PCIe switch when one switch has enough (the
    switch with the fewest free GPUs that still fits); otherwise from the fullest switches.
 7. Within a batch no GPU is planned twice and host capacity is consumed as planned.
+8. What one GPU yields depends on the host (:func:`units_on`): a host with a GPU sharing setting
+   (:class:`~composer.model.models.HostSharing`: time-slicing, MPS or MIG) serves a resource with
+   a model only if the setting offers it, with the offer's units per GPU; a host without one serves
+   ``r.units_per_gpu`` units per GPU, and no resource that only sharing settings offer. A pod that
+   selects ``nvidia.com/gpu.product`` values gets a host whose label will be one of them: GFD
+   writes ``<product>-SHARED`` on a time-sliced or MPS node (not renamed) and
+   ``<product>-MIG-<profile>`` on a MIG ``single`` node, the plain product elsewhere. A host
+   that time-shares its GPUs (time-slicing, MPS) for one tenant serves only pods of that tenant's
+   namespaces: no GPU is time-shared between two tenants' pods.
 
 Complexity: O((H + G) log(H + G) + P log P) to build the indexes and order the requests,
 then amortised O(1) dictionary operations per request in the common case (bucketed hosts
@@ -38,6 +47,7 @@ from dataclasses import dataclass, field
 from composer.decide.scheduling import labels_match, tolerates
 from composer.model.models import (
     MIXED_MODELS,
+    PRODUCT_LABEL,
     FreeGpu,
     GpuRequest,
     HostState,
@@ -139,6 +149,7 @@ class _Host:
         "slot_bucket",
         "spare_keys",
         "static",
+        "sharing",
     )
 
     def __init__(self, h: HostState) -> None:
@@ -157,6 +168,7 @@ class _Host:
         self.slot_bucket: tuple[dict[int, dict[str, None]], int] | None = None
         self.spare_keys: list[tuple[dict[int, dict[str, None]], int]] = []
         self.static = h.static_gpus
+        self.sharing = h.sharing
 
 
 @dataclass
@@ -210,12 +222,61 @@ def _quota_message(r: GpuRequest, budget: int, need: int) -> str:
     return f"pool {r.pool!r} has {budget} GPU(s) of quota left, the pod needs {need}"
 
 
+def _no_offer_message(h: _Host, r: GpuRequest, models: Iterable[str]) -> str:
+    """Why ``h`` serves ``r`` with none of ``models`` (rule 8)."""
+    models = tuple(models)
+    wanted = "/".join(sorted(r.products or ()))
+    selects = "" if r.products is None else f"; the pod selects {PRODUCT_LABEL} {wanted}"
+    if h.sharing is None:
+        if not r.plain_hosts:
+            return (f"host {h.name} shares no GPUs, so it never advertises {r.resource} "
+                    "(only hosts with a GPU sharing setting do)")
+        labels = "/".join(models) or "by their model"
+        return f"host {h.name} shares no GPUs: GFD labels them {labels}{selects}"
+    if not h.sharing.admits(r.namespace):
+        whose = f"tenant {h.sharing.tenant!r}" if h.sharing.tenant else "its namespaces"
+        return (f"host {h.name} time-shares its GPUs by {h.sharing.strategy} ({h.sharing.name}) between "
+                f"pods of {whose} ({', '.join(sorted(h.sharing.namespaces or ()))}); a pod of namespace "
+                f"{r.namespace!r} may not share them")
+    offers = [o for m in models if (o := h.sharing.offer(m, r.resource)) is not None]
+    if offers:
+        return (f"host {h.name} shares its GPUs by {h.sharing.strategy} ({h.sharing.name}): GFD labels "
+                f"them {'/'.join(sorted({o.product for o in offers}))}{selects}")
+    return (f"host {h.name} shares its GPUs by {h.sharing.strategy} ({h.sharing.name}) and offers no "
+            f"{r.resource} for {'/'.join(models) or 'any model'}")
+
+
 @dataclass(frozen=True, slots=True)
 class _Option:
     host: _Host
     model: str
     need: int
     spare_use: int
+    #: units of the request's resource one GPU of ``model`` yields on ``host``
+    per: int = 1
+
+
+def units_on(h: _Host, r: GpuRequest, model: str) -> int | None:
+    """Rule 8: units of ``r.resource`` one GPU of ``model`` yields on ``h``, or None when ``h``
+    cannot serve ``r`` with ``model``: a host with a sharing setting counts by its offer for the
+    model and resource, and serves a pod selecting product labels only if the offer's label
+    (``Tesla-T4-SHARED``, ``<product>-MIG-<profile>``) is one of them; one without, by
+    ``r.units_per_gpu``, labelled with the model's own name, unless only sharing settings offer the
+    resource. A host that time-shares its GPUs between the pods of one tenant's namespaces
+    (``HostSharing.namespaces``) serves no pod of another namespace."""
+    if h.sharing is None:
+        ok = r.plain_hosts and (r.products is None or model in r.products)
+        return r.units_per_gpu if ok else None
+    if not h.sharing.admits(r.namespace):
+        return None
+    offer = h.sharing.offer(model, r.resource)
+    if offer is None or (r.products is not None and offer.product not in r.products):
+        return None
+    return offer.units
+
+
+def _ceil(units: int, per: int) -> int:
+    return -(-units // max(1, per))
 
 
 @dataclass
@@ -306,30 +367,46 @@ class _Planner:
                 f"host {h.name} does not fit the pod (CPU {h.cpu}m / memory "
                 f"{h.mem} B free, or taints/labels do not match)"
             )
-        spare_use = min(h.spare.get(r.resource, 0), r.units)
-        need = -(-(r.units - spare_use) // max(1, r.units_per_gpu))
-        if need and h.static:
-            return Reason.NO_HOST_FITS, (
-                f"host {h.name} carries {h.static} statically composed GPU(s); the composer composes "
-                f"no GPUs onto it (the pod needs {need} more than its {spare_use} spare unit(s))"
-            )
-        if need > h.free_slots:
-            return Reason.NO_HOST_FITS, f"host {h.name} has {h.free_slots} free GPU slot(s), needs {need}"
-        if need > budget:
-            return Reason.QUOTA_EXCEEDED, _quota_message(r, budget, need)
         if h.model is not None:
-            model = h.model
-        else:
-            ranked = sorted(
-                (m for m in models if self.reach(r.pool, m, h.group) >= need),
-                key=lambda m: (-self.reach(r.pool, m, h.group), m),
-            )
-            if not ranked:
-                return Reason.NO_FREE_GPUS, self._no_free_message(r, models, need)
-            model = ranked[0]
-        if need and self.reach(r.pool, model, h.group) < need:
-            return Reason.NO_FREE_GPUS, self._no_free_message(r, (model,), need)
-        return _Option(h, model, need, spare_use)
+            per = units_on(h, r, h.model)
+            if per is None:
+                return Reason.NO_HOST_FITS, _no_offer_message(h, r, (h.model,))
+            spare_use = min(h.spare.get(r.resource, 0), r.units)
+            need = _ceil(r.units - spare_use, per)
+            if need and h.static:
+                return Reason.NO_HOST_FITS, (
+                    f"host {h.name} carries {h.static} statically composed GPU(s); the composer composes "
+                    f"no GPUs onto it (the pod needs {need} more than its {spare_use} spare unit(s))"
+                )
+            if need > h.free_slots:
+                return Reason.NO_HOST_FITS, f"host {h.name} has {h.free_slots} free GPU slot(s), needs {need}"
+            if need > budget:
+                return Reason.QUOTA_EXCEEDED, _quota_message(r, budget, need)
+            if need and self.reach(r.pool, h.model, h.group) < need:
+                return Reason.NO_FREE_GPUS, self._no_free_message(r, (h.model,), need)
+            return _Option(h, h.model, need, spare_use, per)
+        # an empty host: the model with the most free GPUs it may take
+        offered = [(m, per, _ceil(r.units, per)) for m in models if (per := units_on(h, r, m)) is not None]
+        if models and not offered:
+            return Reason.NO_HOST_FITS, _no_offer_message(h, r, models)
+        # no model known at all (no free GPU anywhere): the free pool is what is short
+        fewest = min((need for _, _, need in offered), default=_ceil(r.units, r.units_per_gpu))
+        if fewest > h.free_slots:
+            return Reason.NO_HOST_FITS, f"host {h.name} has {h.free_slots} free GPU slot(s), needs {fewest}"
+        if fewest > budget:
+            return Reason.QUOTA_EXCEEDED, _quota_message(r, budget, fewest)
+        ranked = sorted(
+            (
+                (m, per, need)
+                for m, per, need in offered
+                if need <= h.free_slots and need <= budget and self.reach(r.pool, m, h.group) >= need
+            ),
+            key=lambda o: (-self.reach(r.pool, o[0], h.group), o[0]),
+        )
+        if not ranked:
+            return Reason.NO_FREE_GPUS, self._no_free_message(r, models, fewest)
+        model, per, need = ranked[0]
+        return _Option(h, model, need, 0, per)
 
     def _no_free_message(self, r: GpuRequest, models: Iterable[str], need: int) -> str:
         """Why no free GPUs serve ``r``: the free count of each model it names, or of each
@@ -360,7 +437,8 @@ class _Planner:
         )
         if not ok:
             return Reason.NO_FREE_GPUS, self._no_free_message(r, models, g)
-        # 5b. hosts that already carry the model: tightest free-slot bucket first
+        # 5b. hosts that already carry the model: tightest free-slot bucket first (g is the fewest
+        # GPUs any host needs; a host's own count follows from what one GPU yields there, rule 8)
         for m in ok:
             buckets = self.index.warm.get((r.pool, m))
             if not buckets:
@@ -368,8 +446,9 @@ class _Planner:
             for slot in sorted(s for s in buckets if s >= g):
                 for name in buckets[slot]:
                     h = self.index.hosts[name]
-                    if h.free_slots >= g and self.fits(h, r) and self.reach(r.pool, m, h.group) >= g:
-                        return _Option(h, m, g, 0)
+                    opt = self._compose_on(h, r, m, budget)
+                    if opt is not None:
+                        return opt
         # 5c. empty hosts: smallest free-slot bucket that fits, then name order
         buckets = self.index.empty.get(r.pool)
         if buckets:
@@ -377,14 +456,28 @@ class _Planner:
                 for name in buckets[slot]:
                     h = self.index.hosts[name]
                     if h.free_slots >= g and self.fits(h, r):
-                        fit = next((m for m in ok if self.reach(r.pool, m, h.group) >= g), None)
+                        fit = next((o for m in ok if (o := self._compose_on(h, r, m, budget))), None)
                         if fit is not None:
-                            return _Option(h, fit, g, 0)
+                            return fit
         return Reason.NO_HOST_FITS, (
             f"no schedulable host of pool {r.pool!r} with {g} free GPU slot(s) "
             f"fits the pod's CPU/memory/tolerations/node selector "
-            f"(models with free GPUs: {'/'.join(ok)})"
+            f"and offers {r.resource} for a model with free GPUs ({'/'.join(ok)})"
         )
+
+    def _compose_on(self, h: _Host, r: GpuRequest, model: str, budget: int) -> _Option | None:
+        """``r`` served on ``h`` by composing GPUs of ``model`` (no spare units), or None when the
+        host does not offer the resource for the model, lacks slots, or does not fit, or the
+        quota or the free pool is short."""
+        per = units_on(h, r, model)
+        if per is None:
+            return None
+        need = _ceil(r.units, per)
+        if need <= h.free_slots and need <= budget and self.fits(h, r) and self.reach(
+            r.pool, model, h.group
+        ) >= need:
+            return _Option(h, model, need, 0, per)
+        return None
 
     def _find_spare(
         self, r: GpuRequest, models: tuple[str, ...], budget: int, spare: dict[int, dict[str, None]]
@@ -395,24 +488,30 @@ class _Planner:
         for amount in sorted(a for a in spare if a >= r.units or a == _SLOT_CAP):
             for name in spare[amount]:
                 h = self.index.hosts[name]
-                if h.spare[r.resource] >= r.units and h.model in wanted and self.fits(h, r):
-                    return _Option(h, h.model, 0, r.units)
+                if (
+                    h.spare[r.resource] >= r.units
+                    and h.model in wanted
+                    and (per := units_on(h, r, h.model)) is not None
+                    and self.fits(h, r)
+                ):
+                    return _Option(h, h.model, 0, r.units, per)
         if budget < 1:
             return None
         for amount in sorted((a for a in spare if a < r.units), reverse=True):
             for name in spare[amount]:
                 h = self.index.hosts[name]
+                if h.model not in wanted or (per := units_on(h, r, h.model)) is None:
+                    continue
                 have = h.spare[r.resource]
-                need = -(-(r.units - have) // max(1, r.units_per_gpu))
+                need = _ceil(r.units - have, per)
                 if (
                     0 < need <= budget
                     and not h.static
-                    and h.model in wanted
                     and need <= h.free_slots
                     and self.reach(r.pool, h.model, h.group) >= need
                     and self.fits(h, r)
                 ):
-                    return _Option(h, h.model, need, have)
+                    return _Option(h, h.model, need, have, per)
         return None
 
     def _find_pinned(
@@ -448,12 +547,7 @@ class _Planner:
         h.free_slots -= opt.need
         h.cpu -= r.cpu_millis
         h.mem -= r.memory_bytes
-        left = (
-            h.spare.get(r.resource, 0)
-            - opt.spare_use
-            + opt.need * max(1, r.units_per_gpu)
-            - (r.units - opt.spare_use)
-        )
+        left = h.spare.get(r.resource, 0) - opt.spare_use + opt.need * opt.per - (r.units - opt.spare_use)
         if left > 0:
             h.spare[r.resource] = left
         else:
@@ -545,7 +639,7 @@ def plan(
     seen: set[str] = set()
     # Within a round capacity only shrinks (GPUs, slots, CPU, memory, quota; a host's model only
     # narrows), so a request shaped like one already refused is refused for the same reason.
-    # The exception is a placement of a shared resource (units_per_gpu > 1), which can leave
+    # The exception is a placement of a shared resource (more than one unit per GPU), which can leave
     # spare units behind: it clears the memo. This keeps refusal-heavy rounds near-linear.
     # The memo reuses the first refusal's reason; a later twin might by then also lack free GPUs
     # (NoFreeGpus rather than NoHostFits): both are true, placements are identical.
@@ -554,8 +648,9 @@ def plan(
         if r.key in seen:
             continue
         seen.add(r.key)
-        shape = (r.pool, r.resource, r.units, r.units_per_gpu, r.models, r.hosts, r.cpu_millis,
-                 r.memory_bytes, r.tolerations, r.node_requirements)
+        shape = (r.pool, r.resource, r.units, r.units_per_gpu, r.plain_hosts, r.most_units_per_gpu,
+                 r.models, r.products, r.hosts, r.cpu_millis, r.memory_bytes, r.tolerations,
+                 r.node_requirements, r.namespace)
         if MEMOIZE_REFUSALS and shape in refused:
             planner.refusals.append(Refusal(r.key, r.uid, *refused[shape]))
             continue
@@ -574,7 +669,7 @@ def plan(
         found = planner.find(r, budget)
         if isinstance(found, _Option):
             planner.place(r, found)
-            if r.units_per_gpu > 1:
+            if found.per > 1:
                 refused.clear()
         else:
             refused[shape] = (found[0], found[1])

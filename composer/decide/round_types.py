@@ -22,7 +22,7 @@ from composer.decide.pools import PoolMap, node_with_pool
 from composer.model import annotations as ann
 from composer.model.annotations import Intent, NodeRecord
 from composer.model.fabric import FabricView
-from composer.model.models import EventSpec, GpuRequest, Placement, Plan
+from composer.model.models import GPU_RESOURCE, EventSpec, GpuRequest, HostSharing, Placement, Plan
 from composer.model.nodestate import NodeUsage, NodeView, usage_by_node
 from composer.model.podspec import PodView
 
@@ -57,6 +57,22 @@ class Policy:
     owner_tag: str = "gpu-composer"
     orphan_grace_seconds: float = 600.0
     lease: tuple[str, str] = ("gpu-composer", "gpu-composer")
+    #: host (Node name) -> how it shares its GPUs (``composer.sharing``); hosts missing serve whole GPUs
+    sharing: Mapping[str, HostSharing] = field(default_factory=dict)
+    #: resources only sharing settings offer (hosts without one never advertise them), and the most
+    #: units one GPU yields of each resource any sharing setting offers: derived from ``sharing``
+    sharing_only: frozenset[str] = field(init=False, repr=False, compare=False)
+    most_units: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        most: dict[str, int] = {}
+        for hs in self.sharing.values():
+            for offers in hs.offers.values():
+                for o in offers:
+                    most[o.resource] = max(most.get(o.resource, 0), o.units)
+        plain = {GPU_RESOURCE, *self.units_per_gpu}
+        object.__setattr__(self, "sharing_only", frozenset(r for r in most if r not in plain))
+        object.__setattr__(self, "most_units", most)
 
     def budget_of(self, pool: str) -> guard.Budget | None:
         """The reclaim budget of ``pool`` (its own, else the default; None = no limit)."""

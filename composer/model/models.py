@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from domain.gpu_sharing import Offer
+
 # Resource and label names are declared once in domain.labels; re-exported for the composer.
 from domain.labels import COUNT_LABEL as COUNT_LABEL
 from domain.labels import GPU_RESOURCE as GPU_RESOURCE
@@ -78,9 +80,17 @@ class GpuRequest:
         resource: the GPU resource name requested (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``,
             ``nvidia.com/mig-1g.5gb``, ...).
         units: how many units of ``resource`` the pod requests (>= 1).
-        units_per_gpu: how many units of ``resource`` one physical GPU yields once advertised
-            (1 for whole GPUs; the time-slicing replicas; 7 for ``mig-1g.5gb`` on an A100).
-        models: allowed GPU models (GFD product names), or None for any model.
+        units_per_gpu: how many units of ``resource`` one physical GPU yields once advertised on
+            a host without a sharing setting (1 for whole GPUs; ``unitsPerGpu`` configured by hand).
+            A host with one (:class:`HostSharing`) counts by its own offers.
+        plain_hosts: hosts without a sharing setting may serve it (False for a resource only
+            sharing settings offer, such as ``nvidia.com/gpu.shared``: such hosts never advertise it).
+        most_units_per_gpu: the most units of ``resource`` one GPU yields on any host (0: as
+            ``units_per_gpu``); :attr:`gpus` is then the fewest GPUs that may serve the pod.
+        models: allowed GPU models (GFD product names of the GPUs themselves), or None for any model.
+        products: the ``nvidia.com/gpu.product`` values the pod selects, as written (GFD's
+            ``-SHARED`` / ``-MIG-<profile>`` suffixes included), or None: the node's label must be
+            one of them, which a host's sharing decides (rule 8 of :mod:`composer.decide.planner`).
         hosts: allowed hosts (node names), or None for any host.
         cpu_millis: the pod's CPU request (millicores).
         memory_bytes: the pod's memory request (bytes).
@@ -96,7 +106,10 @@ class GpuRequest:
     pool: str = "default"
     resource: str = GPU_RESOURCE
     units_per_gpu: int = 1
+    plain_hosts: bool = True
+    most_units_per_gpu: int = 0
     models: frozenset[str] | None = None
+    products: frozenset[str] | None = None
     hosts: frozenset[str] | None = None
     cpu_millis: int = 0
     memory_bytes: int = 0
@@ -106,9 +119,54 @@ class GpuRequest:
     created: float = 0.0
 
     @property
+    def namespace(self) -> str:
+        """The pod's namespace (the first part of :attr:`key`)."""
+        return self.key.split("/", 1)[0]
+
+    @property
     def gpus(self) -> int:
-        """Physical GPUs needed when nothing spare is reused: ceil(units / units_per_gpu)."""
-        return -(-self.units // max(1, self.units_per_gpu))
+        """Physical GPUs needed when nothing spare is reused, on the host whose GPUs yield the
+        most units: ceil(units / max(units_per_gpu, most_units_per_gpu)) (a lower bound)."""
+        return -(-self.units // max(1, self.units_per_gpu, self.most_units_per_gpu))
+
+
+@dataclass(frozen=True, slots=True)
+class HostSharing:
+    """How a host's GPUs are shared (time-slicing, MPS or MIG): the composer's resource model of it.
+
+    Written by the Pulumi program from the stack's sharing settings (chart value
+    ``composer.sharing``; :func:`components.composer.composer_sharing`, both sides derived by
+    :mod:`domain.gpu_sharing`). A host without one serves whole GPUs (``nvidia.com/gpu``, one unit
+    each) and the resources configured by hand in ``unitsPerGpu``.
+
+    Attributes:
+        name: the setting's name (the device-plugin config ``nvidia.com/device-plugin.config``).
+        strategy: ``time-slicing``, ``mps`` or ``mig``.
+        offers: GPU model (GFD product name) -> what one GPU of it yields on the host, per
+            resource; a model missing here is never composed onto the host.
+        tenant: the tenant whose setting it is (for messages), or None.
+        namespaces: the only namespaces whose pods may get the host's GPUs, or None for any: set
+            for time-slicing and MPS, which share every GPU of the node between its pods with no
+            memory or fault isolation, so no pod of another tenant may join them.
+    """
+
+    name: str
+    strategy: str
+    offers: Mapping[str, tuple[Offer, ...]] = field(default_factory=dict)
+    tenant: str | None = None
+    namespaces: frozenset[str] | None = None
+
+    def admits(self, namespace: str) -> bool:
+        """A pod of ``namespace`` may get the host's GPUs."""
+        return self.namespaces is None or namespace in self.namespaces
+
+    def offer(self, model: str, resource: str) -> Offer | None:
+        """What one GPU of ``model`` yields of ``resource`` on the host, or None if nothing."""
+        return next((o for o in self.offers.get(model, ()) if o.resource == resource), None)
+
+    def resources(self) -> frozenset[str]:
+        """Every resource the host's GPUs may be advertised as."""
+        return frozenset(o.resource for offers in self.offers.values() for o in offers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +192,7 @@ class HostState:
             compositions of the Pulumi program, or attached by hand). A host with any is not a
             composition target: the composer composes nothing onto it, and its spare units serve
             only pods of the host's own pool (rule 2 of :mod:`composer.decide.planner`).
+        sharing: how the host shares its GPUs (None: whole GPUs, see :class:`HostSharing`).
     """
 
     name: str
@@ -149,6 +208,7 @@ class HostState:
     schedulable: bool = True
     group: str | None = None
     static_gpus: int = 0
+    sharing: HostSharing | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from composer.model import annotations as ann
-from composer.model.models import COUNT_LABEL, GPU_RESOURCE, MIXED_MODELS, HostState, Taint, is_gpu_resource
+from composer.model.models import (
+    COUNT_LABEL,
+    GPU_RESOURCE,
+    MIXED_MODELS,
+    HostSharing,
+    HostState,
+    Taint,
+    is_gpu_resource,
+)
 from composer.model.podspec import PodView, quantity
 
 
@@ -130,6 +138,7 @@ def host_state(
     max_gpus: int | None,
     units_per_gpu: Mapping[str, int],
     group: str | None = None,
+    sharing: HostSharing | None = None,
 ) -> HostState:
     """The planner's view of a composable node.
 
@@ -142,8 +151,10 @@ def host_state(
             reserved on the node until they are bound).
         pool: the host's pool.
         max_gpus: GPU slot limit (None = no limit).
-        units_per_gpu: resource name -> units one GPU yields.
+        units_per_gpu: resource name -> units one GPU yields (a host without a sharing setting).
         group: the machine's Director group id (GPUs in a group's pool only go to its machines).
+        sharing: the host's sharing setting; its offers for the host's GPU model give the units one
+            GPU yields (a model it has no offer for counts one unit per GPU).
 
     GPUs in ``attached_models`` that are not the composer's (not in ``record.devices``, an intent or
     a reclaim) count as ``static_gpus``: static compositions, or attached by hand.
@@ -152,14 +163,20 @@ def host_state(
     mem = node.memory_bytes - usage.memory_bytes
     models = list(attached_models.values())
     spare: dict[str, int] = {r: max(0, n - usage.gpu.get(r, 0)) for r, n in node.gpu_allocatable.items()}
-    # Whole GPUs attached but not advertised yet (hot-plugged moments ago) arrive as
-    # nvidia.com/gpu units: count them once, here, so a GPU composed for a pod that went away
-    # before the node advertised it serves the next pod instead of a second compose. Not on
-    # nodes that advertise shared or MIG resources (there nvidia.com/gpu may be renamed).
-    plain = set(node.gpu_allocatable) <= {GPU_RESOURCE}
-    coming = max(0, len(attached_models) - node.gpu_allocatable.get(GPU_RESOURCE, 0)) if plain else 0
-    if coming:
-        spare[GPU_RESOURCE] = spare.get(GPU_RESOURCE, 0) + coming
+    # GPUs attached but not advertised yet (hot-plugged moments ago) arrive as units of what they
+    # yield here: count them once, here, so a GPU composed for a pod that went away before the
+    # node advertised it serves the next pod instead of a second compose. A host with a sharing
+    # setting yields its offers for its model; a host without one nvidia.com/gpu, one unit per
+    # GPU, unless it advertises other resources (there nvidia.com/gpu may be renamed).
+    model = host_model([*models, *(it.model for it in record.intents.values())])
+    yields = _yields(sharing, model)
+    plain = yields is None and set(node.gpu_allocatable) <= {GPU_RESOURCE}
+    if yields is None:
+        yields = {GPU_RESOURCE: 1} if plain else {}
+    for res, per in yields.items():
+        coming = max(0, len(attached_models) * per - node.gpu_allocatable.get(res, 0))
+        if coming:
+            spare[res] = spare.get(res, 0) + coming
     managed = set(record.devices) | set(record.reclaim.devices if record.reclaim else ())
     in_flight = 0
     for uid, it in record.intents.items():
@@ -168,21 +185,22 @@ def host_state(
         if p is not None:
             cpu -= p.cpu_millis
             mem -= p.memory_bytes
-        models.append(it.model)
         fresh = [d for d in it.devices if d not in attached_models]
         in_flight += len(fresh)
         if it.phase == ann.IntentPhase.ADVERTISED or not it.devices:
             spare[it.resource] = spare.get(it.resource, 0) - it.units
         else:  # attached or composing, not advertised yet: its units arrive with its devices
-            per = 1 if it.resource == GPU_RESOURCE else units_per_gpu.get(it.resource, 1)
-            arriving = len(fresh) if it.resource == GPU_RESOURCE and plain else len(it.devices)
+            per = yields.get(it.resource) or (
+                1 if it.resource == GPU_RESOURCE else units_per_gpu.get(it.resource, 1)
+            )
+            arriving = len(fresh) if it.resource in yields else len(it.devices)
             spare[it.resource] = spare.get(it.resource, 0) + arriving * per - it.units
     return HostState(
         name=node.name,
         pool=pool,
         cpu_free_millis=cpu,
         memory_free_bytes=mem,
-        model=host_model(models),
+        model=model,
         attached=len(attached_models) + in_flight,
         max_gpus=max_gpus,
         spare={r: n for r, n in spare.items() if n > 0},
@@ -193,7 +211,16 @@ def host_state(
         schedulable=(
             node.ready and not node.unschedulable and record.reclaim is None and not node.reclaim_tainted
         ),
+        sharing=sharing,
     )
+
+
+def _yields(sharing: HostSharing | None, model: str | None) -> dict[str, int] | None:
+    """Resource -> units one GPU of ``model`` yields on a host with ``sharing``; None without a
+    sharing setting or a single known model."""
+    if sharing is None or model is None or model == MIXED_MODELS:
+        return None
+    return {o.resource: o.units for o in sharing.offers.get(model, ())} or None
 
 
 def max_gpus_of(node: NodeView, default: int | None) -> int | None:

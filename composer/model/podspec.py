@@ -18,7 +18,7 @@ pick a model. A pod composed for but still not scheduled is given up after
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -37,6 +37,7 @@ from composer.model.models import (
     Toleration,
     is_gpu_resource,
 )
+from domain.gpu_sharing import parse_product_label
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -90,7 +91,9 @@ class Constraints:
     """Node constraints of a pod, split into what the planner handles specially.
 
     ``models``/``hosts`` None mean unconstrained; ``requirements`` are the remaining node-label
-    requirements (all must hold).
+    requirements (all must hold). ``models`` are the ``nvidia.com/gpu.product`` values as the pod
+    writes them, GFD's suffixes included (``Tesla-T4-SHARED``, ``NVIDIA-A100-PCIE-40GB-MIG-1g.10gb``);
+    :func:`gpu_request` takes them apart.
     """
 
     models: frozenset[str] | None = None
@@ -277,15 +280,26 @@ def gpu_request(
     pool: str,
     units_per_gpu: Mapping[str, int] | None = None,
     resource_models: Mapping[str, frozenset[str]] | None = None,
+    sharing_only: Collection[str] = frozenset(),
+    most_units: Mapping[str, int] | None = None,
 ) -> GpuRequest:
     """The planner's view of an unschedulable GPU pod.
 
     Args:
         pod: the parsed pod (must request a GPU resource).
         pool: the pool of the pod's namespace.
-        units_per_gpu: resource name -> units one GPU yields (absent = 1, i.e. conservative).
+        units_per_gpu: resource name -> units one GPU yields on a host without a sharing setting
+            (absent = 1, i.e. conservative).
         resource_models: resource name -> GPU models that can provide it (e.g. MIG profiles
             only on A100-class GPUs); intersected with the pod's own model choice.
+
+    The pod's ``nvidia.com/gpu.product`` values become ``products`` as written and ``models`` as
+    the GPUs behind them (:func:`domain.gpu_sharing.parse_product_label`: ``Tesla-T4-SHARED`` is a
+    Tesla-T4 on a node that shares it, ``NVIDIA-A100-PCIE-40GB-MIG-1g.10gb`` an A100 40GB on a
+    node of MIG ``single`` strategy with 1g.10gb devices).
+        sharing_only: resources only hosts with a sharing setting advertise.
+        most_units: resource name -> the most units one GPU yields of it on a host with a
+            sharing setting (:attr:`composer.decide.round_types.Policy.most_units`).
 
     Returns:
         The :class:`GpuRequest`.
@@ -299,7 +313,8 @@ def gpu_request(
             f"requests several GPU resources ({', '.join(sorted(pod.gpu))}); one per pod is supported"
         )
     resource, units = next(iter(pod.gpu.items()))
-    models = pod.constraints.models
+    products = pod.constraints.models
+    models = None if products is None else frozenset(parse_product_label(v).base for v in products)
     allowed = (resource_models or {}).get(resource)
     if allowed is not None:
         models = allowed if models is None else models & allowed
@@ -310,7 +325,10 @@ def gpu_request(
         pool=pool,
         resource=resource,
         units_per_gpu=1 if resource == GPU_RESOURCE else (units_per_gpu or {}).get(resource, 1),
+        plain_hosts=resource not in sharing_only,
+        most_units_per_gpu=(most_units or {}).get(resource, 0),
         models=models,
+        products=products,
         hosts=pod.constraints.hosts,
         cpu_millis=pod.cpu_millis,
         memory_bytes=pod.memory_bytes,

@@ -28,8 +28,10 @@ from pydantic_settings import BaseSettings, CliApp, SettingsConfigDict
 from composer.decide import reclaim_guard
 from composer.decide.pools import PoolMap
 from composer.decide.round_types import Policy
+from composer.model.models import HostSharing
 from domain import reclaim as reclaim_rules
 from domain.composer_mode import DEFAULT_MODE, ComposerMode
+from domain.gpu_sharing import Offer
 from domain.settings import SETTINGS
 
 #: A reclaim budget value as configured (``"2"``, ``2`` or ``"20%"``; None = no limit): the shape
@@ -70,6 +72,63 @@ class PoolSpec(BaseModel):
     hosts: list[str] = Field(default_factory=list)
     namespaces: list[str] = Field(default_factory=list)
     reclaim_budget: BudgetText = None
+
+
+class OfferSpec(BaseModel):
+    """What one GPU of a model yields on a host with a sharing setting, for one resource
+    (:class:`domain.gpu_sharing.Offer`).
+
+    Attributes:
+        resource: the resource the device plugin advertises (``nvidia.com/gpu``,
+            ``nvidia.com/gpu.shared``, ``nvidia.com/mig-1g.10gb``).
+        units: units of it one GPU adds to the node's allocatable.
+        product: the node's ``nvidia.com/gpu.product`` label once GFD sees the GPU.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    resource: str = Field(pattern=r"^nvidia\.com/[A-Za-z0-9._-]+$")
+    units: int = Field(ge=1, le=1024)
+    product: str = Field(min_length=1, max_length=63)
+
+    def offer(self) -> Offer:
+        """As the decision code reads it."""
+        return Offer(self.resource, self.units, self.product)
+
+
+class SharingSetting(BaseModel):
+    """A GPU sharing setting of some hosts (chart value ``composer.sharing[]``; the Pulumi program
+    writes it from the stack's ``gpu_sharing``, ``docs/gpu-sharing.md``).
+
+    Attributes:
+        name: the setting's name (its device-plugin config, ``nvidia.com/device-plugin.config``).
+        strategy: ``time-slicing``, ``mps`` or ``mig``.
+        hosts: Node names whose GPUs are shared this way.
+        offers: GPU model (GFD product name) -> what one GPU of it yields there; a model missing
+            is never composed onto these hosts.
+        tenant: the tenant whose setting it is (named in Events).
+        namespaces: the only namespaces whose pods may get these hosts' GPUs (time-slicing, MPS:
+            one tenant's); empty: any.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=253)
+    strategy: Literal["time-slicing", "mps", "mig"]
+    hosts: list[str] = Field(min_length=1)
+    offers: dict[str, list[OfferSpec]] = Field(default_factory=dict)
+    tenant: str | None = Field(default=None, min_length=1, max_length=63)
+    namespaces: list[str] = Field(default_factory=list)
+
+    def host_sharing(self) -> HostSharing:
+        """As the decision code reads it."""
+        return HostSharing(
+            self.name,
+            self.strategy,
+            {m: tuple(o.offer() for o in offs) for m, offs in self.offers.items()},
+            tenant=self.tenant,
+            namespaces=frozenset(self.namespaces) if self.namespaces else None,
+        )
 
 
 class Settings(BaseSettings):
@@ -129,6 +188,11 @@ class Settings(BaseSettings):
     )
     resource_models: dict[str, list[str]] = Field(
         default_factory=dict, description="resource -> GPU models able to provide it (e.g. MIG profiles)"
+    )
+    sharing: list[SharingSetting] = Field(
+        default_factory=list,
+        description="GPU sharing settings of hosts (time-slicing, MPS, MIG): per host, what one composed "
+        "GPU of each model yields; written by the Pulumi program (docs/gpu-sharing.md)",
     )
 
     idle_timeout_seconds: float = _bounded("idle_timeout_seconds")
@@ -211,6 +275,10 @@ class Settings(BaseSettings):
             twice = sorted({m for m in members if members.count(m) > 1})
             if twice:
                 raise ValueError(f"pools: {', '.join(twice)} listed in the {what} of more than one pool")
+        shared = [h for e in self.sharing for h in e.hosts]
+        twice = sorted({h for h in shared if shared.count(h) > 1})
+        if twice:
+            raise ValueError(f"sharing: {', '.join(twice)} listed by more than one sharing setting")
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("retry_max_seconds must be >= retry_base_seconds")
         if self.webhook_port and (self.webhook_cert_file is None or self.webhook_key_file is None):
@@ -278,6 +346,7 @@ class Settings(BaseSettings):
             owner_tag=self.owner_tag,
             orphan_grace_seconds=self.orphan_grace_seconds,
             lease=(self.namespace, self.lease_name),
+            sharing={h: e.host_sharing() for e in self.sharing for h in e.hosts},
         )
 
 

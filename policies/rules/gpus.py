@@ -1,5 +1,5 @@
-"""GPUs: one host per GPU, static GPUs outside the composer's pool, no cross-tenant time-sharing,
-tenant quotas and models.
+"""GPUs: one host per GPU, static GPUs outside the composer's pool, no cross-tenant time-sharing
+(also through a composer pool), tenant quotas and models.
 
 Facts (docs/domain.md "LIQID Director REST API" and "GPU Feature Discovery"): the LIQID
 Director composes a GPU (by device name such as ``gpu7``) into one machine at a time; the
@@ -137,8 +137,10 @@ def gpu_sharing_tenant_isolation(resources: Sequence[ResourceRecord], config: No
     between tenants; MIG may.
 
     - Per host with a time-slicing or MPS GpuSharing, the tenants are those listed by every
-      such GpuSharing on the host plus the tenants of GpuCompositions to the host (the device
-      plugin shares every GPU of the node); more than one is a violation.
+      such GpuSharing on the host, the tenants of GpuCompositions to the host (the device
+      plugin shares every GPU of the node) and the tenants of the Composer pool the host serves
+      (``host_pools`` -> ``pool_tenants``: the composer places that pool's pods on the host's
+      GPUs); more than one is a violation.
     - Per hypervisor host, tenant clusters of more than one tenant using ``gpu_mode: vgpu``
       share GPUs through time-sliced vGPU unless a ``mig`` GpuSharing covers the host.
     """
@@ -177,13 +179,30 @@ def gpu_sharing_tenant_isolation(resources: Sequence[ResourceRecord], config: No
         if isinstance(tenant, str):
             tenants_on[host].setdefault(tenant, f"{rec.label} (GPUs composed for it)")
 
+    for composer in of_type(resources, COMPOSER):
+        host_pools = read(composer, "host_pools", found, kind=dict, required=False, default={}, what="a dict")
+        pool_tenants = read(composer, "pool_tenants", found, kind=dict, required=False, default={},
+                            what="a dict")
+        if host_pools is INVALID or pool_tenants is INVALID:
+            continue
+        for host in shared_by:
+            pool = host_pools.get(host)
+            members = pool_tenants.get(pool, []) if isinstance(pool, str) else []
+            if pool is UNKNOWN or members is UNKNOWN or UNKNOWN in members:
+                found.unprovable(composer, "host_pools", "time-slicing/MPS is on for some hosts, and the "
+                                 "composer may place another tenant's pods on them")
+                continue
+            for tenant in members:
+                tenants_on[host].setdefault(tenant, f"{composer.label}'s pool '{pool}'")
+
     for host, sharings in sorted(shared_by.items()):
         tenants = tenants_on[host]
         if len(tenants) > 1:
             listing = "; ".join(f"tenant '{t}' via {w}" for t, w in sorted(tenants.items()))
             found.add(sharings[0], f"time-slicing/MPS on host '{host}' shares its physical GPUs between "
                       f"tenants: {listing}",
-                      f"give each tenant its own host for time-slicing/MPS, or use MIG on host '{host}'")
+                      f"give each tenant its own host for time-slicing/MPS (and its own composer pool), "
+                      f"or use MIG on host '{host}'")
 
     hv_clusters = index_by_name(of_type(resources, HYPERVISOR_CLUSTER), found)
     vgpu_tenants: dict[str, dict[str, ResourceRecord]] = defaultdict(dict)

@@ -486,6 +486,7 @@ def test_device_plugin_default_only_when_every_host_of_the_cluster_shares_one_co
     raw = valid_estate()
     raw["tenants"][2].pop("gpu_sharing")
     raw["tenants"][1]["gpu_sharing"]["hosts"] = ["bm-1", "bm-2"]
+    raw["composer"]["pools"] = [{"name": "blue", "hosts": ["bm-1", "bm-2"]}]  # blue time-slices both
     uniform = load_estate(raw)
     assert device_plugin_default(uniform, "workers") == "blue-gpu-sharing"
     run(lambda: _estate(tmp_path, raw))

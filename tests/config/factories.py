@@ -106,7 +106,8 @@ _ESTATE: dict[str, Any] = {
 
 
 #: A GPU product declared in config (NVIDIA A30: PCI ID from the GPU Operator's mig-parted default
-#: config ``0x20B710DE``, MIG profiles from the NVIDIA MIG user guide's A30-24GB table).
+#: config ``0x20B710DE``, MIG profiles from the NVIDIA MIG user guide's A30-24GB table, MIG layouts
+#: from that default config, gpu-operator v25.3.0 ``assets/state-mig-manager/0400_configmap.yaml``).
 A30: dict[str, Any] = {
     "product": "NVIDIA-A30",
     "pci_device_id": "20b7",
@@ -114,6 +115,11 @@ A30: dict[str, Any] = {
     "passthrough_resource": "nvidia.com/GA100_A30_PCIE",
     "mig_profiles": ["1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"],
     "mig_extra_configs": ["all-balanced"],
+    "mig_layouts": {
+        "all-1g.6gb": {"1g.6gb": 4}, "all-1g.6gb.me": {"1g.6gb+me": 1}, "all-2g.12gb": {"2g.12gb": 2},
+        "all-2g.12gb.me": {"2g.12gb+me": 1}, "all-4g.24gb": {"4g.24gb": 1},
+        "all-balanced": {"1g.6gb": 2, "2g.12gb": 1},
+    },
     "vgpu_types": ["NVIDIA A30-4C", "NVIDIA A30-24C"],
     "sources": {"mig_profiles": "NVIDIA MIG user guide, A30 MIG profiles"},
 }

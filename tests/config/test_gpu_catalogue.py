@@ -144,7 +144,9 @@ def test_mig_config_must_suit_every_mig_capable_model_of_the_tenant() -> None:
     assert len(msgs) == 1 and msgs[0].startswith(
         "tenants[2].gpu_sharing.mig_config: 'all-1g.5gb' is not a MIG config of NVIDIA-H100-NVL (valid: "
     )
-    raw["tenants"][2]["gpu_sharing"]["mig_config"] = "all-balanced"
+    # all-balanced suits both, as several profiles: GFD's single strategy would label the node
+    # <product>-MIG-INVALID, so only the mixed strategy serves it
+    raw["tenants"][2]["gpu_sharing"].update(mig_config="all-balanced", mig_strategy="mixed")
     load_estate(raw)
 
 

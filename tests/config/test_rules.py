@@ -256,7 +256,23 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "gpu_sharing_hosts_exclusive": (
         _set("tenants[2].gpu_sharing.hosts", ["bm-2", "bm-1"]),
         "tenants[2].gpu_sharing.hosts[1]: duplicate shared-GPU host 'bm-1' (first at "
-        "tenants[1].gpu_sharing.hosts[0])",
+        "tenants[1].gpu_sharing.hosts[0]): tenants 'blue' and 'green' would share its GPUs; give each "
+        "tenant its own hosts",
+    ),
+    "gpu_sharing_host_in_tenant_pool": (
+        _set("composer.pools[0].tenants", ["blue", "green"]),
+        "tenants[1].gpu_sharing.hosts[0]: host 'bm-1' time-shares GPUs of tenant 'blue' (time-slicing) "
+        "but serves composer pool 'blue' of 'green' too: the composer would place their pods on them; "
+        "give it a pool of 'blue' alone",
+    ),
+    "gpu_sharing_one_mig_strategy_per_cluster": (
+        _set(
+            "tenants[1].gpu_sharing",
+            {"strategy": "mig", "hosts": ["bm-1"], "mig_config": "all-1g.5gb", "mig_strategy": "mixed"},
+        ),
+        "tenants[2].gpu_sharing.mig_strategy: MIG strategy 'single' of tenant 'green' differs from "
+        "'mixed' of tenant 'blue' in hypervisor cluster 'workers': the GPU Operator sets one MIG "
+        "strategy per cluster (ClusterPolicy mig.strategy)",
     ),
     "gpu_sharing_hosts_run_pods": (
         _set("tenants[2].gpu_sharing.hosts", ["hv-1"]),
@@ -376,6 +392,37 @@ def test_mig_config_must_be_known() -> None:
     )
 
 
+def test_mig_single_needs_a_config_of_one_profile() -> None:
+    msgs = _problems(_set("tenants[2].gpu_sharing.mig_config", "all-balanced"))
+    assert msgs == [
+        "tenants[2].gpu_sharing.mig_config: MIG strategy single needs one MIG profile per node; "
+        "'all-balanced' creates 1g.5gb, 2g.10gb, 3g.20gb on NVIDIA-A100-PCIE-40GB (GFD would label it "
+        "NVIDIA-A100-PCIE-40GB-MIG-INVALID); use strategy mixed or an all-<profile> config"
+    ]
+    mixed = _do(
+        _set("tenants[2].gpu_sharing.mig_config", "all-balanced"),
+        _set("tenants[2].gpu_sharing.mig_strategy", "mixed"),
+    )
+    raw = valid_estate()
+    mixed(raw)
+    assert load_estate(raw).tenants[2].gpu_sharing is not None
+
+
+def test_mig_config_needs_a_known_layout() -> None:
+    msgs = _problems(
+        _do(
+            _set("gpu_products", [{**A30, "mig_layouts": {}}]),
+            _append("fabric.pools.0.models", "NVIDIA-A30"),
+            _set("tenants[2].allowed_models", ["NVIDIA-A30"]),
+            _set("tenants[2].gpu_sharing.mig_config", "all-4g.24gb"),
+        )
+    )
+    assert msgs == [
+        "tenants[2].gpu_sharing.mig_config: no MIG layout of 'all-4g.24gb' is known for NVIDIA-A30: a MIG "
+        "node serves only GPUs whose layout of its config is known (gpu_products[].mig_layouts)"
+    ]
+
+
 def test_composition_needs_count_or_names() -> None:
     assert _rule_problems("composition_count_consistent", _set("gpu_compositions[0].count", None)) == [
         "gpu_compositions[0]: set count or device_names"
@@ -483,12 +530,14 @@ def test_composer_pool_of_a_cluster_and_a_shared_pool() -> None:
     """A pool may name a hypervisor cluster (its hosts join) and several tenants (shared); the
     default quota is the sum of their gpu_quota, checked against the composer's pool size."""
     pools = [{"name": "shared", "tenants": ["blue", "green"], "hypervisor_cluster": "workers"}]
+    # blue time-slices bm-1, which a pool shared with green may not hold (gpu_sharing_host_in_tenant_pool)
+    no_time_slicing = _set("tenants[1].gpu_sharing", None)
     raw = valid_estate()
-    _do(_set("composer.pools", pools), _set("tenants[2].gpu_quota", 3))(raw)
+    _do(_set("composer.pools", pools), _set("tenants[2].gpu_quota", 3), no_time_slicing)(raw)
     estate = load_estate(raw)
     assert estate.composer_host_pools() == {"bm-1": "shared", "bm-2": "shared"}
     assert estate.composer_tenant_pool("green") == "shared" and estate.composer_tenant_pool("red") is None
-    msgs = _problems(_do(_set("composer.pools", pools), _set("tenants[2].gpu_quota", 4)))
+    msgs = _problems(_do(_set("composer.pools", pools), _set("tenants[2].gpu_quota", 4), no_time_slicing))
     assert msgs == [
         "composer.pools[0]: pool 'shared' has a quota of 6 GPUs but the composer can hand out 5 (fabric "
         "pool 'pool-a': size minus static compositions); lower the quota (quota_gpus or the tenants' "

@@ -267,8 +267,12 @@ VIOLATIONS: dict[str, Callable[[Layout], None]] = {
     "host-single-cluster": _set("hv-2", cluster="other-cluster"),
     "gpu-single-host": _set("hv-1-gpus", device_names=["gpu0"]),
     "static-gpus-outside-composer-pool": _set("composer", excluded_devices=["gpu1"]),
-    "static-gpus-in-tenant-pool": _set(
-        "composer", host_pools={"blade-slot-1": "tenant-b"}, pool_tenants={"tenant-b": ["tenant-b"]}
+    # on hv-1, which time-slices nothing (on blade-slot-1 a pool of tenant-b would also time-share
+    # tenant-a's GPUs with it: gpu-sharing-tenant-isolation)
+    "static-gpus-in-tenant-pool": lambda layout: (
+        _set("hv-1-gpus", tenant="tenant-a")(layout),
+        _set("composer", host_pools={"blade-slot-1": "tenant-a", "hv-1": "tenant-b"},
+             pool_tenants={"tenant-a": ["tenant-a"], "tenant-b": ["tenant-b"]})(layout),
     ),
     "gpu-sharing-tenant-isolation": _set("blade-time-slicing", tenants=["tenant-a", "tenant-b"]),
     "tenant-gpu-quota": _set("tenant-a", gpu_quota=0),

@@ -186,6 +186,16 @@ def layouts(draw: st.DrawFn) -> Layout:
                 },
             }
         )
+    # Composer pools, sometimes: hosts in pools of one tenant or (rarely) of several.
+    pools: dict[str, Any] = {}
+    if draw(RARELY) or draw(RARELY):
+        pool_tenants = {
+            p: draw(st.lists(st.sampled_from(tenants), min_size=1, max_size=draw(st.sampled_from([1, 1, 2])),
+                             unique=True))
+            for p in ("p0", "p1")
+        }
+        host_pools = {h: draw(st.sampled_from(["p0", "p1"])) for h in hosts if draw(st.booleans())}
+        pools = {"host_pools": host_pools, "pool_tenants": pool_tenants}
     layout.append(
         {
             "type": "composable:infra:Composer",
@@ -197,6 +207,7 @@ def layouts(draw: st.DrawFn) -> Layout:
                 "cluster_admin": False,
                 "excluded_devices": GPUS,
                 "rbac_rules": [],
+                **pools,
             },
         }
     )
@@ -229,6 +240,13 @@ def cross_tenant_sharing(layout: Layout) -> list[str]:
         for d in comp["device_names"]:
             holders[d] = holders.get(d, 0) + 1
     found += [f"{d} composed {n} times" for d, n in holders.items() if n > 1]
+    (composer,) = _of(layout, "Composer")
+    host_pools = composer.get("host_pools", {})
+    pool_of = {h: composer["pool_tenants"][p] for h, p in host_pools.items()}
+    for comp in _of(layout, "GpuComposition"):
+        pool = pool_of.get(comp["host"])
+        if comp["tenant"] and pool is not None and comp["tenant"] not in pool:
+            found.append(f"static GPUs of {comp['tenant']} on {comp['host']} serve pool {pool}")
     hv_hosts = {c["name"]: c["hosts"] for c in _of(layout, "HypervisorCluster")}
     shares = _of(layout, "GpuSharing")
     mig = {h for s in shares if s["strategy"] == "mig" for h in s["hosts"]}
@@ -238,6 +256,7 @@ def cross_tenant_sharing(layout: Layout) -> list[str]:
             continue
         users = {t for s in timeshared for t in s["tenants"]}
         users |= {c["tenant"] for c in _of(layout, "GpuComposition") if c["host"] == host and c["tenant"]}
+        users |= set(pool_of.get(host, []))  # the composer places its pool's pods on the host's GPUs
         if len(users) > 1:
             found.append(f"time-shared GPUs of {host} used by {sorted(users)}")
     for host in {h for hs in hv_hosts.values() for h in hs} - mig:
@@ -273,6 +292,7 @@ ISOLATION_FIELDS = {
     "GpuComposition": ["host", "device_names"],
     "GpuSharing": ["hosts", "strategy", "tenants"],
     "HypervisorCluster": ["hosts"],
+    "Composer": ["host_pools", "pool_tenants"],
 }
 
 
@@ -316,5 +336,5 @@ def test_generator_reaches_both_verdicts_with_real_sharing_structures():
         max_examples=1000, deadline=None, database=None, phases=[Phase.generate], derandomize=True
     )
     find(layouts(), rich_pass, settings=quick)
-    for needle in ("VXLAN", "VLAN", "addresses", "cluster", "composed", "time-shared", "vGPU"):
+    for needle in ("VXLAN", "VLAN", "addresses", "cluster", "composed", "time-shared", "vGPU", "serve pool"):
         find(layouts(), lambda lay, n=needle: any(n in s for s in cross_tenant_sharing(lay)), settings=quick)

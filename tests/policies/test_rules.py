@@ -377,7 +377,7 @@ def test_any_gpu_composition_from_composer_pool_is_unprovable():
 
 def test_static_gpus_of_a_tenant_on_a_host_of_another_tenants_pool():
     [message] = _messages("static-gpus-in-tenant-pool", variant(VIOLATIONS["static-gpus-in-tenant-pool"]))
-    assert "composes GPUs of tenant 'tenant-a' onto host 'blade-slot-1'" in message
+    assert "composes GPUs of tenant 'tenant-a' onto host 'hv-1'" in message
     assert "pool 'tenant-b' of 'tenant-b'" in message
 
 
@@ -390,7 +390,7 @@ def test_static_gpus_in_a_shared_pool_of_their_tenant_or_without_a_tenant_pass()
 
     def untenanted(layout):
         VIOLATIONS["static-gpus-in-tenant-pool"](layout)
-        find(layout, "blade-slot-1-gpus").pop("tenant")
+        find(layout, "hv-1-gpus").pop("tenant")
 
     assert _messages("static-gpus-in-tenant-pool", variant(untenanted)) == []
 
@@ -409,6 +409,39 @@ def test_time_slicing_host_with_another_tenants_composed_gpu_fails():
 
     [message] = _messages("gpu-sharing-tenant-isolation", variant(change))
     assert "tenant 'tenant-a'" in message and "tenant 'tenant-b'" in message
+
+
+def test_two_tenants_time_slicing_settings_on_one_host_fail_naming_both():
+    def change(layout):
+        layout.append({"type": "composable:infra:GpuSharing", "name": "b-time-slicing",
+                       "props": {"name": "b-time-slicing", "hosts": ["blade-slot-1"], "strategy": "mps",
+                                 "replicas": 2, "tenants": ["tenant-b"]}})
+
+    [message] = _messages("gpu-sharing-tenant-isolation", variant(change))
+    assert "tenant 'tenant-a' via GpuSharing 'blade-time-slicing' (time-slicing)" in message
+    assert "tenant 'tenant-b' via GpuSharing 'b-time-slicing' (mps)" in message
+
+
+def test_time_slicing_host_in_a_composer_pool_of_another_tenant_fails():
+    """The composer places the pods of a host's pool on its GPUs: blade-slot-1 time-slices for
+    tenant-a, so a pool serving tenant-b there time-shares tenant-a's GPUs with tenant-b."""
+
+    def change(layout):
+        find(layout, "composer").update(host_pools={"blade-slot-1": "shared"},
+                                        pool_tenants={"shared": ["tenant-a", "tenant-b"]})
+
+    results = evaluate(to_records(variant(change)))
+    assert failing(results) == {"gpu-sharing-tenant-isolation"}, results
+    [message] = [v.message for v in results["gpu-sharing-tenant-isolation"]]
+    assert "time-slicing/MPS on host 'blade-slot-1' shares its physical GPUs between tenants" in message
+    assert "tenant 'tenant-a' via GpuSharing 'blade-time-slicing' (time-slicing)" in message
+    assert "tenant 'tenant-b' via Composer 'composer''s pool 'shared'" in message
+
+
+def test_unknown_composer_pools_with_time_slicing_cannot_be_proven():
+    layout = variant(lambda lay: find(lay, "composer").update(pool_tenants={"tenant-a": unknown()}))
+    messages = _messages("gpu-sharing-tenant-isolation", layout)
+    assert any("host_pools is not known during preview" in m for m in messages), messages
 
 
 def test_mig_may_be_shared_between_tenants():
