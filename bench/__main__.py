@@ -2,7 +2,7 @@
 
 Examples::
 
-    python -m bench                        # everything (about 45 min on 2 cores, plus part 5)
+    python -m bench                        # everything (about 60 min on 2 cores)
     python -m bench --quick                # smoke-test sizes, into bench/results/quick/
     python -m bench --only planner,savings # some parts; the report is rebuilt from all JSONs
     python -m bench --only savings --trace my-trace.csv
