@@ -2,10 +2,11 @@
 
 Examples::
 
-    python -m bench                        # everything (about 45 min on 2 cores)
+    python -m bench                        # everything (about 60 min on 2 cores)
     python -m bench --quick                # smoke-test sizes, into bench/results/quick/
     python -m bench --only planner,savings # some parts; the report is rebuilt from all JSONs
     python -m bench --only savings --trace my-trace.csv
+    python -m bench --only fleet --fleet-size 200,20 # a smaller split estate than 1,000 hosts/100 tenants
     python -m bench --report-only          # rebuild REPORT.md and plots from the JSONs
 
 Exit code 1 when a part failed (its JSON then holds ``error``), else 0.
@@ -26,17 +27,22 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import machine, report
+
+if TYPE_CHECKING:
+    from bench.labctl import IsolatedLab
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results"
 #: Parts that drive the toolchain's binaries (pulumi, kube-apiserver, ...).
-TOOLCHAIN_PARTS = ("preview", "reaction")
+TOOLCHAIN_PARTS = ("preview", "fleet", "reaction")
 #: Run order: the lab-bound reaction part, the longest, last.
-RUN_ORDER = ("planner", "savings", "preview", "reaction")
+RUN_ORDER = ("planner", "savings", "preview", "fleet", "reaction")
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -54,12 +60,8 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         return savings.run(quick=args.quick, out_dir=out, trace_path=args.trace)
     if name == "preview":
         from bench import preview
-        from bench.labctl import isolated_control_plane
 
-        with (
-            tempfile.TemporaryDirectory(prefix="bench-preview-lab-") as tmp,
-            isolated_control_plane(Path(tmp), ("blade-slot-1", "blade-slot-2")) as lab,
-        ):
+        with _control_plane(name) as lab:
             return preview.run(
                 quick=args.quick,
                 kubeconfig=lab.kubeconfig,
@@ -67,6 +69,21 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 fleets=args.fleets,
                 repeats=args.repeats,
                 validate_sizes=args.validate_fleets,
+            )
+    if name == "fleet":
+        from bench import fleet
+
+        size: list[int | None] = [*(args.fleet_size or ()), None, None, None]
+        hosts, tenants, rack_size = size[:3]
+        with _control_plane(name) as lab:
+            return fleet.run(
+                quick=args.quick,
+                kubeconfig=lab.kubeconfig,
+                ca_pem=lab.cfg.pki_dir / "ca.crt",
+                hosts=hosts,
+                tenants=tenants,
+                rack_size=rack_size,
+                parallel=args.parallel,
             )
     if name == "reaction":
         from bench import reaction
@@ -80,6 +97,19 @@ def _part(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         )
         return _keep_other_workloads(result, out / "reaction.json", args.workloads)
     raise ValueError(f"unknown part {name!r}")
+
+
+@contextmanager
+def _control_plane(part: str) -> Iterator[IsolatedLab]:
+    """The benchmark's own control plane (:func:`bench.labctl.isolated_control_plane`) in a
+    temporary folder, two kwok Nodes, for a part whose previews need a reachable API server."""
+    from bench.labctl import isolated_control_plane
+
+    with (
+        tempfile.TemporaryDirectory(prefix=f"bench-{part}-lab-") as tmp,
+        isolated_control_plane(Path(tmp), ("blade-slot-1", "blade-slot-2")) as lab,
+    ):
+        yield lab
 
 
 def _keep_other_workloads(
@@ -179,6 +209,13 @@ def _main(argv: list[str] | None) -> int:
         default=None,
         help="preview: fleet sizes generated and validated only, no preview (default 10000)",
     )
+    ap.add_argument(
+        "--fleet-size",
+        type=_ints,
+        default=None,
+        help="fleet: HOSTS,TENANTS[,HOSTS_PER_RACK] of the generated split estate (default 1000,100,32)",
+    )
+    ap.add_argument("--parallel", type=int, default=2, help="fleet: stacks previewed at a time (default 2)")
     ap.add_argument("--report-only", action="store_true", help="only rebuild REPORT.md and plots")
     args = ap.parse_args(argv)
     out = args.out or (DEFAULT_OUT / "quick" if args.quick else DEFAULT_OUT)

@@ -474,6 +474,43 @@ class TreeSampler:
         self._thread.join(5)
 
 
+@dataclass(frozen=True)
+class SampledRun:
+    """A finished process and its process tree's memory as :class:`TreeSampler` saw it.
+
+    Attributes:
+        returncode: its exit status (negative: killed by that signal, as on a timeout).
+        out: its standard output. err: its standard error.
+        wall_seconds: start to exit (``time.perf_counter``).
+        sampler: the sampler that watched it and its descendants.
+    """
+
+    returncode: int
+    out: str
+    err: str
+    wall_seconds: float
+    sampler: TreeSampler
+
+    def peaks_by_process(self, most: int = 8) -> dict[str, float]:
+        """The highest RSS (MiB, one decimal) of each kind of process, the ``most`` largest first."""
+        ranked = sorted(self.sampler.by_name.items(), key=lambda kv: -kv[1])[:most]
+        return {k: round(v, 1) for k, v in ranked}
+
+
+def run_sampled(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> SampledRun:
+    """Run ``argv`` to its end (killed after ``timeout`` seconds), sampling the summed RSS of it and
+    its descendants (:class:`TreeSampler`)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with TreeSampler(proc.pid) as sampler:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    return SampledRun(proc.returncode, out, err, time.perf_counter() - t0, sampler)
+
+
 def _env(project: Path, backend: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -512,17 +549,8 @@ def run_preview(
     stats_file.unlink(missing_ok=True)
     env["BENCH_PROGRAM_STATS"] = str(stats_file)
     argv = ["pulumi", "preview", "--stack", stack.name, "--non-interactive", "--json", *POLICY_ARGS]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    with TreeSampler(proc.pid) as sampler:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-    wall = time.perf_counter() - t0
+    run = run_sampled(argv, cwd=project, env=env, timeout=timeout)
+    out, err, wall, sampler = run.out, run.err, run.wall_seconds, run.sampler
     program = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     creates = None
     try:
@@ -533,18 +561,16 @@ def run_preview(
     result: dict[str, Any] = {
         "wall_seconds": round(wall, 3),
         "peak_tree_rss_mib": round(sampler.peak_mib, 1),
-        "peak_rss_by_process_mib": {  # highest RSS of each kind of process
-            k: round(v, 1) for k, v in sorted(sampler.by_name.items(), key=lambda kv: -kv[1])[:8]
-        },
+        "peak_rss_by_process_mib": run.peaks_by_process(),
         "config_env_bytes_by_process": dict(sorted(sampler.config_env_bytes.items())),
         "program": {k: round(v, 3) for k, v in program.items()},
         "resources": creates,
-        "ok": proc.returncode == 0,
-        "exit_code": proc.returncode,
+        "ok": run.returncode == 0,
+        "exit_code": run.returncode,
     }
     if program.get("alive_seconds") is not None:
         result["engine_seconds"] = round(wall - program["alive_seconds"], 3)
-    if proc.returncode != 0:
+    if run.returncode != 0:
         result["tail"] = (err or out)[-2000:]
     return result
 

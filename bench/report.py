@@ -1,9 +1,9 @@
 """Write ``REPORT.md`` and PNG plots from the parts' JSON results.
 
-Reads ``<out>/{machine,planner,reaction,savings,preview}.json`` (whichever exist, so one part
+Reads ``<out>/{machine,planner,reaction,savings,preview,fleet}.json`` (whichever exist, so one part
 can be re-run alone) and writes ``<out>/REPORT.md`` plus ``planner.png``, ``reaction.png``,
-``savings.png`` and ``preview.png``. Plots need matplotlib; without it the report says so and
-still gives every figure as a table.
+``savings.png`` and ``preview.png``, and part 5 alone with the machine in ``FLEET.md``. Plots need
+matplotlib; without it the report says so and still gives every figure as a table.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.report_dra import dra_section
+from bench.report_fleet import fleet_section
 from bench.report_steps import wait_steps_section
 from bench.run_modes import LABELS, taken
 from bench.run_modes import label as _label
 from bench.run_modes import mode as _mode
 
-PARTS = ("planner", "reaction", "savings", "preview")
+PARTS = ("planner", "reaction", "savings", "preview", "fleet")
 
 
 def load(out: Path) -> dict[str, Any]:
@@ -824,6 +825,7 @@ def write_report(out: Path) -> Path:
         "reaction": (_reaction, plot_reaction),
         "savings": (_savings, plot_savings),
         "preview": (_preview, plot_preview),
+        "fleet": (lambda d, _plotted: fleet_section(d, commit_line=_commit(d)), lambda _d, _path: False),
     }
     for name in PARTS:
         d = data.get(name)
@@ -837,6 +839,11 @@ def write_report(out: Path) -> Path:
         parts += [text(d, plotted), ""]
     path = out / "REPORT.md"
     path.write_text("\n".join(parts))
+    fleet = data.get("fleet")
+    if fleet is not None and not fleet.get("error"):
+        machine = [_machine(data["machine"]), ""] if "machine" in data else []
+        (out / "FLEET.md").write_text("\n".join(["# Fleet benchmark", "", *machine,
+                                                  fleet_section(fleet, commit_line=_commit(fleet)), ""]))
     return path
 
 
