@@ -10,7 +10,8 @@ Pure. For each ResourceClaim allocated with a device of the driver's pool and a 
   once the node also sees every GPU attached to it (its GFD ``nvidia.com/gpu.count`` label, else
   its ``nvidia.com/gpu`` allocatable, at least the number attached: the same fact the
   device-plugin mode waits for, :attr:`composer.model.nodestate.NodeView.advertised_gpus`),
-  ``VisibleOnNode`` True; the scheduler's PreBind then binds the pod (docs/dra.md);
+  ``VisibleOnNode`` True, and it stays True while the GPU stays attached there; the
+  scheduler's PreBind then binds the pod (docs/dra.md);
 - failure condition ``AttachFailed`` True with a reason, when the compose failed (held in
   ``failures``), the GPU is attached to another machine, is unhealthy, is unknown to the Director,
   or the node is no Director machine; the scheduler then clears the allocation and schedules
@@ -82,6 +83,14 @@ def healed(
     return out
 
 
+def _was_visible(claim: ClaimView, device: str) -> bool:
+    """``VisibleOnNode`` is already True on the claim's device: it stays True while the GPU stays
+    attached to the node. The node saw every GPU attached to it then; a GPU composed onto the same
+    node later (for another claim) raises the attached count before the node's count follows, and
+    that must not withdraw a condition the scheduler's PreBind poll may be about to read."""
+    return any(c.type == VISIBLE_ON_NODE and c.status == "True" for c in claim.conditions.get(device, ()))
+
+
 def _failed(reason: str, message: str, generation: int) -> tuple[Condition, ...]:
     return (Condition(ATTACH_FAILED, "True", reason, message, generation),)
 
@@ -141,7 +150,8 @@ def plan_binding(
                 want = _failed("UnknownDevice", f"the Director shows no GPU published as {device}", gen)
             elif gpu.machine == node:
                 claimed.setdefault(node, set()).add(gpu.name)
-                want = _attached(gpu, node, visible.get(node, 0) >= len(view.attached(node)), gen)
+                seen = visible.get(node, 0) >= len(view.attached(node)) or _was_visible(claim, device)
+                want = _attached(gpu, node, seen, gen)
             elif gpu.name in failures:
                 f = failures[gpu.name]
                 want = _failed(f.reason, f.message, gen)

@@ -178,6 +178,20 @@ def test_visible_counts_every_gpu_attached_to_the_node():
     assert p.conditions[("ml", "c1")]["gpu0"][1].status == "False"
 
 
+def test_visible_stays_true_when_another_gpu_is_composed_onto_the_same_node():
+    """gpu1 composed for another claim raises the node's attached count before its GFD count
+    follows: c1's gpu0, already seen, keeps VisibleOnNode True (a withdrawn condition makes the
+    scheduler's PreBind poll miss and wait 5 s more)."""
+    v = view(FabricGpu("gpu0", "Tesla-T4", "sw1", machine="blade-1"),
+             FabricGpu("gpu1", "Tesla-T4", "sw1", machine="blade-1"))
+    was = [{"driver": DRIVER, "pool": POOL, "device": "gpu0",
+            "conditions": [{"type": VISIBLE_ON_NODE, "status": "True", "reason": "VisibleOnNode",
+                            "message": "seen", "observedGeneration": 2,
+                            "lastTransitionTime": "2026-12-05T07:00:00Z"}]}]
+    p = plan([claim(status_devices=was)], v, visible={"blade-1": 1})
+    assert p.conditions[("ml", "c1")]["gpu0"][1].status == "True"
+
+
 def test_a_failed_compose_sets_the_failure_condition_and_taints_the_gpu():
     v = view(FabricGpu("gpu0", "Tesla-T4", "sw1"))
     failures = {"gpu0": binding.Failure("ComposeFailed", "Director said no", NOW)}
