@@ -69,7 +69,7 @@ from composer.decide.gating import PodAction, batch_wait, release_patch, ungate_
 from composer.decide.intents import reconcile_record, settled
 from composer.decide.planner import pinned_hosts
 from composer.decide.planner import plan as make_plan
-from composer.decide.reclaim import ReclaimGuards, orphan_jobs, reclaim_step
+from composer.decide.reclaim import ReclaimGuards, gpu_reclaim_step, orphan_jobs, reclaim_step
 from composer.decide.round_types import (
     FREE_POOL,
     ComposeItem,
@@ -132,9 +132,10 @@ class Round:
         by_node: node name -> its compositions this round (:func:`place`).
         held: guard -> nodes it holds, after this round's checks (:func:`reclaim`).
         jobs: node jobs that do something (:func:`reclaim`, :func:`orphans`).
-        claimed: DRA mode: node name -> GPUs allocated ResourceClaims hold on it, a node holding
-            any being busy (filled with the start by :mod:`composer.decide.dra_round`; empty in
-            device-plugin mode).
+        claimed: DRA mode: node name -> GPUs allocated ResourceClaims hold on it, the reclaim
+            being per GPU (:func:`~composer.decide.reclaim.gpu_reclaim_step`; filled with the
+            start by :mod:`composer.decide.dra_round`); None in device-plugin mode, where the
+            reclaim is per node.
     """
 
     snapshot: Snapshot
@@ -160,7 +161,7 @@ class Round:
     by_node: dict[str, list[ComposeItem]] = field(default_factory=dict)
     held: dict[str, int] = field(default_factory=dict)
     jobs: list[NodeJob] = field(default_factory=list)
-    claimed: dict[str, frozenset[str]] = field(default_factory=dict)
+    claimed: Mapping[str, frozenset[str]] | None = None
 
     @classmethod
     def start(cls, snapshot: Snapshot, memory: Memory, policy: Policy) -> Round:
@@ -421,29 +422,51 @@ def reclaim(r: Round) -> None:
     ``jobs`` (the jobs that do something), the guards' Events, their holds in ``memory`` and
     ``held``, the holds counted.
     A node that is :func:`_untouched` is skipped.
+
+    Device-plugin mode (``claimed`` None): per node, :func:`~composer.decide.reclaim.reclaim_step`,
+    a node being busy while a GPU pod is bound or nominated to it, an intent is open or a compose
+    is placed on it. DRA mode: per GPU, :func:`~composer.decide.reclaim.gpu_reclaim_step`, a GPU
+    being held while an allocated claim holds it, an open intent or this round's compose names it;
+    its timers replace ``memory.idle_gpus`` (those of nodes left out of the round are kept), and
+    the node's ``idle-since`` annotation shows the earliest of them (for people and ``ops``: a
+    new leader does not read it back). The guards are the same in both modes, per node.
     """
     fabric, policy, memory, now = r.snapshot.fabric, r.policy, r.memory, r.snapshot.now
     guards = ReclaimGuards(r.snapshot, r.composable, r.records, policy)
+    hidden = {n.name for n in r.snapshot.hidden}
+    timers = {n: t for n, t in memory.idle_gpus.items() if n in hidden}
     for node in r.composable:
         if _untouched(node, r.records[node.name], node.name in r.by_node, memory):
             continue
         rec = ann.with_hold(r.records[node.name])
-        busy = (
-            r.ctx.usage_of(node.name).gpu_pods > 0
-            or bool(rec.intents)
-            or node.name in r.by_node
-            or bool(r.claimed.get(node.name))
-        )
-        step, since = reclaim_step(
-            node, rec, attached=fabric.attached(node.name), busy=busy, now=now, policy=policy, memory=memory
-        )
+        placed = r.by_node.get(node.name, ())
+        attached = fabric.attached(node.name)
+        since: float | None
+        if r.claimed is None:
+            busy = r.ctx.usage_of(node.name).gpu_pods > 0 or bool(rec.intents) or bool(placed)
+            step, since = reclaim_step(
+                node, rec, attached=attached, busy=busy, now=now, policy=policy, memory=memory
+            )
+        else:
+            held = r.claimed.get(node.name, frozenset()).union(
+                *(it.devices for it in rec.intents.values()), *(item.placement.devices for item in placed)
+            )
+            step, gpu_timers = gpu_reclaim_step(
+                node, rec, attached=attached, held=held, now=now, policy=policy, memory=memory
+            )
+            if gpu_timers:
+                timers[node.name] = gpu_timers
+            since = min(gpu_timers.values(), default=None)
         step = guards.check(node, step, memory, r.events, idle=since is not None)
         if rec.idle_since != since:
             rec = replace(rec, idle_since=since)
         restart, cancel = r.flags[node.name]
-        job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(r.by_node.get(node.name, ())), step)
+        job = NodeJob(node.name, node.record, rec, restart, cancel, tuple(placed), step)
         if not job.idle:
             r.jobs.append(job)
+    if r.claimed is not None:
+        memory.idle_gpus.clear()
+        memory.idle_gpus.update(timers)
     r.held = guards.held_counts(memory)
 
 

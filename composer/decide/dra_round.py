@@ -12,16 +12,22 @@ first, tags the GPU with the composer's owner tag, records it in the node's
 - the compositions, one :class:`~composer.decide.round_types.ComposeItem` per claim and node
   (``kind`` ``ResourceClaim``, not retried: a failure ends in the claim's failure condition, and
   the scheduler picks again);
-- :func:`~composer.decide.decide.reclaim`: the idle reclaim with its guards
-  (``do-not-reclaim``, windows, per-pool budgets: :class:`~composer.decide.reclaim.ReclaimGuards`),
-  a node holding a claimed GPU being busy;
+- :func:`~composer.decide.decide.reclaim`: the idle reclaim per GPU
+  (:func:`~composer.decide.reclaim.gpu_reclaim_step`): each composer GPU attached to a node and
+  held by no allocated claim has its own idle timer (``Memory.idle_gpus``; a claim allocated to
+  it resets it), and once it reached the idle timeout the GPU is given back alone, even while
+  other claims hold GPUs of the same node, by a reclaim step of its devices only (the node is not
+  tainted); the guards are device-plugin mode's, per node (``do-not-reclaim`` on the node or a
+  pod on it, windows, per-pool budgets counting nodes with a reclaim open:
+  :class:`~composer.decide.reclaim.ReclaimGuards`), one reclaim per node at a time;
 - :func:`~composer.decide.decide.orphans`.
 
 It also says what the slices publish beyond the free pool: each composer GPU attached to a node
 and held by no allocated claim (``idle``, offered to that node only: a claim allocated to it
 there needs no compose), those a reclaim gives back (``reclaiming``) with the ``NoSchedule``
-taint, written before the decompose runs, so no claim gets them; decomposed, they are free and
-published untainted to every host that may take them.
+taint, written before the decompose runs, so no new claim gets them; decomposed, they are free
+and published untainted to every host that may take them (their pool's hosts when the GPU is
+reserved to a pool).
 """
 
 from __future__ import annotations
@@ -74,7 +80,8 @@ def decide_dra(
         composes: node -> placements to compose there
             (:attr:`composer.dra.binding.BindingPlan.composes`); only nodes among
             ``snapshot.nodes`` that are Director machines get a job.
-        claimed: node -> GPUs allocated claims hold there (:attr:`composer.dra.binding.BindingPlan.claimed`).
+        claimed: node -> GPUs allocated claims hold there (:attr:`composer.dra.binding.BindingPlan.claimed`):
+            held, never reclaimed, their idle timers reset.
 
     Returns:
         The :class:`DraDecision`.

@@ -6,6 +6,10 @@
   ``TAINTED`` -> ``DECOMPOSE``, or ``ABORT`` when a GPU pod arrived; ``DECOMPOSED`` -> ``FINISH``
   once the node stops advertising the GPUs or after ``advertise_timeout_seconds``; a taint
   without a record -> ``FINISH``);
+- :func:`gpu_reclaim_step`: DRA mode's step, per GPU: each composer GPU no allocated claim holds
+  has its own idle timer, and those whose timer reached ``idle_timeout_seconds`` are given back
+  alone, the node untainted, while other claims on the node go on; an open reclaim goes on as in
+  :func:`reclaim_step`;
 - :class:`ReclaimGuards`: holds a ``START`` back (``do-not-reclaim``, reclaim windows, the pool's
   budget) and turns a ``DECOMPOSE`` of an opted-out node into ``ABORT``, with one
   ``ReclaimHeld`` Event per reason change (:mod:`composer.decide.reclaim_guard`);
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from composer.decide import reclaim_guard as guard
 from composer.decide.round_types import (
@@ -83,6 +88,60 @@ def reclaim_step(
     return None, None
 
 
+def gpu_reclaim_step(
+    node: NodeView,
+    record: NodeRecord,
+    *,
+    attached: Mapping[str, str],
+    held: frozenset[str],
+    now: float,
+    policy: Policy,
+    memory: Memory,
+) -> tuple[ReclaimStep | None, dict[str, float]]:
+    """DRA mode's next reclaim step for a node, and its GPUs' idle timers (no I/O, ``memory``
+    only read).
+
+    A composer GPU of the node (in ``record.devices``, attached there, not excluded) that no
+    allocated claim holds (not in ``held``) and no open reclaim gives back is idle; its timer is
+    kept from ``memory.idle_gpus`` (else it starts at ``now``), and a GPU held again loses it, so
+    a claim allocated to it before the timeout resets it. With no reclaim open, the GPUs whose
+    timer reached ``idle_timeout_seconds`` (and not before ``memory.reclaim_retry_at``) are
+    given back by one ``START`` of those devices only (:attr:`ReclaimStep.node_taint` False),
+    whatever claims hold the node's other GPUs. An open reclaim (one per node at a time: GPUs
+    due meanwhile wait for its ``FINISH``) goes on as :func:`reclaim_step` says, aborted when a
+    claim holds one of its GPUs; its steps lift a node taint only where the node carries one
+    (left by device-plugin mode).
+
+    Args:
+        node: the node as observed.
+        record: its record, reconciled.
+        attached: Director device name -> model, of the GPUs attached to the node.
+        held: GPUs of the node allocated claims hold (or a compose of this round is for).
+        now: seconds since the epoch.
+        policy: settings (``idle_timeout_seconds``, ``excluded``, ``advertise_timeout_seconds``).
+        memory: the controller's memory (``idle_gpus``, ``reclaim_retry_at``).
+
+    Returns:
+        (step or None, GPU -> idle since, of the node's idle GPUs: the timers to keep).
+    """
+    rc = record.reclaim
+    giving_back = frozenset(rc.devices) if rc is not None else frozenset()
+    idle = (record.devices & attached.keys()) - policy.excluded - held - giving_back
+    before = memory.idle_gpus.get(node.name, {})
+    timers = {d: before.get(d, now) for d in sorted(idle)}
+    if rc is None and not node.reclaim_tainted:
+        due = tuple(d for d, since in timers.items() if now - since >= policy.idle_timeout_seconds)
+        if due and now >= memory.reclaim_retry_at.get(node.name, 0.0):
+            return ReclaimStep(ReclaimKind.START, due, node_taint=False), timers
+        return None, timers
+    step, _ = reclaim_step(
+        node, record, attached=attached, busy=bool(giving_back & held), now=now, policy=policy, memory=memory
+    )
+    if step is None:
+        return None, timers
+    return replace(step, node_taint=node.reclaim_tainted), timers
+
+
 class ReclaimGuards:
     """The reclaim guards of one round (pool sizes and reclaims under way are counted lazily:
     only rounds where a reclaim would start need them)."""
@@ -146,8 +205,8 @@ class ReclaimGuards:
             if not opted:
                 return step
             text = f"{opted} is annotated do-not-reclaim; reclaim aborted"
-            self._report(node, guard.Hold.DO_NOT_RECLAIM, text, memory, events)
-            return ReclaimStep(ReclaimKind.ABORT)
+            self._report(node, step, guard.Hold.DO_NOT_RECLAIM, text, memory, events)
+            return replace(step, kind=ReclaimKind.ABORT, devices=())
         pool = self._pool(node)
         counts = self._counts()
         budget = self.policy.budget_of(pool)
@@ -162,14 +221,17 @@ class ReclaimGuards:
             why, text = held
             if why == guard.Hold.BUDGET:
                 text += f" (reclaim budget of pool {pool!r}: {budget})"
-            self._report(node, why, text, memory, events)
+            self._report(node, step, why, text, memory, events)
             return None
         counts[pool] = counts.get(pool, 0) + 1
         memory.held.pop(node.name, None)
         return step
 
     @staticmethod
-    def _report(node: NodeView, why: guard.Hold, text: str, memory: Memory, events: list[EventSpec]) -> None:
+    def _report(
+        node: NodeView, step: ReclaimStep, why: guard.Hold, text: str, memory: Memory, events: list[EventSpec]
+    ) -> None:
+        """One ``ReclaimHeld`` Event per reason change, naming the GPUs ``step`` gives back."""
         if memory.held.get(node.name) == why:
             return
         memory.held[node.name] = why
@@ -178,7 +240,7 @@ class ReclaimGuards:
                 node.name,
                 "Normal",
                 "ReclaimHeld",
-                f"idle GPUs {', '.join(sorted(node.record.devices)) or ''} not reclaimed ({why}): {text}",
+                f"idle GPUs {', '.join(sorted(step.devices))} not reclaimed ({why}): {text}",
             )
         )
 

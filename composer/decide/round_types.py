@@ -162,7 +162,9 @@ class Memory:
     loads it when it starts leading and saves every change (:mod:`composer.shell.timers`), so the
     orphan grace counts from the first time any replica saw the orphan. The idle timer is on
     the Node itself (annotation ``composer.liqid.io/idle-since``,
-    :func:`composer.decide.reclaim.reclaim_step`).
+    :func:`composer.decide.reclaim.reclaim_step`); DRA mode's per-GPU idle timers are here
+    (``idle_gpus``, :func:`composer.decide.reclaim.gpu_reclaim_step`), so a new leader starts
+    them again (a GPU goes back later, never sooner).
 
     Attributes:
         attempts: pod UID -> failed compose attempts so far.
@@ -173,6 +175,10 @@ class Memory:
         gated_seen: pod UID -> when a gated pod was first seen (batching; ``Gated`` Event once).
         held: node -> the reclaim guard last reported holding it (``ReclaimHeld`` once per reason).
         orphan_since: device -> when it was first seen attached to a machine with no Node.
+        idle_gpus: DRA mode: node -> composer GPU attached there that no allocated claim holds
+            -> when it was first seen so (seconds since the epoch); rewritten by each round's
+            reclaim pass (:func:`composer.decide.decide.reclaim`), which keeps only the nodes it
+            visits and those left out of the round.
     """
 
     attempts: dict[str, int] = field(default_factory=dict)
@@ -183,6 +189,7 @@ class Memory:
     gated_seen: dict[str, float] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)
     orphan_since: dict[str, float] = field(default_factory=dict)
+    idle_gpus: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def forget_missing(self, live_uids: set[str], live_nodes: set[str], now: float = 0.0) -> None:
         """Drop entries of pods and nodes that no longer exist (bounded memory); gated pods
@@ -221,7 +228,8 @@ FREE_POOL = ann.PREFIX + "free-pool"
 
 
 class ReclaimKind(StrEnum):
-    """What one reclaim step does (values are the strings logged and compared)."""
+    """What one reclaim step does (values are the strings logged and compared). The node's
+    taint is set and lifted only by a step with :attr:`ReclaimStep.node_taint`."""
 
     #: annotate the node, taint it, re-check it has no GPU pod, decompose.
     START = "start"
@@ -236,10 +244,19 @@ class ReclaimKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ReclaimStep:
     """One step of an idle reclaim: its kind and the devices to decompose (``START`` and
-    ``DECOMPOSE`` only)."""
+    ``DECOMPOSE`` only).
+
+    ``node_taint``: the step works on the whole node, as in device-plugin mode: ``START`` taints
+    the node and aborts if a GPU pod is bound to it after the taint, ``FINISH``, ``ABORT`` and a
+    failed decompose lift the taint. False: it gives back ``devices`` only, the node untainted
+    and its GPU pods left alone (DRA mode: other claims' pods go on running on the node; the
+    devices' own ``NoSchedule`` taint is in the driver's ResourceSlices, written before the job
+    runs, :mod:`composer.decide.dra_round`).
+    """
 
     kind: ReclaimKind
     devices: tuple[str, ...] = ()
+    node_taint: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,9 @@ writer. Order matters for crash safety:
   reads overlap instead of adding up;
 - reclaim: the ``reclaim`` annotation is written before the taint is set, GPU pods on the node
   are listed again after the taint (a pod bound in the meantime aborts the reclaim), and the
-  taint is lifted before the annotation is cleared;
+  taint is lifted before the annotation is cleared; a step that gives back its devices only
+  (:attr:`~composer.decide.round_types.ReclaimStep.node_taint` False, DRA mode) neither taints
+  the node nor lists its pods (the devices' taint is in the driver's ResourceSlices);
 - owner tag: the composer's owner tag is written on the GPUs before they are attached (with
   the autoscaler annotations on the node, in the ``Composing`` write), and cleared after
   they are detached; so every GPU the composer attached carries it, and a GPU left tagged by a
@@ -446,20 +448,22 @@ class Executor:
         node = job.node
         now = self.clock()
         if step.kind in (ReclaimKind.FINISH, ReclaimKind.ABORT):
-            self._taint(res, node, False)
+            if step.node_taint:
+                self._taint(res, node, False)
             self._write(res, node, rec, replace(rec, reclaim=None))
             return
         devices = step.devices
         if step.kind is ReclaimKind.START:
             tainted = Reclaim(devices, ReclaimPhase.TAINTED, now)
             rec = self._write(res, node, rec, replace(rec, reclaim=tainted))
-            self._taint(res, node, True)
-            busy = self.kube.gpu_pods_on_node(node)
-            if busy:
-                log.info("reclaim on %s aborted: GPU pod(s) %s arrived", node, busy)
-                self._taint(res, node, False)
-                self._write(res, node, rec, replace(rec, reclaim=None))
-                return
+            if step.node_taint:
+                self._taint(res, node, True)
+                busy = self.kube.gpu_pods_on_node(node)
+                if busy:
+                    log.info("reclaim on %s aborted: GPU pod(s) %s arrived", node, busy)
+                    self._taint(res, node, False)
+                    self._write(res, node, rec, replace(rec, reclaim=None))
+                    return
         try:
             if devices:
                 self.fabric().decompose(node, list(devices))
@@ -476,7 +480,8 @@ class Executor:
             self.metrics.decomposition_failures.labels(reason).inc()
             log.warning("decompose on %s failed: %s", node, exc)
             res.reclaim_failed = True
-            self._taint(res, node, False)
+            if step.node_taint:
+                self._taint(res, node, False)
             self._write(res, node, rec, replace(rec, reclaim=None))
             self.emit(
                 node_event(

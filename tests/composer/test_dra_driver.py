@@ -1,7 +1,8 @@
 """The DRA driver's claim side over the in-memory fakes (composer.run.dra): allocation ->
 compose -> binding conditions, compose failure -> failure condition and a tainted device, a
 cleared allocation -> idle GPU -> reclaim with the device tainted in the slice before the
-decompose, then the GPU back in the published pool."""
+decompose, then the GPU back in the published pool; per GPU, while another claim's pod runs on
+the same node."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from composer.shell.act import Executor
 from composer.shell.kube import KubeError
 from composer.shell.metrics import Metrics
 from dynamic_providers.director.errors import DirectorError
-from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node
+from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -217,6 +218,45 @@ def test_a_claim_holding_a_gpu_keeps_its_node_from_the_reclaim():
         driver.round()
     assert w.fabric.attached() == {"blade-1": ["gpu0"]}
     assert not any(c[0] == "decompose" for c in w.fabric.calls)
+
+
+def test_a_gpu_whose_claim_is_gone_goes_back_alone_while_another_claims_pod_runs_on_its_node():
+    w, kube, driver, clock = setup()
+    c0 = allocate(kube, "c0", "gpu0", "blade-1")
+    c1 = allocate(kube, "c1", "gpu1", "blade-1")
+    kube.add_pod(pod("uses-c1", node_name="blade-1", phase="Running"))  # nvidia.com/gpu: 1, served by c1
+    driver.round()
+    w.agent_step()
+    driver.round()
+    assert kube.conditions(c1, "gpu1")[VISIBLE_ON_NODE] == ("True", "VisibleOnNode")
+    deallocate(kube, c0)
+    clock.tick(1)
+    driver.round()
+    assert kube.published() == {"gpu0": (["blade-1"], [])}  # idle, for its node; gpu1 on its claim
+    clock.tick(59)
+    driver.round()
+    assert w.fabric.attached() == {"blade-1": ["gpu0", "gpu1"]}  # 59 s idle: kept
+    clock.tick(1)
+    writes, taints = len(kube.slice_writes), len([x for x in kube.writes if x[0] == "taint"])
+    driver.round()
+    assert w.fabric.attached() == {"blade-1": ["gpu1"]}
+    reclaiming = {"key": TAINT_KEY, "value": "Reclaiming", "effect": "NoSchedule"}
+    decomposed_at = w.fabric.calls.index(("decompose", "blade-1", ("gpu0",)))
+    tainted = [
+        calls for calls, body in kube.slice_writes[writes:]
+        if any(d["name"] == "gpu0" and d.get("taints") == [reclaiming] for d in body["spec"]["devices"])
+    ]
+    assert tainted and tainted[0] <= decomposed_at  # the slice said NoSchedule before the decompose
+    assert len([x for x in kube.writes if x[0] == "taint"]) == taints  # the node itself is not tainted
+    assert (kube.nodes["blade-1"]["spec"].get("taints") or []) == []
+    assert "Reclaimed" in kube.reasons("blade-1")
+    clock.tick(1)
+    w.agent_step()
+    driver.round()
+    assert kube.published() == {"gpu0": (["blade-1", "blade-2"], [])}  # back in the free pool, untainted
+    assert kube.record("blade-1").devices == frozenset({"gpu1"})
+    assert kube.record("blade-1").reclaim is None
+    assert kube.conditions(c1, "gpu1")[VISIBLE_ON_NODE] == ("True", "VisibleOnNode")
 
 
 def test_a_status_write_that_conflicts_is_tried_again_next_round():
