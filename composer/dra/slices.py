@@ -34,6 +34,7 @@ import copy
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from composer.model.fabric import FabricView
@@ -119,8 +120,10 @@ class Rewrite:
     delete: tuple[str, ...] = ()
 
 
+@lru_cache(maxsize=8192)
 def _natural(name: str) -> tuple[Any, ...]:
-    """Sort key putting ``gpu2`` before ``gpu10``."""
+    """Sort key putting ``gpu2`` before ``gpu10`` (kept per name: a round sorts every host once per
+    free GPU)."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
 
 
@@ -322,13 +325,21 @@ def _content(slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     taint's ``timeAdded``): what a rewrite compares."""
     out: dict[str, Any] = {}
     for s in slices:
-        spec = copy.deepcopy(dict(s.get("spec") or {}))
-        spec.get("pool", {}).pop("generation", None)
-        for device in spec.get("devices") or ():
-            for taint in device.get("taints") or ():
-                taint.pop("timeAdded", None)
+        spec = dict(s.get("spec") or {})  # copied where changed only: a round compares every slice
+        if isinstance(spec.get("pool"), Mapping):
+            spec["pool"] = {k: v for k, v in spec["pool"].items() if k != "generation"}
+        if spec.get("devices"):
+            spec["devices"] = [_without_time_added(d) for d in spec["devices"]]
         out[str(s["metadata"]["name"])] = spec
     return out
+
+
+def _without_time_added(device: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``device`` without its taints' ``timeAdded`` (a copy only when it has taints)."""
+    taints = device.get("taints")
+    if not taints:
+        return device
+    return {**device, "taints": [{k: v for k, v in t.items() if k != "timeAdded"} for t in taints]}
 
 
 def plan_rewrite(stored: Sequence[Mapping[str, Any]], wanted: SliceSet) -> Rewrite:

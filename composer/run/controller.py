@@ -20,11 +20,12 @@ pods whose GPUs are advertised on a node that has a job running for another pod
 (:func:`composer.decide.decide.busy_releases`); a decision with a timer (a batch of gated pods
 closing) makes the loop wake that much sooner.
 
-Node jobs run on a thread pool, one job per node at a time; a node whose job is still running
-is left out of the next rounds' decisions (its GPUs and pods are reserved) until it finishes,
-so a slow hot-plug never blocks other nodes and no GPU is planned twice. A node whose job
-raised (a Kubernetes write failed) sits out for the retry backoff (``retryBaseSeconds``
-doubling), so an unreachable API server does not turn into a loop of failing jobs.
+Node jobs run on worker threads, one job per node at a time (:class:`composer.run.node_jobs.NodeJobs`,
+shared with DRA mode); a node whose job is still running is left out of the next rounds'
+decisions (its GPUs and pods are reserved) until it finishes, so a slow hot-plug never blocks
+other nodes and no GPU is planned twice. A node whose job raised (a Kubernetes write failed) sits
+out for the retry backoff (``retryBaseSeconds`` doubling), so an unreachable API server does not
+turn into a loop of failing jobs.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from composer.decide.decide import busy_releases, decide, intents_for
@@ -41,16 +42,16 @@ from composer.decide.gating import nominations
 from composer.decide.pools import label_changes
 from composer.decide.round_types import Decision, Memory, NodeJob, Policy, Snapshot
 from composer.model import annotations as ann
-from composer.model.annotations import Intent, NodeRecord
+from composer.model.annotations import Intent
 from composer.model.fabric import FabricFactory
 from composer.model.nodestate import NodeView, node_view
 from composer.model.podspec import PodView, pod_view
+from composer.run.node_jobs import NodeJobs, follow_fabric, remember, without_busy
 from composer.run.skip import run_or_skip, unsynced
-from composer.shell.act import Executor, JobResult
+from composer.shell.act import Executor
 from composer.shell.fabric_cache import FabricCache
 from composer.shell.gates import GateExecutor
 from composer.shell.kube import KubeApi, KubeError
-from composer.shell.lazy_pool import LazyPool
 from composer.shell.metrics import Metrics
 from composer.shell.pod_steps import log_step
 from composer.shell.timers import OrphanTimers, configmap_name
@@ -103,12 +104,6 @@ class ListingSource:
 
 
 @dataclass
-class _Running:
-    future: Future[JobResult]
-    job: NodeJob
-
-
-@dataclass
 class Controller:
     """The composer's control loop.
 
@@ -152,16 +147,15 @@ class Controller:
     memory: Memory = field(default_factory=Memory)
     last_round_ok: float = 0.0
     _fabric: FabricCache | None = None
-    _pool: LazyPool = field(init=False, repr=False)
-    _running: dict[str, _Running] = field(default_factory=dict)
-    _job_failures: dict[str, int] = field(default_factory=dict)
-    _cooldown: dict[str, float] = field(default_factory=dict)
+    jobs: NodeJobs = field(init=False, repr=False)
     _gate_executor: GateExecutor | None = None
     _nominated: dict[str, tuple[str, float]] = field(default_factory=dict)
     next_round_in: float | None = None
 
     def __post_init__(self) -> None:
-        self._pool = LazyPool(self.workers, "composer-node")
+        self.jobs = NodeJobs(
+            self.workers, policy=self.policy, metrics=self.metrics, clock=self.clock, on_done=self.on_job_done
+        )
         if self.timers is None:
             namespace, lease = self.policy.lease
             self.timers = OrphanTimers(self.kube, namespace, configmap_name(lease))
@@ -201,54 +195,10 @@ class Controller:
 
     # -- round -----------------------------------------------------------------------------
     def _collect(self) -> None:
-        for node, run in list(self._running.items()):
-            if not run.future.done():
-                continue
-            del self._running[node]
-            try:
-                res = run.future.result()
-            except Exception as exc:
-                self.fabric.forget()
-                n = self._job_failures.get(node, 0) + 1
-                self._job_failures[node] = n
-                wait = self.policy.backoff_seconds(n)
-                self._cooldown[node] = self.clock() + wait
-                log.warning(
-                    "job on %s failed (%d in a row), node left alone for %.0f s: %s", node, n, wait, exc
-                )
-                self.metrics.round_failures.labels("job").inc()
-                continue
-            self._job_failures.pop(node, None)
-            self._cooldown.pop(node, None)
-            self._follow_fabric(run.job, res)
-            self._remember(res)
-
-    def _follow_fabric(self, job: NodeJob, res: JobResult) -> None:
-        """Keep the cached Director read true after a job: a clean compose is applied to it
-        (the client verified the attach on the Director); anything else (a failure, a reclaim,
-        a cancelled edit) makes the next round read the Director again."""
-        clean = not (res.failed or res.gave_up or res.reclaim_failed or res.reclaimed)
-        if not clean or job.reclaim is not None or job.cancel_edit:
-            self.fabric.forget()
-            return
-        self.fabric.applied(job.node, [d for ds in res.composed.values() for d in ds], self.policy.owner_tag)
-
-    def _remember(self, res: JobResult) -> None:
-        m = self.memory
-        for uid, n in res.failed.items():
-            m.attempts[uid] = n
-        for uid, why in res.gave_up.items():
-            m.abandoned[uid] = why
-            m.attempts.pop(uid, None)
-        for uid in res.composed:
-            m.attempts.pop(uid, None)
-        if res.reclaim_failed:
-            n = m.reclaim_failures.get(res.node, 0) + 1
-            m.reclaim_failures[res.node] = n
-            m.reclaim_retry_at[res.node] = self.clock() + self.policy.backoff_seconds(n)
-        elif res.reclaimed:
-            m.reclaim_failures.pop(res.node, None)
-            m.reclaim_retry_at.pop(res.node, None)
+        for done in self.jobs.collect():
+            follow_fabric(self.fabric, done.job, done.result, owner_tag=self.policy.owner_tag)
+            if done.result is not None:
+                remember(self.memory, done.result, now=self.clock(), policy=self.policy)
 
     def round(self) -> Decision | None:
         """One round; returns the decision, or None when observing failed (nothing was done)."""
@@ -256,22 +206,16 @@ class Controller:
         self._collect()
         if unsynced(self.source, log):
             return None
-        busy = {n: r.job for n, r in self._running.items()}  # fixed before observing (see module doc)
-        running = dict(busy)
-        now = self.clock()
-        for n, until in list(self._cooldown.items()):  # a node whose job just failed sits out
-            if now < until:
-                busy.setdefault(n, NodeJob(n, NodeRecord(), NodeRecord()))
-            else:
-                del self._cooldown[n]
+        running = self.jobs.running()  # fixed before observing (see module doc)
+        busy = self.jobs.busy()  # and the nodes sitting out a failed job's backoff
         snap = run_or_skip(self.observe, self.metrics, log)
         if snap is None:
             return None
         self._label_pools(snap)
         whole = snap
-        composing = {n: frozenset(it.placement.uid for it in r.job.compose) for n, r in self._running.items()}
+        composing = {n: frozenset(it.placement.uid for it in job.compose) for n, job in running.items()}
         early = busy_releases(snap, composing, self.policy) if composing else ()
-        snap = _without_busy(snap, busy)
+        snap = without_busy(snap, busy)
         timers = self.timers
         assert timers is not None  # set in __post_init__
         timers.load_into(self.memory.orphan_since)
@@ -287,12 +231,8 @@ class Controller:
             gates.apply(action, nominated=nominated.get(action.uid, ""))
         self.next_round_in = decision.wake_after
         created = {p.uid: p.created for p in snap.pods}
-        wake = self.on_job_done
         for job in decision.jobs:
-            fut = self._pool.submit(self.executor.run, job, created)
-            if wake is not None:  # its results feed the next round: start it
-                fut.add_done_callback(lambda _f: wake())
-            self._running[job.node] = _Running(fut, job)
+            self.jobs.submit(job, partial(self.executor.run, job, created))
         if self.nominate:
             self._nominate(whole, running, decision)
         for seconds in decision.advertised_after:
@@ -372,18 +312,16 @@ class Controller:
         return max(0.01, min(resync_seconds, self.next_round_in))
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Wait until no node job is running (for tests and shutdown); True if idle."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(r.future.done() for r in self._running.values()):
-                self._collect()
-                return True
-            time.sleep(0.01)
-        return False
+        """Wait until no node job is running and collect their results (for tests and shutdown);
+        True if idle."""
+        if not self.jobs.wait_idle(timeout):
+            return False
+        self._collect()
+        return True
 
     def close(self) -> None:
         """Wait for running jobs and release clients."""
-        self._pool.close()
+        self.jobs.close()
         self._collect()
         if self._fabric is not None:
             self._fabric.close()
@@ -414,30 +352,3 @@ def _log_planned(snap: Snapshot, decision: Decision, now: float) -> None:
 
 #: Seconds after which a nomination the watch does not show yet is sent again.
 NOMINATION_RESEND_SECONDS = 10.0
-
-
-def _without_busy(snap: Snapshot, busy: dict[str, NodeJob]) -> Snapshot:
-    """Hide nodes with a running job, their pods being composed for, and the GPUs they take.
-
-    Their records are stale until the job ends, so they sit this round out.
-    """
-    if not busy:
-        return snap
-    uids = {it.placement.uid for job in busy.values() for it in job.compose}
-    uids |= {uid for job in busy.values() for uid in job.after.intents}
-    devices = {d for job in busy.values() for it in job.compose for d in it.placement.devices}
-    devices |= {d for job in busy.values() for d in job.untag}  # not planned while being untagged
-    pods = tuple(
-        p
-        for p in snap.pods
-        if p.uid not in uids
-        and not ((p.unschedulable or p.gated) and p.constraints.hosts and p.constraints.hosts <= busy.keys())
-    )
-    nodes = tuple(n for n in snap.nodes if n.name not in busy)
-    hidden = tuple(n for n in snap.nodes if n.name in busy)
-    reclaiming = frozenset(n for n, job in busy.items() if job.reclaim or job.after.reclaim)
-    fabric = snap.fabric.without(frozenset(devices), frozenset(busy))
-    # pods bound to busy nodes stay visible (they do not matter for other nodes)
-    return replace(
-        snap, pods=pods, nodes=nodes, fabric=fabric, hidden=hidden, hidden_reclaiming=reclaiming & busy.keys()
-    )

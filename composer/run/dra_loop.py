@@ -7,9 +7,10 @@ show claims without their pods or nodes). A read or slice write that fails skips
 (counted in ``composer_round_failures_total`` by stage, as device-plugin mode does:
 :mod:`composer.run.skip`); the next round starts from what is there. The loop wakes on every
 change of pods, managed nodes, pool namespaces, ResourceClaims and the driver's ResourceSlices
-(:class:`composer.shell.cache.DraCache`), and at the latest after ``resync_seconds`` (the idle
-timeout, the failure hold and the node seeing its GPU are read from the Director and the node,
-not all of which wake it).
+(:class:`composer.shell.cache.DraCache`), when a node job ends (the driver's ``on_job_done``: the
+next round writes the claim's conditions from what the job did), and at the latest after
+``resync_seconds`` (the idle timeout and the failure hold are timers nothing wakes; a change on
+the Director made by others wakes the loop once the background read finds it).
 """
 
 from __future__ import annotations
@@ -80,5 +81,5 @@ class DraController:
         return max(0.01, min(resync_seconds, wake))
 
     def close(self) -> None:
-        """Release the executor's clients."""
-        self.driver.executor.close()
+        """Wait for the running node jobs and release the executor's clients."""
+        self.driver.close()

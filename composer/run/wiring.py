@@ -131,7 +131,7 @@ def build_dra(
     (pods, nodes, pool namespaces, ResourceClaims, the driver's ResourceSlices) and
     :func:`wire_dra`. Args and errors as :func:`build_controller`."""
     kube, cache = _kube_and_cache(settings, DraCache, instance=instance, on_change=on_change)
-    controller = wire_dra(settings, kube, _factory(settings), source=cache)
+    controller = wire_dra(settings, kube, _factory(settings), source=cache, on_job_done=on_change)
     return Wired(kube, controller.metrics, controller, cache)
 
 
@@ -160,6 +160,7 @@ def wire_dra(
     source: DraSource | None = None,
     metrics: Metrics | None = None,
     clock: Callable[[], float] = time.time,
+    on_job_done: Callable[[], None] | None = None,
 ) -> DraController:
     """The DRA driver and its loop controller over given clients (``python -m composer`` passes
     the real ones through :func:`build_dra`; tests pass in-memory fakes).
@@ -171,12 +172,22 @@ def wire_dra(
         source: the watch cache (None: list every round).
         metrics: where to count (None: a new registry).
         clock: seconds since the epoch.
+        on_job_done: called when a node job ends (wakes the loop); ``compose_workers`` node
+            jobs run at once, one per node.
     """
     policy = settings.policy()
     metrics = metrics or Metrics()
     executor = _executor(settings, kube, factory, policy, metrics, clock=clock)
     driver = DraDriver(
-        kube, executor, policy, node_selector=settings.node_selector, source=source, clock=clock
+        kube,
+        executor,
+        policy,
+        node_selector=settings.node_selector,
+        source=source,
+        clock=clock,
+        workers=settings.compose_workers,
+        on_job_done=on_job_done,
+        fabric_max_age_seconds=settings.director_resync_seconds,
     )
     return DraController(driver, metrics, clock=clock)
 

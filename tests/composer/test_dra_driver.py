@@ -13,7 +13,7 @@ from typing import Any
 
 from composer.decide.round_types import Policy
 from composer.dra.slices import ATTACH_FAILED, ATTACHED, DRIVER, POOL, TAINT_KEY, VISIBLE_ON_NODE
-from composer.run.dra import DraDriver
+from composer.run.dra import DraDriver, DraRound
 from composer.shell.act import Executor
 from composer.shell.kube import KubeError
 from composer.shell.metrics import Metrics
@@ -131,29 +131,37 @@ def setup(**policy: Any) -> tuple[FakeWorld, FakeDraKube, DraDriver, Clock]:
     return FakeWorld(kube, fabric), kube, driver, clock
 
 
+def run(driver: DraDriver) -> DraRound:
+    """One round, then wait until the node jobs it submitted have ended (the next round
+    collects their results)."""
+    out = driver.round()
+    assert driver.wait_idle(10)
+    return out
+
+
 def test_allocation_composes_that_gpu_to_that_node_then_sets_the_binding_conditions_true():
     w, kube, driver, clock = setup()
-    driver.round()
+    run(driver)
     both = ["blade-1", "blade-2"]
     assert kube.published() == {"gpu0": (both, []), "gpu1": (both, [])}
     key = allocate(kube, "c1", "gpu0", "blade-1")
-    out = driver.round()
+    out = run(driver)
     assert w.fabric.calls == [("compose", "blade-1", ("gpu0",))]
     assert w.fabric.by("gpu0").owner_tag == "gpu-composer"
     assert kube.record("blade-1").devices == frozenset({"gpu0"})
     assert [(e.kind, e.name, e.reason) for e in kube.events] == [("ResourceClaim", "c1", "Composed")]
     assert out.statuses == ()  # conditions follow the Director's truth, next round
     clock.tick(1)
-    driver.round()
+    run(driver)
     assert kube.conditions(key, "gpu0") == {ATTACHED: ("True", "Composed"),
                                              VISIBLE_ON_NODE: ("False", "WaitingForNode")}
     assert "gpu0" not in kube.published()  # on a claim: offered to nobody
     w.agent_step()  # the node sees it (GFD's nvidia.com/gpu.count)
-    driver.round()
+    run(driver)
     assert kube.conditions(key, "gpu0") == {ATTACHED: ("True", "Composed"),
                                              VISIBLE_ON_NODE: ("True", "VisibleOnNode")}
     writes = len(kube.status_writes)
-    driver.round()
+    run(driver)
     assert len(kube.status_writes) == writes  # nothing changed: nothing written
     assert w.fabric.calls == [("compose", "blade-1", ("gpu0",))]  # composed once
 
@@ -162,19 +170,19 @@ def test_a_failed_compose_sets_the_failure_condition_and_taints_the_device_until
     w, kube, driver, clock = setup()
     w.fabric.fail["compose"] = [DirectorError("fabric busy")]
     key = allocate(kube, "c1", "gpu1", "blade-2")
-    driver.round()
+    run(driver)
     assert [(e.kind, e.reason) for e in kube.events] == [("ResourceClaim", "ComposeGaveUp")]
     assert w.fabric.attached() == {}
-    driver.round()
+    run(driver)
     assert kube.conditions(key, "gpu1") == {ATTACH_FAILED: ("True", "ComposeFailed")}
     hosts, taints = kube.published()["gpu1"]
     assert taints == [{"key": TAINT_KEY, "value": "ComposeFailed", "effect": "NoSchedule"}]
     deallocate(kube, key)  # the scheduler gives up on it and picks again
     clock.tick(119)
-    driver.round()
+    run(driver)
     assert kube.published()["gpu1"][1] != []  # still held
     clock.tick(1)
-    driver.round()
+    run(driver)
     assert kube.published()["gpu1"] == (["blade-1", "blade-2"], [])
     assert [c for c in w.fabric.calls if c[0] == "compose"] == [("compose", "blade-2", ("gpu1",))]
 
@@ -182,16 +190,16 @@ def test_a_failed_compose_sets_the_failure_condition_and_taints_the_device_until
 def test_a_cleared_allocation_leaves_an_idle_gpu_reclaimed_tainted_first_then_published_again():
     w, kube, driver, clock = setup()
     key = allocate(kube, "c1", "gpu0", "blade-1")
-    driver.round()
+    run(driver)
     w.agent_step()
-    driver.round()
+    run(driver)
     deallocate(kube, key)
     clock.tick(1)
-    driver.round()
+    run(driver)
     assert kube.published()["gpu0"] == (["blade-1"], [])  # idle: offered to its own node only
     clock.tick(61)
     writes = len(kube.slice_writes)
-    out = driver.round()
+    out = run(driver)
     (job,) = [j for j in out.decision.decision.jobs if j.reclaim is not None]
     assert job.node == "blade-1"
     assert ("decompose", "blade-1", ("gpu0",)) in w.fabric.calls
@@ -203,7 +211,7 @@ def test_a_cleared_allocation_leaves_an_idle_gpu_reclaimed_tainted_first_then_pu
     assert tainted and tainted[0] <= decomposed_at  # the slice said NoSchedule before the decompose
     w.agent_step()
     clock.tick(1)
-    driver.round()
+    run(driver)
     assert kube.published()["gpu0"] == (["blade-1", "blade-2"], [])  # back in the free pool
     assert kube.record("blade-1").devices == frozenset()
 
@@ -211,11 +219,11 @@ def test_a_cleared_allocation_leaves_an_idle_gpu_reclaimed_tainted_first_then_pu
 def test_a_claim_holding_a_gpu_keeps_its_node_from_the_reclaim():
     w, kube, driver, clock = setup()
     allocate(kube, "c1", "gpu0", "blade-1")
-    driver.round()
+    run(driver)
     w.agent_step()
     for _ in range(3):
         clock.tick(61)
-        driver.round()
+        run(driver)
     assert w.fabric.attached() == {"blade-1": ["gpu0"]}
     assert not any(c[0] == "decompose" for c in w.fabric.calls)
 
@@ -225,20 +233,20 @@ def test_a_gpu_whose_claim_is_gone_goes_back_alone_while_another_claims_pod_runs
     c0 = allocate(kube, "c0", "gpu0", "blade-1")
     c1 = allocate(kube, "c1", "gpu1", "blade-1")
     kube.add_pod(pod("uses-c1", node_name="blade-1", phase="Running"))  # nvidia.com/gpu: 1, served by c1
-    driver.round()
+    run(driver)
     w.agent_step()
-    driver.round()
+    run(driver)
     assert kube.conditions(c1, "gpu1")[VISIBLE_ON_NODE] == ("True", "VisibleOnNode")
     deallocate(kube, c0)
     clock.tick(1)
-    driver.round()
+    run(driver)
     assert kube.published() == {"gpu0": (["blade-1"], [])}  # idle, for its node; gpu1 on its claim
     clock.tick(59)
-    driver.round()
+    run(driver)
     assert w.fabric.attached() == {"blade-1": ["gpu0", "gpu1"]}  # 59 s idle: kept
     clock.tick(1)
     writes, taints = len(kube.slice_writes), len([x for x in kube.writes if x[0] == "taint"])
-    driver.round()
+    run(driver)
     assert w.fabric.attached() == {"blade-1": ["gpu1"]}
     reclaiming = {"key": TAINT_KEY, "value": "Reclaiming", "effect": "NoSchedule"}
     decomposed_at = w.fabric.calls.index(("decompose", "blade-1", ("gpu0",)))
@@ -252,7 +260,7 @@ def test_a_gpu_whose_claim_is_gone_goes_back_alone_while_another_claims_pod_runs
     assert "Reclaimed" in kube.reasons("blade-1")
     clock.tick(1)
     w.agent_step()
-    driver.round()
+    run(driver)
     assert kube.published() == {"gpu0": (["blade-1", "blade-2"], [])}  # back in the free pool, untainted
     assert kube.record("blade-1").devices == frozenset({"gpu1"})
     assert kube.record("blade-1").reclaim is None
@@ -262,7 +270,7 @@ def test_a_gpu_whose_claim_is_gone_goes_back_alone_while_another_claims_pod_runs
 def test_a_status_write_that_conflicts_is_tried_again_next_round():
     w, kube, driver, clock = setup()
     key = allocate(kube, "c1", "gpu0", "blade-1")
-    driver.round()
+    run(driver)
     real = kube.patch_resource_claim_status
     calls = []
 
@@ -273,9 +281,9 @@ def test_a_status_write_that_conflicts_is_tried_again_next_round():
         return real(namespace, name, patch)
 
     kube.patch_resource_claim_status = racing  # type: ignore[method-assign]
-    out = driver.round()
+    out = run(driver)
     assert out.statuses == () and kube.conditions(key, "gpu0") == {}
-    out = driver.round()
+    out = run(driver)
     assert out.statuses == (key,)
     assert kube.conditions(key, "gpu0")[ATTACHED] == ("True", "Composed")
 
@@ -290,7 +298,7 @@ def test_a_published_device_carries_the_directors_model_memory_and_fabric():
     gpu0, gpu1 = w.fabric.gpu_list
     gpu0.director_model, gpu0.memory_mib, gpu0.fabr_id, gpu0.swit_gid = "Tesla T4", 15360, 3, "0x00020000"
     gpu1.fabr_id = 3  # no device/info/gpu record: no model string, no memory
-    driver.round()
+    run(driver)
     got = devices(kube)
     assert got["gpu0"]["attributes"] == {
         "productName": {"string": "Tesla-T4"},
@@ -312,11 +320,11 @@ def test_the_facts_come_with_the_rounds_one_director_read_and_rewrite_nothing_un
         g.director_model, g.memory_mib, g.fabr_id = "Tesla T4", 15360, 3
     real, reads = w.fabric.gpus, []
     w.fabric.gpus = lambda: (reads.append(1), real())[1]  # type: ignore[method-assign]
-    driver.round()
+    run(driver)
     writes = len(kube.slice_writes)
     for _ in range(3):
         clock.tick(1)
-        driver.round()
+        run(driver)
     assert len(reads) == 4  # one GPU read per round, the facts' included
     assert len(kube.slice_writes) == writes  # the same facts every round: the pool is not rewritten
     assert devices(kube)["gpu1"]["capacity"] == {"memory": {"value": "15Gi"}}

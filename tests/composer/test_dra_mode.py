@@ -205,7 +205,11 @@ def test_a_dra_composer_composes_a_claims_gpu_and_sets_the_binding_conditions_in
         world.agent_step()
         clock.tick(1)
 
-    script = Script(stop, [claim, lambda: clock.tick(1), node_sees_it, lambda: None])
+    def composed() -> None:  # the compose runs on a worker: the next round reads what it did
+        assert ctrl.driver.wait_idle(10)
+        clock.tick(1)
+
+    script = Script(stop, [claim, composed, node_sees_it, lambda: None])
     try:
         code = run_loop(ctrl, stop, resync_seconds=0.01, probes=script, clock=clock)  # type: ignore[arg-type]
     finally:
@@ -371,7 +375,8 @@ def test_a_claim_status_write_is_laid_over_the_source() -> None:
     source = ListedSource(kube)
     ctrl = wire_dra(Settings(**BASE, mode="dra"), kube, lambda: fabric, source=source)
     key = allocate(kube, "c1", "gpu0", "blade-1")
-    ctrl.round()  # compose
+    ctrl.round()  # compose submitted
+    assert ctrl.driver.wait_idle(10)
     assert source.assumed == []
     done = ctrl.round()  # conditions written
     ctrl.close()

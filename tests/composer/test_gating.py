@@ -425,12 +425,12 @@ def test_advertised_pod_is_released_while_its_node_composes_for_another(clock):
     gpods(w, clock, ("b", 1))
     try:
         ctrl.round()  # b's compose starts on host-1 and blocks
-        assert ctrl._running and "schedulingGates" in w.kube.pods["ml/a"]["spec"]
+        assert ctrl.jobs.running() and "schedulingGates" in w.kube.pods["ml/a"]["spec"]
         w.agent_step()  # now a's GPU is advertised, host-1 still busy
         ctrl.round()
         assert "schedulingGates" not in w.kube.pods["ml/a"]["spec"]
         assert w.kube.pods["ml/b"]["spec"].get("schedulingGates")
-        assert ctrl._running  # b's job is still running
+        assert ctrl.jobs.running()  # b's job is still running
     finally:
         gate.set()
         assert ctrl.wait_idle(10)

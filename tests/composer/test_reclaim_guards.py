@@ -459,10 +459,10 @@ def test_gpus_whose_tag_is_being_cleared_are_not_planned_meanwhile():
     from composer.decide.decide import FREE_POOL, NodeJob, Snapshot
     from composer.model.annotations import NodeRecord
     from composer.model.fabric import FabricGpu, FabricView
-    from composer.run.controller import _without_busy
+    from composer.run.node_jobs import without_busy
 
     gpus = (FabricGpu("gpu0", "Tesla-T4", owner_tag="gpu-composer"), FabricGpu("gpu1", "Tesla-T4"))
     fabric = FabricView(gpus)
     snap = Snapshot(0.0, (), (), {}, fabric)
     busy = {FREE_POOL: NodeJob(FREE_POOL, NodeRecord(), NodeRecord(), untag=("gpu0",))}
-    assert [g.name for g in _without_busy(snap, busy).fabric.gpus] == ["gpu1"]
+    assert [g.name for g in without_busy(snap, busy).fabric.gpus] == ["gpu1"]

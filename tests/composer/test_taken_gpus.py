@@ -164,7 +164,8 @@ def test_the_next_reservation_is_nominated_while_its_compose_still_runs(clock):
         gates = ctrl._gate_executor
         assert gates is not None
         gates.close()  # the nomination thread is done
-        assert ctrl._running and w.fabric.attached() == {"host-1": ["gpu0"]}  # b's compose still running
+        assert ctrl.jobs.running()  # b's compose still running
+        assert w.fabric.attached() == {"host-1": ["gpu0"]}
         assert w.kube.pods["ml/b"]["status"]["nominatedNodeName"] == "host-1"
     finally:
         gate.set()
