@@ -552,6 +552,10 @@ class _Planner:
             h.spare[r.resource] = left
         else:
             h.spare.pop(r.resource, None)
+        if opt.need and h.sharing is not None:  # the new GPUs' other resources (MIG mixed: the other
+            for o in h.sharing.offers.get(opt.model, ()):  # profiles of the layout) are spare too
+                if o.resource != r.resource:
+                    h.spare[o.resource] = h.spare.get(o.resource, 0) + opt.need * o.units
         self.index.add(h)
         if r.pool in self.remaining:
             self.remaining[r.pool] -= opt.need

@@ -195,6 +195,9 @@ def host_state(
             )
             arriving = len(fresh) if it.resource in yields else len(it.devices)
             spare[it.resource] = spare.get(it.resource, 0) + arriving * per - it.units
+            for res, n in yields.items():  # what the fresh GPUs yield of other resources (MIG mixed)
+                if res != it.resource:
+                    spare[res] = spare.get(res, 0) + len(fresh) * n
     return HostState(
         name=node.name,
         pool=pool,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -131,6 +132,33 @@ class SharingSetting(BaseModel):
         )
 
 
+def _check_one_source(
+    sharing: list[SharingSetting], units_per_gpu: Mapping[str, int], resource_models: Mapping[str, list[str]]
+) -> None:
+    """``sharing`` is the one source of a shared resource's units and models: ``units_per_gpu`` and
+    ``resource_models`` (set by hand, for hosts no sharing setting names) may not name a resource a
+    sharing setting offers (the chart's ``templates/deployment.yaml`` refuses the same values).
+
+    Raises:
+        ValueError: naming the resources and the sharing settings that offer them.
+    """
+    by_hand = set(units_per_gpu) | set(resource_models)
+    clash = {
+        o.resource: e.name
+        for e in sharing
+        for offers in e.offers.values()
+        for o in offers
+        if o.resource in by_hand
+    }
+    if clash:
+        named = ", ".join(f"{r} (offered by {n})" for r, n in sorted(clash.items()))
+        raise ValueError(
+            f"units_per_gpu / resource_models name {named}: sharing is the one source of a shared "
+            "resource's units and models; remove them from units_per_gpu and resource_models "
+            "(deprecated, for hosts no sharing setting names)"
+        )
+
+
 class Settings(BaseSettings):
     """All composer settings (see each field's description for meaning, unit and default)."""
 
@@ -184,10 +212,13 @@ class Settings(BaseSettings):
     max_gpus_per_node: int | None = Field(default=None, ge=1, le=64, description="GPU slots per host")
     units_per_gpu: dict[str, int] = Field(
         default_factory=dict,
-        description="resource -> units one GPU yields (time-slicing replicas, MIG slices)",
+        description="deprecated, by hand: resource -> units one GPU yields on hosts no sharing setting "
+        "names (time-slicing replicas, MIG slices); a resource a sharing setting offers is refused",
     )
     resource_models: dict[str, list[str]] = Field(
-        default_factory=dict, description="resource -> GPU models able to provide it (e.g. MIG profiles)"
+        default_factory=dict,
+        description="deprecated, by hand: resource -> GPU models able to provide it on hosts no sharing "
+        "setting names; a resource a sharing setting offers is refused",
     )
     sharing: list[SharingSetting] = Field(
         default_factory=list,
@@ -279,6 +310,7 @@ class Settings(BaseSettings):
         twice = sorted({h for h in shared if shared.count(h) > 1})
         if twice:
             raise ValueError(f"sharing: {', '.join(twice)} listed by more than one sharing setting")
+        _check_one_source(self.sharing, self.units_per_gpu, self.resource_models)
         if self.retry_max_seconds < self.retry_base_seconds:
             raise ValueError("retry_max_seconds must be >= retry_base_seconds")
         if self.webhook_port and (self.webhook_cert_file is None or self.webhook_key_file is None):

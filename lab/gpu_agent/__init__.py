@@ -6,11 +6,24 @@ the Director (or its simulator) for each machine's attached GPUs and, after a co
 delay, reflects them into the Node named like the machine:
 
 - ``status.capacity`` / ``status.allocatable`` ``nvidia.com/gpu`` (what the device plugin
-  advertises), optionally ``nvidia.com/gpu.shared`` for time-slicing with ``renameByDefault``;
+  advertises);
 - the GFD labels ``nvidia.com/gpu.product`` (sanitised product name, e.g. ``Tesla-T4``),
   ``nvidia.com/gpu.count`` and ``nvidia.com/gpu.present``;
 
-and removes them when the GPUs are detached. With ``--dra`` the node's GPUs reach pods through
+and removes them when the GPUs are detached. With ``--plugin-configs FILE`` (device-plugin config
+name -> config, as the GPU Operator's ``devicePlugin.config.data``) it advertises per sharing mode
+as NVIDIA's device plugin, GFD and mig-manager do (:mod:`lab.gpu_agent.nvidia`, each rule with its
+NVIDIA source): the config a node's ``nvidia.com/device-plugin.config`` label names decides
+time-slicing or MPS (``nvidia.com/gpu`` or, renamed, ``nvidia.com/gpu.shared`` = GPUs x replicas,
+product ``<name>-SHARED`` unless renamed, ``nvidia.com/gpu.replicas``,
+``nvidia.com/gpu.sharing-strategy``, ``nvidia.com/mps.capable``) and the MIG strategy (``single``:
+MIG devices as ``nvidia.com/gpu``, product ``<name>-MIG-<profile>``; ``mixed``:
+``nvidia.com/mig-<profile>``); ``--mig-layouts`` gives the MIG devices per GPU of each mig-parted
+config, and a node's ``nvidia.com/mig.config`` label starts a mig-parted run
+(``nvidia.com/mig.config.state`` ``pending`` for ``--mig-apply-delay`` seconds, then ``success``).
+Like mig-manager it runs again only when that label changes, so a GPU hot-plugged later stays
+whole; ``--mig-reapply-on-hotplug`` also runs it when a node's GPU count changes (what a
+composable host needs, not what NVIDIA's mig-manager does). With ``--dra`` the node's GPUs reach pods through
 DRA (where NVIDIA's DRA driver replaces the device plugin): only GFD's labels are written, no
 ``nvidia.com/gpu`` capacity. With ``--plugin-restart-quirk`` it also reproduces
 a known behaviour of the real device plugin: hot-plugged GPUs are not advertised until the

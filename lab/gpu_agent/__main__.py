@@ -18,11 +18,22 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
+import yaml
 from kubernetes import client, config
 
 from lab.gpu_agent.agent import DirectorReader, GpuAgent, NodeAdverts
 from lab.gpu_agent.device_files import DeviceFiles
+from lab.gpu_agent.nvidia import parse_plugin_config
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """A YAML (or JSON) mapping from ``path``; ValueError when it is not a mapping."""
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a mapping")
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,10 +63,31 @@ def main(argv: list[str] | None = None) -> int:
         "--plugin-namespace", default="gpu-operator", help="namespace of the fake device-plugin pods"
     )
     ap.add_argument(
-        "--shared-replicas",
-        type=int,
-        default=0,
-        help="also advertise nvidia.com/gpu.shared = GPUs x N (time-slicing)",
+        "--plugin-configs",
+        type=Path,
+        default=None,
+        help="YAML/JSON file: device-plugin config name -> config (version: v1, the GPU Operator's "
+        "devicePlugin.config.data); a node's nvidia.com/device-plugin.config label picks one and the "
+        "node advertises as NVIDIA's device plugin and GFD would (time-slicing, MPS, MIG)",
+    )
+    ap.add_argument("--default-config", default=None, help="config of nodes without the label")
+    ap.add_argument(
+        "--mig-strategy",
+        choices=("none", "single", "mixed"),
+        default=None,
+        help="the cluster's MIG strategy (the GPU Operator's MIG_STRATEGY; wins over configs)",
+    )
+    ap.add_argument(
+        "--mig-layouts",
+        type=Path,
+        default=None,
+        help="YAML/JSON file: mig-parted config name -> GPU product -> MIG profile -> devices per GPU",
+    )
+    ap.add_argument("--mig-apply-delay", type=float, default=1.0, help="seconds a mig-parted run takes")
+    ap.add_argument(
+        "--mig-reapply-on-hotplug",
+        action="store_true",
+        help="also run mig-parted when a node's GPU count changes (NVIDIA's mig-manager does not)",
     )
     ap.add_argument(
         "--dra",
@@ -71,6 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
+    if args.dra and args.plugin_configs:
+        print("gpu-agent: --dra and --plugin-configs exclude each other", file=sys.stderr)
+        return 2
+    try:
+        configs = (
+            {k: parse_plugin_config(v) for k, v in _load(args.plugin_configs).items()}
+            if args.plugin_configs
+            else None
+        )
+        layouts = _load(args.mig_layouts) if args.mig_layouts else {}
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"gpu-agent: {exc}", file=sys.stderr)
+        return 2
     password = os.environ.get("GPU_AGENT_DIRECTOR_PASSWORD") or os.environ.get("DIRECTOR_SIM_PASSWORD")
     if not password:
         print("gpu-agent: set $GPU_AGENT_DIRECTOR_PASSWORD", file=sys.stderr)
@@ -89,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         node_selector=args.node_selector,
         advertise_delay_seconds=args.advertise_delay,
         plugin_restart_quirk=args.plugin_restart_quirk,
-        shared_replicas=args.shared_replicas,
+        plugin_configs=configs,
+        default_config=args.default_config,
+        mig_strategy=args.mig_strategy,
+        mig_layouts=layouts,
+        mig_apply_seconds=args.mig_apply_delay,
+        mig_reapply_on_hotplug=args.mig_reapply_on_hotplug,
         dra=args.dra,
         plugin_namespace=args.plugin_namespace,
         adverts=adverts,

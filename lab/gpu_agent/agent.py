@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,14 +26,25 @@ from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_
 from domain import labels
 from domain.gfd import gfd_product_name
 from lab.gpu_agent.device_files import DeviceFiles
+from lab.gpu_agent.nvidia import (
+    MIG_CONFIG_STATE_LABEL,
+    MIG_PENDING,
+    MIG_SUCCESS,
+    MigStrategy,
+    NodeView,
+    PluginConfig,
+    node_view,
+)
 
 log = logging.getLogger("lab.gpu_agent")
 
 GPU = labels.GPU_RESOURCE
-SHARED = labels.SHARED_GPU_RESOURCE
 PRODUCT = labels.PRODUCT_LABEL
 COUNT = labels.COUNT_LABEL
 PRESENT = labels.PRESENT_LABEL
+PLUGIN_CONFIG = labels.DEVICE_PLUGIN_CONFIG_LABEL
+MIG_CONFIG = labels.MIG_CONFIG_LABEL
+MIG_FAILED = "failed"
 MERGE = "application/merge-patch+json"
 PLUGIN_NAMESPACE = "gpu-operator"
 PLUGIN_LABELS = {"app": "nvidia-device-plugin-daemonset"}
@@ -146,6 +157,29 @@ def current_advert(node: Mapping[str, Any]) -> Advert:
     return Advert(count, labels.get(PRODUCT) if count else None)
 
 
+def selection(node: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The node's ``nvidia.com/device-plugin.config`` and ``nvidia.com/mig.config`` labels."""
+    lbl = (node.get("metadata") or {}).get("labels") or {}
+    return lbl.get(PLUGIN_CONFIG), lbl.get(MIG_CONFIG)
+
+
+@dataclass(frozen=True)
+class MigState:
+    """The stand-in mig-manager's work on one node.
+
+    Attributes:
+        config: the ``nvidia.com/mig.config`` value it last ran for.
+        partitioned: GPUs its last run partitioned.
+        state: ``pending``, ``success`` or ``failed`` (the ``nvidia.com/mig.config.state`` label).
+        started: when the pending run started (clock seconds).
+    """
+
+    config: str
+    partitioned: int = 0
+    state: str = MIG_PENDING
+    started: float = 0.0
+
+
 class NodeAdverts:
     """What each Node advertises now, kept by a watch (the client's ``SharedInformer``), so a
     poll does not list every Node (1,000 nodes: ~0.2 s of API time per poll otherwise).
@@ -158,6 +192,7 @@ class NodeAdverts:
     def __init__(self, api: client.ApiClient, label_selector: str = "") -> None:
         self._lock = threading.Lock()
         self._adverts: dict[str, Advert] = {}
+        self._selections: dict[str, tuple[str | None, str | None]] = {}
         list_node = client.CoreV1Api(api).list_node
 
         def listing(**kw: Any) -> Any:
@@ -179,10 +214,17 @@ class NodeAdverts:
     def _put(self, raw: Any) -> None:
         with self._lock:
             self._adverts[raw["metadata"]["name"]] = current_advert(raw)
+            self._selections[raw["metadata"]["name"]] = selection(raw)
 
     def _delete(self, obj: Any) -> None:
         with self._lock:
             self._adverts.pop(_meta_namespace_key(obj), None)  # a Node's key is its name
+            self._selections.pop(_meta_namespace_key(obj), None)
+
+    def selections(self) -> dict[str, tuple[str | None, str | None]]:
+        """Node name -> its device-plugin and MIG config labels (:func:`selection`), a copy."""
+        with self._lock:
+            return dict(self._selections)
 
     def __call__(self) -> dict[str, Advert]:
         """Node name -> its current advert (a copy)."""
@@ -210,7 +252,23 @@ class GpuAgent:
             advertises it (the GPU Operator's reaction time).
         plugin_restart_quirk: more GPUs are advertised only after the node's device-plugin
             pod was (re)created after they appeared.
-        shared_replicas: also advertise ``nvidia.com/gpu.shared`` = GPUs x this (0 = off).
+        plugin_configs: sharing mode when set: device-plugin config name -> its config
+            (:func:`lab.gpu_agent.nvidia.parse_plugin_config`), the one a node's
+            ``nvidia.com/device-plugin.config`` label names (else ``default_config``) decides what
+            the node advertises (:func:`lab.gpu_agent.nvidia.node_view`). None: whole GPUs only,
+            GFD's product, count and present labels.
+        default_config: the config of a node without the label (the GPU Operator's
+            ``devicePlugin.config.default``); None: no sharing there.
+        mig_strategy: the cluster's MIG strategy (ClusterPolicy ``mig.strategy``, given to the
+            device plugin and GFD as ``MIG_STRATEGY``, winning over a config's
+            ``flags.migStrategy``); None: each config's own.
+        mig_layouts: mig-parted config name -> GPU product -> profile -> MIG devices per GPU.
+        mig_apply_seconds: how long a mig-parted run takes (``nvidia.com/mig.config.state``
+            ``pending`` that long, then ``success``).
+        mig_reapply_on_hotplug: also run mig-parted when a node's GPU count changes. mig-manager
+            v0.12.1 does not (it runs at its start and when ``nvidia.com/mig.config`` changes,
+            ``cmd/nvidia-mig-manager/main.go`` ``ContinuouslySyncMigConfigChanges``), so a GPU
+            hot-plugged onto a MIG node stays a full GPU there unless this is set.
         dra: the node's GPUs reach pods through DRA (NVIDIA's DRA driver takes the device
             plugin's place): only GFD's labels are written, no ``nvidia.com/gpu`` capacity (the
             scheduler sends ``nvidia.com/gpu`` requests to DRA only where that capacity is 0).
@@ -228,7 +286,12 @@ class GpuAgent:
     node_selector: str = ""
     advertise_delay_seconds: float = 1.0
     plugin_restart_quirk: bool = False
-    shared_replicas: int = 0
+    plugin_configs: Mapping[str, PluginConfig] | None = None
+    default_config: str | None = None
+    mig_strategy: MigStrategy | None = None
+    mig_layouts: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    mig_apply_seconds: float = 1.0
+    mig_reapply_on_hotplug: bool = False
     dra: bool = False
     plugin_namespace: str = PLUGIN_NAMESPACE
     clock: Callable[[], float] = time.monotonic
@@ -236,6 +299,9 @@ class GpuAgent:
     device_files: DeviceFiles | None = None
     _seen: dict[str, tuple[Advert, float]] = field(default_factory=dict)
     _plugin_started: dict[str, float] = field(default_factory=dict)
+    _physical: dict[str, Advert] = field(default_factory=dict)
+    _views: dict[str, NodeView] = field(default_factory=dict)
+    _mig: dict[str, MigState] = field(default_factory=dict)
 
     def step(self) -> dict[str, Advert]:
         """One poll: read the Director and the Nodes, patch what is due. Returns node -> advert
@@ -251,7 +317,7 @@ class GpuAgent:
         if not self.plugin_restart_quirk:  # only a node with GPUs (had or to have) can change
             names = [n for n in current if n in attached or n in self._seen or current[n].count]
         for name in names:
-            have = current[name]
+            have = current[name] if self.plugin_configs is None else self._physical.get(name, Advert())
             if self.plugin_restart_quirk:
                 self._ensure_plugin_pod(name, now)
             want = advert_for(attached.get(name, []))
@@ -272,6 +338,8 @@ class GpuAgent:
             self._apply(name, want)
             self._seen.pop(name, None)
             applied[name] = want
+        if self.plugin_configs is not None:
+            self._share(now)
         return applied
 
     def next_due(self, interval: float) -> float:
@@ -290,10 +358,11 @@ class GpuAgent:
         return {n["metadata"]["name"]: current_advert(n) for n in json.loads(nodes.data)["items"]}
 
     def _apply(self, node: str, a: Advert) -> None:
+        if self.plugin_configs is not None:  # sharing mode: :meth:`_share` writes the node
+            self._physical[node] = a
+            return
         value: str | None = str(a.count) if a.count else None
         resources: dict[str, str | None] = {GPU: value}
-        if self.shared_replicas:
-            resources[SHARED] = str(a.count * self.shared_replicas) if a.count else None
         if not self.dra:
             self.core.patch_node_status(
                 node, {"status": {"capacity": resources, "allocatable": resources}}, _content_type=MERGE
@@ -301,6 +370,79 @@ class GpuAgent:
         labels = {PRODUCT: a.product, COUNT: value, PRESENT: "true" if a.count else None}
         self.core.patch_node(node, {"metadata": {"labels": labels}}, _content_type=MERGE)
         log.info("node %s advertises %d GPU(s) %s", node, a.count, a.product or "")
+
+    def _selections(self) -> Mapping[str, tuple[str | None, str | None]]:
+        if isinstance(self.adverts, NodeAdverts):
+            return self.adverts.selections()
+        nodes = self.core.list_node(label_selector=self.node_selector or None, _preload_content=False)
+        return {n["metadata"]["name"]: selection(n) for n in json.loads(nodes.data)["items"]}
+
+    def _share(self, now: float) -> None:
+        """Sharing mode: run the stand-in mig-manager, then write each node's resources and labels
+        as the device plugin and GFD would (:func:`lab.gpu_agent.nvidia.node_view`)."""
+        assert self.plugin_configs is not None
+        for name, (config_name, mig_config) in self._selections().items():
+            a = self._physical.get(name, Advert())
+            mig = self._run_mig_manager(name, mig_config, a, now)
+            config = self.plugin_configs.get(config_name or self.default_config or "", PluginConfig())
+            if self.mig_strategy is not None:
+                config = replace(config, mig_strategy=self.mig_strategy)
+            view = NodeView()
+            if a.count and a.product:
+                layout = self.mig_layouts.get(mig.config, {}).get(a.product) if mig else None
+                partitioned = mig.partitioned if mig and mig.state == MIG_SUCCESS else 0
+                view = node_view(gpus=a.count, product=a.product, config=config, mig_layout=layout,
+                                 partitioned=partitioned)
+                view = NodeView(view.resources, {**view.labels, PRESENT: "true"})
+            if mig is not None and mig.state == MIG_PENDING and name in self._views:
+                view = self._views[name]  # mig-manager has paused the device plugin and GFD
+            if mig is not None:
+                view = NodeView(view.resources, {**view.labels, MIG_CONFIG_STATE_LABEL: mig.state})
+            self._write(name, view)
+
+    def _run_mig_manager(self, node: str, config: str | None, a: Advert, now: float) -> MigState | None:
+        """The node's mig-manager state after this poll: a run starts (``pending``) when the
+        node's ``nvidia.com/mig.config`` is first seen or changes (and, with
+        ``mig_reapply_on_hotplug``, when its GPU count differs from the last run's), and ends
+        ``mig_apply_seconds`` later: ``success`` with every GPU partitioned, or ``failed`` when the
+        config has no layout for the node's product (mig-parted v0.12.1 ``reconfigure-mig.sh``)."""
+        st = self._mig.get(node)
+        if config is None:
+            self._mig.pop(node, None)
+            return None
+        if st is None or st.config != config or (
+            self.mig_reapply_on_hotplug and st.state != MIG_PENDING and st.partitioned != a.count
+        ):
+            st = MigState(config, st.partitioned if st else 0, MIG_PENDING, now)
+        elif st.state == MIG_PENDING and now - st.started >= self.mig_apply_seconds:
+            known = a.product is not None and a.product in self.mig_layouts.get(config, {})
+            done = MIG_SUCCESS if known or not a.count else MIG_FAILED
+            st = MigState(config, a.count if known else 0, done)
+        self._mig[node] = st
+        return st
+
+    def _write(self, node: str, view: NodeView) -> None:
+        """Patch what differs from the view last written (keys no longer in it removed)."""
+        old = self._views.get(node)
+        if old == view:
+            return
+        before = old or NodeView()
+        res: dict[str, str | None] = {k: None for k in before.resources if k not in view.resources}
+        res |= {k: str(v) for k, v in view.resources.items()}
+        if old is None:  # first write since the stand-in started: clear whole-GPU capacity too
+            res.setdefault(GPU, None)
+        lbl: dict[str, str | None] = {k: None for k in before.labels if k not in view.labels}
+        lbl |= dict(view.labels)
+        if old is None:
+            for k in (PRODUCT, COUNT, PRESENT):
+                lbl.setdefault(k, None)
+        if res and (old is None or dict(old.resources) != dict(view.resources)):
+            self.core.patch_node_status(node, {"status": {"capacity": res, "allocatable": res}},
+                                        _content_type=MERGE)
+        if lbl and (old is None or dict(old.labels) != dict(view.labels)):
+            self.core.patch_node(node, {"metadata": {"labels": lbl}}, _content_type=MERGE)
+        self._views[node] = view
+        log.info("node %s: %s", node, dict(view.resources) or "no GPUs")
 
     def _ensure_plugin_pod(self, node: str, now: float) -> None:
         name = f"nvidia-device-plugin-{node}"

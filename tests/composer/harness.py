@@ -224,6 +224,8 @@ class Scenario:
     procs: dict[str, Proc] = field(default_factory=dict)
     composer_args: list[str] = field(default_factory=list)
     webhooks: list[str] = field(default_factory=list)
+    #: namespaces the composer watches besides the scenario's own (each deleted at the end)
+    extra_namespaces: list[str] = field(default_factory=list)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -263,7 +265,7 @@ class Scenario:
                 "--node-selector",
                 f"{E2E_LABEL}={self.sid}",
                 "--namespaces",
-                json.dumps([self.ns]),
+                json.dumps([self.ns, *self.extra_namespaces]),
                 "--device-plugin-namespace",
                 self.ident.plugin_namespace,
                 "--resync-seconds",
@@ -367,6 +369,14 @@ class Scenario:
         return attached_gpus(self.sim("GET", "state"))
 
     # -- Kubernetes -----------------------------------------------------------------------
+    def add_namespace(self, suffix: str) -> str:
+        """Create namespace ``<scenario namespace>-<suffix>`` (another tenant's), watched by the
+        composers started after; deleted when the scenario ends. Returns its name."""
+        name = f"{self.ns}-{suffix}"
+        self.core.create_namespace({"metadata": {"name": name, "labels": {E2E_LABEL: self.sid}}})
+        self.extra_namespaces.append(name)
+        return name
+
     def gpu_pod(
         self,
         name: str,
@@ -377,14 +387,16 @@ class Scenario:
         resource: str = "nvidia.com/gpu",
         cpu: str = "500m",
         memory: str = "256Mi",
+        namespace: str | None = None,
     ) -> None:
         selector = {E2E_LABEL: self.sid}  # keep test pods off the lab's other nodes
         if product:
             selector["nvidia.com/gpu.product"] = product
         if host:
             selector["kubernetes.io/hostname"] = host
+        ns = namespace or self.ns
         body = {
-            "metadata": {"name": name, "namespace": self.ns},
+            "metadata": {"name": name, "namespace": ns},
             "spec": {
                 "nodeSelector": selector,
                 "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
@@ -397,18 +409,18 @@ class Scenario:
                 ],
             },
         }
-        self.core.create_namespaced_pod(self.ns, body)
+        self.core.create_namespaced_pod(ns, body)
 
-    def pod(self, name: str) -> client.V1Pod | None:
+    def pod(self, name: str, namespace: str | None = None) -> client.V1Pod | None:
         try:
-            return self.core.read_namespaced_pod(name, self.ns)
+            return self.core.read_namespaced_pod(name, namespace or self.ns)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def running_on(self, name: str) -> str | None:
-        p = self.pod(name)
+    def running_on(self, name: str, namespace: str | None = None) -> str | None:
+        p = self.pod(name, namespace)
         if p and p.spec.node_name and p.status.phase == "Running":
             return p.spec.node_name
         return None
@@ -417,13 +429,13 @@ class Scenario:
         self.core.delete_namespaced_pod(name, self.ns, grace_period_seconds=0)
         wait_for(lambda: self.pod(name) is None, timeout=30, what=f"pod {name} gone")
 
-    def events(self, name: str) -> list[tuple[str, str, str]]:
+    def events(self, name: str, namespace: str | None = None) -> list[tuple[str, str, str]]:
         """(type, reason, message) of the pod's Events from the scheduler and this scenario's
         composers (other composers running in the shared lab are ignored)."""
         evs = [
             e
             for e in self.core.list_namespaced_event(
-                self.ns, field_selector=f"involvedObject.name={name}"
+                namespace or self.ns, field_selector=f"involvedObject.name={name}"
             ).items
             if e.reporting_component != "gpu-composer"
             or (e.reporting_instance or "").startswith(f"e2e-{self.sid}-")
@@ -521,10 +533,15 @@ def scenario(
                 pass
         for p in reversed(list(sc.procs.values())):
             p.stop()
-        for ns in (sc.ns, sc.ident.plugin_namespace):  # before the Nodes go, or pods stay Terminating
-            try:
+        for ns in (sc.ns, sc.ident.plugin_namespace, *sc.extra_namespaces):  # before the Nodes go,
+            try:  # or pods stay Terminating
                 for p in core.list_namespaced_pod(ns).items:
                     core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=0)
+            except ApiException:
+                pass
+        for ns in sc.extra_namespaces:
+            try:
+                core.delete_namespace(ns)
             except ApiException:
                 pass
         for name in hosts.values():

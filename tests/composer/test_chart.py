@@ -4,6 +4,7 @@ plaintext password, hardened pod, schema-validated values, settings the controll
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from cryptography import x509
+from pydantic import ValidationError
 
 from composer.shell.config import Settings
 
@@ -311,3 +313,54 @@ def test_a_target_cluster_kubeconfig_is_mounted_and_drops_rbac_and_needs_the_web
     out = helm("template", "gpu", str(CHART), "--set", "director.existingSecret=s", "--set",
                "targetCluster.kubeconfigSecret=child-kubeconfig", check=False)
     assert out.returncode != 0 and "targetCluster.kubeconfigSecret needs webhook.enabled=false" in out.stderr
+
+
+SHARED_T4 = {
+    "name": "blue-gpu-sharing",
+    "strategy": "time-slicing",
+    "hosts": ["bm-1"],
+    "offers": {"Tesla-T4": [{"resource": "nvidia.com/gpu.shared", "units": 4, "product": "Tesla-T4"}]},
+}
+
+
+@pytest.mark.parametrize(
+    "by_hand",
+    [
+        {"unitsPerGpu": {"nvidia.com/gpu.shared": 4}},
+        {"resourceModels": {"nvidia.com/gpu.shared": ["Tesla-T4"]}},
+    ],
+    ids=["unitsPerGpu", "resourceModels"],
+)
+def test_a_shared_resource_set_by_hand_too_is_refused_by_chart_and_composer(tmp_path, monkeypatch, by_hand):
+    """composer.sharing is the one source of a shared resource's units and models: the chart fails
+    to render when unitsPerGpu or resourceModels names a resource a sharing entry offers, and the
+    composer refuses the same environment (it also runs without the chart)."""
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        yaml.safe_dump({"director": {"password": "x"}, "composer": {"sharing": [SHARED_T4], **by_hand}})
+    )
+    bad = helm("template", "gpu", str(CHART), "--namespace", "gpu-composer", "-f", str(values), check=False)
+    assert bad.returncode != 0
+    assert "nvidia.com/gpu.shared, which composer.sharing (blue-gpu-sharing) offers" in bad.stderr
+    monkeypatch.setenv("COMPOSER_DIRECTOR_URL", "http://d:8080")
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", "x")
+    monkeypatch.setenv("COMPOSER_SHARING", json.dumps([SHARED_T4]))
+    for key, value in by_hand.items():
+        monkeypatch.setenv("COMPOSER_" + {"unitsPerGpu": "UNITS_PER_GPU"}.get(key, "RESOURCE_MODELS"),
+                           json.dumps(value))
+    with pytest.raises(ValidationError, match=r"nvidia.com/gpu.shared \(offered by blue-gpu-sharing\)"):
+        Settings()
+
+
+def test_by_hand_units_for_a_resource_no_sharing_offers_still_render(tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({
+        "director": {"password": "x"},
+        "composer": {"sharing": [SHARED_T4], "unitsPerGpu": {"nvidia.com/mig-1g.5gb": 7}},
+    }))
+    docs = [d for d in yaml.safe_load_all(
+        helm("template", "gpu", str(CHART), "--namespace", "gpu-composer", "-f", str(values)).stdout) if d]
+    env = {e["name"]: e.get("value") for e in by_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert json.loads(env["COMPOSER_UNITS_PER_GPU"]) == {"nvidia.com/mig-1g.5gb": 7}
+    assert json.loads(env["COMPOSER_SHARING"]) == [SHARED_T4]

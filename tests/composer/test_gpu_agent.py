@@ -105,7 +105,7 @@ def test_gfd_names_and_adverts():
 
 def test_advertises_after_the_delay_and_removes_on_detach():
     core, director, clock = FakeCore(["n1"]), FakeDirector(), Clock()
-    agent = GpuAgent(core, director, advertise_delay_seconds=1.0, shared_replicas=4, clock=clock)
+    agent = GpuAgent(core, director, advertise_delay_seconds=1.0, clock=clock)
     director.machines["n1"] = ["Tesla-T4", "Tesla-T4"]
     assert agent.step() == {}
     assert agent.next_due(0.1) == 0.1  # due in 1 s: poll as usual
@@ -117,7 +117,6 @@ def test_advertises_after_the_delay_and_removes_on_detach():
     assert agent.step() == {"n1": Advert(2, "Tesla-T4")}
     n = core.nodes["n1"]
     assert n["status"]["allocatable"]["nvidia.com/gpu"] == "2"
-    assert n["status"]["capacity"]["nvidia.com/gpu.shared"] == "8"
     assert n["metadata"]["labels"] == {
         "nvidia.com/gpu.product": "Tesla-T4",
         "nvidia.com/gpu.count": "2",

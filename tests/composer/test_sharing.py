@@ -10,6 +10,7 @@ every test here fails.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from composer.decide.planner import plan
@@ -85,6 +86,22 @@ def test_mig_units_take_gpus_of_a_model_the_host_can_lay_out() -> None:
         "for Tesla-T4" in p.refusals[0].message
 
 
+def test_pods_of_two_mig_profiles_in_one_round_share_the_a100_composed_for_the_first() -> None:
+    """MIG mixed, all-balanced: one A100 yields 2 x 1g.5gb and 1 x 3g.20gb, so a pod asking two of the
+    one and a pod asking one of the other, planned in the same round, take one A100, not two."""
+    policy = Policy(sharing={"bm-2": MIG_MIXED})
+    small = _request(policy, 2, resource="nvidia.com/mig-1g.5gb")
+    large = _request(policy, 1, resource="nvidia.com/mig-3g.20gb")
+    large = replace(large, key="ml/q", uid="q")
+    free = [FreeGpu("gpu8", A100, "sw1"), FreeGpu("gpu9", A100, "sw1")]
+    p = plan([small, large], [_host("bm-2", MIG_MIXED)], free)
+    assert sorted(x.key for x in p.placements) == ["ml/p", "ml/q"]
+    assert {x.host for x in p.placements} == {"bm-2"}
+    # whichever is planned second is served by the A100 composed for the other
+    assert sorted(len(x.devices) for x in p.placements) == [0, 1]
+    assert p.refusals == ()
+
+
 def test_a_resource_only_sharing_offers_is_never_composed_for_on_a_host_that_shares_nothing() -> None:
     policy = Policy(sharing={"bm-1": RENAMED})
     assert policy.sharing_only == {"nvidia.com/gpu.shared"}
@@ -115,6 +132,19 @@ def test_units_of_a_gpu_composed_but_not_yet_advertised_count_as_what_they_yield
         max_gpus=None, units_per_gpu={},
     )
     assert plain.spare == {"nvidia.com/gpu": 1}
+
+
+def test_a_gpu_being_composed_for_one_mig_profile_brings_the_others_as_spare() -> None:
+    """MIG mixed, all-balanced: an A100 being composed for a pod asking two 1g.5gb brings one 2g.10gb
+    and one 3g.20gb too, spare before it is even attached, so the next round's pod asking a
+    3g.20gb needs no second A100."""
+    record = ann.NodeRecord(intents={"u1": ann.Intent("ml/p", "nvidia.com/mig-1g.5gb", 2, A100, ("gpu8",))})
+    state = host_state(
+        node_view(node("bm-2")), record=record, usage=NO_USAGE, attached_models={}, pending={},
+        pool="default", max_gpus=None, units_per_gpu={}, sharing=MIG_MIXED,
+    )
+    assert state.spare == {"nvidia.com/mig-2g.10gb": 1, "nvidia.com/mig-3g.20gb": 1}
+    assert state.attached == 1
 
 
 def _advertise(world: FakeWorld, sharing: dict[str, HostSharing]) -> None:
