@@ -34,8 +34,9 @@ Exit status: 0 when every stack run was ok (or none was touched), 1 when one fai
 
 ``python -m ops.estate migrate --fleet prod [--from STACK]`` moves the resources of the monolithic
 stack ``STACK`` (default ``prod`` itself, whose file is the fleet's config) into the fleet's stacks
-with ``pulumi state move``, recreating nothing (:mod:`ops.estate_migrate`); a ``preview`` of the
-fleet afterwards shows the moved resources unchanged. Exit status 1 when a move failed (the moves
+with ``pulumi state move``, recreating nothing, and gives each host group's stack the output
+``cluster_deployments`` its tenants read (:mod:`ops.estate_migrate`); a ``preview`` of the fleet
+afterwards shows the moved resources unchanged. Exit status 1 when a move failed (the moves
 done before it stay done; running the command again moves the rest).
 """
 
@@ -56,7 +57,14 @@ import yaml
 from pulumi import automation as auto
 
 from components.estate import composition_names
-from ops.estate_migrate import MigrationError, Move, held_resources, plan_moves, state_move
+from ops.estate_migrate import (
+    MigrationError,
+    Move,
+    held_resources,
+    plan_moves,
+    seed_deployment_outputs,
+    state_move,
+)
 from ops.estate_plan import StackResult, render_review, render_summary, run_in_order, select
 from ops.preview_events import Preview
 from ops.preview_markdown import render_markdown
@@ -204,6 +212,9 @@ def migrate(project: Path, fleet_name: str, source: str) -> list[Move]:
                                  "a migration moves resources only into stacks that hold none")
     for move in moves:
         state_move(project, source, move)
+        clusters = fleet.slices[move.role].hypervisor_clusters
+        if clusters:
+            seed_deployment_outputs(project, move.stack, move.role, clusters)
     return moves
 
 

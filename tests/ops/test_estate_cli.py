@@ -138,3 +138,25 @@ def test_the_review_holds_each_stacks_summary_and_the_policy_packs_verdict_on_ea
     sections = [hosts, (report / "fleet-tenant-alpha.md").read_text(), beta]
     where = [review.index(s.rstrip("\n")) for s in sections]
     assert where == sorted(where)
+
+
+def test_a_tenant_on_a_cluster_of_a_host_group_never_deployed_previews_and_its_up_names_that_stack(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # lab-workers reached through its kubeconfig Secret: beta reads its ClusterDeployment's ID from
+    # fleet-hosts-lab-workers, which exists (the command creates it) but was never deployed
+    _edit(project / "inv" / "clusters.yaml", lambda d: d["hypervisor_clusters"][0].pop("kubeconfig"))
+    logs = project / "logs"
+    status = main(["preview", "--project", str(project), "--fleet", "fleet", "--stack", "tenant:beta",
+                   "--log-dir", str(logs)])
+    out = capsys.readouterr().out
+    assert status == 0, out + (logs / "fleet-tenant-beta.log").read_text()
+    assert _lines(out) == {"fleet-tenant-beta": "ok"}
+    log = (logs / "fleet-tenant-beta.log").read_text()
+    assert "stack fleet-hosts-lab-workers has no output cluster_deployments['lab-workers']" in log
+    assert "KeyError" not in log
+    status = main(["up", "--project", str(project), "--fleet", "fleet", "--stack", "tenant:beta",
+                   "--log-dir", str(logs)])
+    out = capsys.readouterr().out
+    assert status == 1 and _lines(out) == {"fleet-tenant-beta": "failed"}, out
+    assert "deploy fleet-hosts-lab-workers first" in (logs / "fleet-tenant-beta.log").read_text()
