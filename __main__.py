@@ -31,6 +31,7 @@ from pathlib import Path
 import pulumi
 
 from components import Estate, EstateArgs
+from components.references import DEPLOYMENTS_OUTPUT, deployment_id
 from stack_config import ConfigProblem, EstateConfigError
 from stack_config.fleet import MONOLITH, StackSlice, fleet_base, parse_role, split_estate, stack_name
 from stack_config.hints import CONFIG_KEY, CREDENTIALS_KEY, FULL_ROLE_KEY, INVENTORY_KEY, ROLE_KEY
@@ -87,9 +88,8 @@ if part is not None:
     for r, ref in references.items():
         for cluster in fleet.slices[r].hypervisor_clusters:
             if cluster in part.deployment_reads:
-                deployment_ids[cluster] = ref.require_output("cluster_deployments").apply(
-                    lambda ids, c=cluster: str(ids[c])
-                )
+                # unknown in a preview before that stack is deployed; an up then names it to deploy first
+                deployment_ids[cluster] = deployment_id(ref, stack=stack_name(base, r), cluster=cluster)
 estate = Estate(
     "estate",
     EstateArgs(
@@ -103,4 +103,4 @@ estate = Estate(
 pulumi.export("estate", estate.report)
 if part is not None:
     pulumi.export("role", part.role)
-    pulumi.export("cluster_deployments", {n: c.deployment.id for n, c in estate.hypervisor_clusters.items()})
+    pulumi.export(DEPLOYMENTS_OUTPUT, {n: c.deployment.id for n, c in estate.hypervisor_clusters.items()})

@@ -8,21 +8,24 @@ backend, against the benchmark's own control plane (the composer's chart needs a
 server; the BMC and Director probes are off, ``COMPOSABLE_GPU_PREFLIGHT=off``, so no simulator is
 needed), every preview with the policy pack (lab config):
 
-1. ``setup``: ``python -m ops.estate preview --stack tenant:<first tenant>``, the first run of the
-   command on the fleet: it writes every role's stack file and creates every stack, then previews
-   that tenant's (a stack no other reads);
+1. ``setup``: ``python -m ops.estate preview --stack tenant:<last tenant>``, the first run of the
+   command on the fleet: it writes the stack files of that tenant and of the stacks it reads
+   (platform, its cluster's host group) and creates those stacks, then previews the tenant's (a
+   stack no other reads), the one the change below touches, so that run finds its stacks;
 2. ``monolith``: ``pulumi preview`` of the fleet's own stack file, the whole estate in one stack
    (:func:`bench.preview.run_preview`, with the program's own cost measured inside the run);
-3. ``one_tenant``: one tenant's file changed and committed on a branch, then
-   ``python -m ops.estate preview --changed-since <base>``: git's diff, the split, the stacks it
-   selects (that tenant's alone) and their previews;
-4. ``full``: ``python -m ops.estate preview --parallel N``, every stack of the fleet.
+3. ``one_tenant``: that tenant's file changed and committed on a branch, then
+   ``python -m ops.estate preview --changed-since <base>``: git's diff, the split, one listing of
+   the backend's stacks, the stacks it selects (that tenant's alone) and their previews;
+4. ``full``: ``python -m ops.estate preview --parallel N``, every stack of the fleet (it creates the
+   stacks the setup did not).
 
 Figures per estate-command run: ``wall_seconds`` (start to exit of the command, its own planning
 included), ``peak_tree_rss_mib`` (the highest summed RSS of the command and every process under
 it, sampled from ``/proc`` every 50 ms by :class:`bench.preview.TreeSampler`), ``load`` (the
-1-minute load average while it ran, :class:`bench.machine.LoadSampler`) and ``stacks``, each stack's
-status, seconds and planned changes as the command's summary prints them.
+1-minute load average while it ran, :class:`bench.machine.LoadSampler`), ``stacks``, each stack's
+status, seconds and planned changes as the command's summary prints them, and ``stacks_created``,
+how many stacks the backend held after the run that it did not before (:func:`backend_stacks`).
 
 Every stack starts from an empty state (nothing is deployed: the hosts and the Director are not
 real), so each preview plans creates; a stack previewed after a change on a deployed estate would
@@ -104,6 +107,12 @@ def init_repo(project: Path, fleet: str) -> str:
     return _git(project, "rev-parse", "HEAD")
 
 
+def backend_stacks(backend: Path) -> int:
+    """How many stacks the file backend in ``backend`` holds: its checkpoint files
+    ``.pulumi/stacks/<project>/<stack>.json`` (the layout of pulumi's DIY backend, v3.260.0)."""
+    return sum(1 for _ in (backend / ".pulumi" / "stacks").glob("*/*.json"))
+
+
 def estate_command(
     project: Path, backend: Path, fleet: str, args: list[str], *, log_dir: Path, timeout: float = 3600
 ) -> dict[str, Any]:
@@ -111,11 +120,12 @@ def estate_command(
     pack, as a separate process in the repository's folder, and measure it (module doc).
 
     Returns ``{"argv", "wall_seconds", "peak_tree_rss_mib", "peak_rss_by_process_mib", "load",
-    "exit_code", "ok", "stacks": parse_summary(...), "summary" (its first line), "tail" (on failure:
-    the end of its output)}``.
+    "exit_code", "ok", "stacks": parse_summary(...), "stacks_created", "summary" (its first line),
+    "tail" (on failure: the end of its output)}``.
     """
     argv = [sys.executable, "-m", "ops.estate", "preview", "--project", str(project), "--fleet", fleet,
             *args, *POLICY_ARGS, "--log-dir", str(log_dir)]
+    before = backend_stacks(backend)
     with LoadSampler() as load:
         run = run_sampled(argv, cwd=ROOT, env=_env(project, backend), timeout=timeout)
     result: dict[str, Any] = {
@@ -127,6 +137,7 @@ def estate_command(
         "exit_code": run.returncode,
         "ok": run.returncode == 0,
         "stacks": parse_summary(run.out),
+        "stacks_created": backend_stacks(backend) - before,
         "summary": run.out.splitlines()[0] if run.out.strip() else "",
     }
     if run.returncode != 0:
@@ -175,8 +186,8 @@ def run(
     validate_seconds = time.perf_counter() - t0
     base = init_repo(project, stack.name)
     runs: dict[str, Any] = {}
-    first = TENANT_PREFIX + tenant_name(1)
-    runs["setup"] = estate_command(project, backend, stack.name, ["--stack", first], log_dir=logs / "setup")
+    last = TENANT_PREFIX + tenant_name(n_tenants)  # the tenant change_tenant changes
+    runs["setup"] = estate_command(project, backend, stack.name, ["--stack", last], log_dir=logs / "setup")
     with LoadSampler() as load:
         runs["monolith"] = run_preview(project, stack, backend)
     runs["monolith"]["load"] = load.summary()

@@ -118,6 +118,25 @@ def _against_monolith(f: dict[str, Any]) -> str:
     return f", {abs(diff):,} {more} than the monolith's {mono:,} (about {per:.1f} per stack)"
 
 
+def _count(n: int | None, noun: str) -> str:
+    """``3 stacks``, ``1 stack``, or ``its stacks`` when the count was not recorded."""
+    if n is None:
+        return f"its {noun}s"
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _stack_handling(run: dict[str, Any], total: int) -> str:
+    """What the estate command did with the fleet's ``total`` stacks before ``run``'s previews: from
+    its ``stacks_created`` (recorded since the command lists the backend's stacks once and opens
+    only those it runs); a run without it predates that (every stack was selected or created)."""
+    created = run.get("stacks_created")
+    if created is None:
+        return f"and selecting or creating each of the fleet's {total} stacks on the backend before any runs"
+    made = f"creating the {_count(created, 'stack')} it lacked, " if created else "creating none, "
+    return (f"one listing of the backend's stacks ({total} in the fleet), {made}and opening the "
+            f"{_count(len(run.get('stacks', [])), 'stack')} it ran")
+
+
 def fleet_section(d: dict[str, Any], *, commit_line: str) -> str:
     """Part 5 of ``REPORT.md`` from ``fleet.json``'s content ``d``; ``commit_line`` names the commit
     measured (``bench.report._commit``)."""
@@ -133,7 +152,8 @@ def fleet_section(d: dict[str, Any], *, commit_line: str) -> str:
         [f"full estate, {parallel} at a time", f"`ops.estate preview --parallel {parallel}`",
          len(full.get("stacks", [])), _s(full.get("wall_seconds")), full.get("peak_tree_rss_mib"),
          (full.get("load") or {}).get("mean"), _result(full)],
-        ["first run (creates the stacks)", "`ops.estate preview --stack <first tenant>`",
+        [f"first run (creates {_count(setup.get('stacks_created'), 'stack')})",
+         "`ops.estate preview --stack <changed tenant>`",
          len(setup.get("stacks", [])), _s(setup.get("wall_seconds")), setup.get("peak_tree_rss_mib"),
          (setup.get("load") or {}).get("mean"), _result(setup)],
     ]
@@ -164,8 +184,7 @@ def fleet_section(d: dict[str, Any], *, commit_line: str) -> str:
             f"- Of those {_s(f['one_tenant_wall'])} s, the preview of `{est['changed_stack']}` took "
             f"{_s(f['one_tenant_stack_seconds'])} s (the command's summary); the other "
             f"{_s(f['command_overhead'])} s are the command around it: Python start-up, reading and "
-            f"splitting the estate, git's diff, and selecting each of the fleet's {est['stacks']} stacks on "
-            "the backend before any runs.")
+            f"splitting the estate, git's diff, {_stack_handling(one, est['stacks'])}.")
     if f["speedup"] is not None:
         lines.append(
             f"- The monolithic preview of the same estate took {_s(f['monolith_wall'])} s for "
@@ -176,7 +195,9 @@ def fleet_section(d: dict[str, Any], *, commit_line: str) -> str:
         lines.append(
             f"- Every stack, at most {parallel} at a time: {_s(f['full_wall'])} s wall; the stacks' own "
             f"previews add up to {_s(f['full_stacks_seconds'])} s, so {f['full_parallelism']:.2f} ran at "
-            f"once on average. Together they plan {f['split_creates']:,} creates{_against_monolith(f)}.")
+            f"once on average. Together they plan {f['split_creates']:,} creates{_against_monolith(f)}"
+            + (f"; the run created the {_count(full['stacks_created'], 'stack')} the first run had not."
+               if full.get("stacks_created") else "."))
     for kind, label in KINDS:
         k = f["kinds"].get(kind)
         if k:

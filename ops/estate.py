@@ -13,8 +13,10 @@ definition, split by :func:`stack_config.fleet.split_estate`. Each role's stack 
 ``prod-<role>`` (:func:`stack_config.fleet.stack_name`); a stack file missing for it is written
 from ``Pulumi.prod.yaml`` (the same inventory, credential sets and encryption salt, plus
 ``composable-gpu:role``) and the stack is created on the current backend (``PULUMI_BACKEND_URL``,
-secrets with ``PULUMI_CONFIG_PASSPHRASE`` or the stack's provider). Every stack of the fleet is
-created before any runs, so a StackReference always names an existing stack.
+secrets with ``PULUMI_CONFIG_PASSPHRASE`` or the stack's provider). Before any runs, the stacks a
+run touches and every stack they read, transitively, are created when the backend's one listing
+(``pulumi stack ls``) lacks them, so a StackReference always names an existing stack; a stack is
+opened (``pulumi stack select``) only when it runs, one skipped is never opened.
 
 ``--changed-since REF`` takes the files ``git diff --name-only REF`` lists and the untracked ones;
 the stacks owning a changed inventory file run, then every stack that reads one of them
@@ -32,8 +34,9 @@ Exit status: 0 when every stack run was ok (or none was touched), 1 when one fai
 
 ``python -m ops.estate migrate --fleet prod [--from STACK]`` moves the resources of the monolithic
 stack ``STACK`` (default ``prod`` itself, whose file is the fleet's config) into the fleet's stacks
-with ``pulumi state move``, recreating nothing (:mod:`ops.estate_migrate`); a ``preview`` of the
-fleet afterwards shows the moved resources unchanged. Exit status 1 when a move failed (the moves
+with ``pulumi state move``, recreating nothing, and gives each host group's stack the output
+``cluster_deployments`` its tenants read (:mod:`ops.estate_migrate`); a ``preview`` of the fleet
+afterwards shows the moved resources unchanged. Exit status 1 when a move failed (the moves
 done before it stay done; running the command again moves the rest).
 """
 
@@ -45,7 +48,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +57,14 @@ import yaml
 from pulumi import automation as auto
 
 from components.estate import composition_names
-from ops.estate_migrate import MigrationError, Move, held_resources, plan_moves, state_move
+from ops.estate_migrate import (
+    MigrationError,
+    Move,
+    held_resources,
+    plan_moves,
+    seed_deployment_outputs,
+    state_move,
+)
 from ops.estate_plan import StackResult, render_review, render_summary, run_in_order, select
 from ops.preview_events import Preview
 from ops.preview_markdown import render_markdown
@@ -138,14 +148,42 @@ def ensure_stack_file(project: Path, fleet: str, role: str) -> Path:
     return path
 
 
-def fleet_stacks(project: Path, fleet_name: str, fleet: Fleet) -> dict[str, auto.Stack]:
-    """Role -> its stack, every stack of the fleet created on the current backend when missing
-    (with its stack file, :func:`ensure_stack_file`)."""
-    stacks: dict[str, auto.Stack] = {}
-    for role in fleet.slices:
+def ensure_stacks(project: Path, fleet_name: str, roles: Iterable[str],
+                  command: auto.PulumiCommand | None = None) -> list[str]:
+    """Create on the current backend the stacks of ``roles`` that it does not hold, each with its
+    stack file (:func:`ensure_stack_file`), after one listing of the project's stacks (``pulumi
+    stack ls --json``); returns the names of the stacks created, in ``roles`` order.
+
+    A listed name may be qualified (``<organization>/<project>/<stack>`` on some backends): its
+    last part is the stack's name. ``command`` is the CLI the workspace runs (one ``pulumi
+    version`` per :class:`pulumi.automation.PulumiCommand`), a new one when None.
+
+    Raises:
+        pulumi.automation.CommandError: the listing or a creation failed.
+    """
+    workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_command=command)
+    existing = {s.name.rsplit("/", 1)[-1] for s in workspace.list_stacks()}
+    created = []
+    for role in roles:
+        name = stack_name(fleet_name, role)
         ensure_stack_file(project, fleet_name, role)
-        stacks[role] = auto.create_or_select_stack(stack_name(fleet_name, role), work_dir=str(project))
-    return stacks
+        if name not in existing:
+            workspace.create_stack(name)
+            created.append(name)
+    return created
+
+
+def open_stack(
+    project: Path, fleet_name: str, role: str, command: auto.PulumiCommand | None = None
+) -> auto.Stack:
+    """The existing stack of ``role`` (``pulumi stack select``), in a workspace of its own (a run
+    sets its environment); ``command`` as for :func:`ensure_stacks`.
+
+    Raises:
+        pulumi.automation.CommandError: the backend holds no such stack.
+    """
+    workspace = auto.LocalWorkspace(work_dir=str(project), pulumi_command=command)
+    return auto.Stack.select(stack_name(fleet_name, role), workspace)
 
 
 def migrate(project: Path, fleet_name: str, source: str) -> list[Move]:
@@ -159,19 +197,24 @@ def migrate(project: Path, fleet_name: str, source: str) -> list[Move]:
     """
     fleet = load_fleet(project, fleet_name)
     estate = load_stack_file(project / f"Pulumi.{fleet_name}.yaml", require_secrets=False)
-    stacks = fleet_stacks(project, fleet_name, fleet)
-    if source in {s.name for s in stacks.values()}:
+    if source in {stack_name(fleet_name, r) for r in fleet.slices}:
         raise MigrationError(f"{source} is a stack of the split of fleet {fleet_name}, not its monolith")
+    command = auto.PulumiCommand()
+    ensure_stacks(project, fleet_name, fleet.order(fleet.slices), command)
     resources = auto.select_stack(source, work_dir=str(project)).export_stack().deployment or {}
     moves = plan_moves(resources.get("resources") or [], fleet=fleet, estate=estate,
                        composition_names=composition_names(estate), fleet_name=fleet_name)
     for move in moves:
-        held = held_resources((stacks[move.role].export_stack().deployment or {}).get("resources") or [])
+        exported = open_stack(project, fleet_name, move.role, command).export_stack()
+        held = held_resources((exported.deployment or {}).get("resources") or [])
         if held:
             raise MigrationError(f"{move.stack} already holds {len(held)} resource(s), such as {held[0]}: "
                                  "a migration moves resources only into stacks that hold none")
     for move in moves:
         state_move(project, source, move)
+        clusters = fleet.slices[move.role].hypervisor_clusters
+        if clusters:
+            seed_deployment_outputs(project, move.stack, move.role, clusters)
     return moves
 
 
@@ -261,7 +304,8 @@ def run_estate(
     """
     fleet = load_fleet(project, fleet_name)
     order = select(fleet, changed_files=changed, roles=roles)
-    stacks = fleet_stacks(project, fleet_name, fleet)
+    command = auto.PulumiCommand()
+    ensure_stacks(project, fleet_name, fleet.order(fleet.read_by(order)), command)
 
     def run_one(role: str) -> StackResult:
         name = stack_name(fleet_name, role)
@@ -270,7 +314,8 @@ def run_estate(
         report = report_dir if operation == "preview" else None
         error = ""
         try:
-            changes = _run(stacks[role], operation, lines.append, policy or PolicyArgs(),
+            stack = open_stack(project, fleet_name, role, command)
+            changes = _run(stack, operation, lines.append, policy or PolicyArgs(),
                            json_events=report is not None)
             result = StackResult(role, name, "ok", time.perf_counter() - start, changes)
         except auto.CommandError as exc:

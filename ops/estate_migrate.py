@@ -19,16 +19,25 @@ re-parents a moved resource whose parent stays to the destination's root stack; 
 their preview shows the moved resources unchanged. The monolith keeps its ``Estate`` component,
 providers and reads: nothing the engine would delete from a server; remove it with ``pulumi stack
 rm --force --preserve-config`` (its file is the fleet's config).
+
+A tenant's stack reads the ID of a ClusterDeployment it reaches from its host group's stack output
+``cluster_deployments``, which only an ``up`` of that stack writes: a stack that got its resources by
+a move has none, and a tenant's preview would see the ID unknown (:mod:`components.references`),
+its cluster's provider with it. So :func:`seed_deployment_outputs` adds to the destination's root
+stack the output its next ``up`` exports, from the moved ClusterDeployments' IDs (``pulumi stack
+export``, ``pulumi stack import``): written to the state only, as the move itself.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.references import DEPLOYMENTS_OUTPUT
 from stack_config.fleet import PLATFORM, Fleet, stack_name
 from stack_config.models import EstateConfig
 
@@ -36,6 +45,9 @@ from stack_config.models import EstateConfig
 ESTATE_TYPE = "composable:infra:Estate"
 ESTATE_NAME = "estate"
 _PROVIDER_PREFIX = "pulumi:providers:"
+#: A hypervisor cluster's component and the ClusterDeployment under it, named as the cluster.
+CLUSTER_TYPE = "composable:infra:HypervisorCluster"
+DEPLOYMENT_TYPE = "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment"
 _ROOT_STACK = "pulumi:pulumi:Stack"
 
 
@@ -131,11 +143,81 @@ def plan_moves(
             for role in fleet.order(fleet.slices) if role in moves]
 
 
+def deployment_outputs(resources: Sequence[Mapping[str, Any]], clusters: Sequence[str]) -> dict[str, str]:
+    """Hypervisor cluster -> its ClusterDeployment's ID (``<namespace>/<name>``), for the clusters of
+    ``clusters`` whose ClusterDeployment is among a stack's ``resources`` (``pulumi stack export``'s,
+    each with ``urn``, ``type``, ``parent``, ``id``): the output ``cluster_deployments`` the
+    program exports from a host group's stack (``__main__.py``), as its next ``up`` would export it."""
+    by_urn = {str(r["urn"]): r for r in resources}
+    out: dict[str, str] = {}
+    for r in resources:
+        if r.get("type") != DEPLOYMENT_TYPE or r.get("external") or not r.get("id"):
+            continue
+        parent = by_urn.get(str(r.get("parent", "")))
+        if parent is None or parent.get("type") != CLUSTER_TYPE:
+            continue
+        cluster = urn_name(str(parent["urn"]))
+        if cluster in clusters and urn_name(str(r["urn"])) == cluster:
+            out[cluster] = str(r["id"])
+    return out
+
+
+def seed_outputs(deployment: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``deployment`` (``pulumi stack export``'s ``deployment``) with ``outputs`` added to its root
+    stack's outputs where it has none of that name; None when nothing is added (no root stack, or
+    every output already there)."""
+    resources = [dict(r) for r in deployment.get("resources") or []]
+    roots = [r for r in resources if r.get("type") == _ROOT_STACK]
+    if len(roots) != 1:
+        return None
+    current = dict(roots[0].get("outputs") or {})
+    added = {k: v for k, v in outputs.items() if k not in current}
+    if not added:
+        return None
+    roots[0]["outputs"] = {**current, **added}
+    return {**deployment, "resources": resources}
+
+
 def held_resources(resources: Sequence[Mapping[str, Any]]) -> list[str]:
     """The URNs of a stack's resources other than its root stack and providers (a stack that holds
     none is new: a migration may move resources into it)."""
     return [str(r["urn"]) for r in resources
             if r.get("type") != _ROOT_STACK and not str(r.get("type", "")).startswith(_PROVIDER_PREFIX)]
+
+
+def _pulumi(project: Path, *args: str, what: str, stdin: str | None = None) -> str:
+    """``pulumi <args> --non-interactive`` in ``project`` (``what`` it does, for the error); its stdout.
+
+    Raises:
+        MigrationError: the command failed (its last lines of stderr and stdout in the message).
+    """
+    done = subprocess.run(["pulumi", *args, "--non-interactive"], cwd=project, input=stdin,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr.strip() + "\n" + done.stdout.strip()).strip().splitlines()[-8:])
+        raise MigrationError(f"{what} failed ({done.returncode}):\n{tail}")
+    return done.stdout
+
+
+def seed_deployment_outputs(project: Path, stack: str, role: str, clusters: Sequence[str]) -> dict[str, str]:
+    """Give stack ``stack`` (of ``role``, holding the hypervisor clusters ``clusters``) the outputs
+    ``cluster_deployments`` and ``role`` from its moved ClusterDeployments when it has none
+    (:func:`deployment_outputs`, :func:`seed_outputs`), through ``pulumi stack export`` and ``pulumi
+    stack import`` (secrets stay encrypted); returns the IDs given, empty when none.
+
+    Raises:
+        MigrationError: the export or the import failed.
+    """
+    exported = json.loads(_pulumi(project, "stack", "export", "--stack", stack,
+                                  what=f"pulumi stack export of {stack}"))
+    deployment = exported.get("deployment") or {}
+    ids = deployment_outputs(deployment.get("resources") or [], clusters)
+    seeded = seed_outputs(deployment, {DEPLOYMENTS_OUTPUT: ids, "role": role}) if ids else None
+    if seeded is None:
+        return {}
+    _pulumi(project, "stack", "import", "--stack", stack, what=f"pulumi stack import of {stack}",
+            stdin=json.dumps({**exported, "deployment": seeded}))
+    return ids
 
 
 def state_move(project: Path, source: str, move: Move) -> str:
@@ -145,10 +227,5 @@ def state_move(project: Path, source: str, move: Move) -> str:
     Raises:
         MigrationError: the command failed (its last lines of stderr and stdout in the message).
     """
-    command = ["pulumi", "state", "move", "--source", source, "--dest", move.stack, "--yes",
-               "--non-interactive", *move.urns]
-    done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        tail = "\n".join((done.stderr.strip() + "\n" + done.stdout.strip()).strip().splitlines()[-8:])
-        raise MigrationError(f"pulumi state move to {move.stack} failed ({done.returncode}):\n{tail}")
-    return done.stdout
+    return _pulumi(project, "state", "move", "--source", source, "--dest", move.stack, "--yes", *move.urns,
+                   what=f"pulumi state move to {move.stack}")

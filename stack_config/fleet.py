@@ -99,6 +99,18 @@ class Fleet:
                     changed = True
         return found
 
+    def read_by(self, roles: Iterable[str]) -> set[str]:
+        """``roles`` and every role one of them reads, transitively (the stacks that must exist for
+        their StackReferences to resolve)."""
+        found: set[str] = set()
+        todo = list(roles)
+        while todo:
+            role = todo.pop()
+            if role not in found:
+                found.add(role)
+                todo += self.slices[role].reads
+        return found
+
     def order(self, roles: Iterable[str]) -> list[str]:
         """``roles`` in dependency order (a stack after those it reads), ties in :attr:`slices` order."""
         wanted = set(roles)

@@ -78,6 +78,19 @@ def test_the_section_states_the_figures_and_the_commit():
     assert "monolith 5,000 MiB" in text
 
 
+def test_the_stacks_the_command_created_and_opened_come_from_the_data():
+    old = fleet_section(FLEET, commit_line="")  # results from before the command recorded them
+    assert "and selecting or creating each of the fleet's 5 stacks on the backend before any runs." in old
+    new = copy.deepcopy(FLEET)
+    for run, created in (("setup", 3), ("one_tenant", 0), ("full", 2)):
+        new["runs"][run]["stacks_created"] = created
+    text = fleet_section(new, commit_line="")
+    assert ("git's diff, one listing of the backend's stacks (5 in the fleet), creating none, and opening "
+            "the 1 stack it ran.") in text
+    assert "| first run (creates 3 stacks) | `ops.estate preview --stack <changed tenant>` | 1 |" in text
+    assert "about 6.0 per stack); the run created the 2 stacks the first run had not." in text
+
+
 def test_the_goal_is_missed_or_not_judged_as_the_data_says():
     slow = copy.deepcopy(FLEET)
     slow["runs"]["one_tenant"]["wall_seconds"] = 75.0

@@ -12,6 +12,7 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
+from pulumi.runtime import rpc
 
 from tests.components.conftest import Recorder, install_mocks, run
 from tests.components.test_estate import DEV_CREDENTIALS
@@ -96,11 +97,7 @@ def test_each_dev_role_declares_its_slice_and_the_slices_make_the_whole_estate()
 
 
 def test_a_tenant_reaches_another_stacks_cluster_through_its_output(tmp_path: Path) -> None:
-    parts = _split(valid_estate())
-    hosts = parts["hosts/rack-a.yaml"]["hosts"] + parts["hosts/rack-b.yaml"]["hosts"]
-    parts["hosts/rack-a.yaml"], parts["hosts/rack-b.yaml"] = {"hosts": hosts[:1]}, {"hosts": hosts[1:]}
-    parts["estate.yaml"]["dpu_cluster"]["hosts"] = ["dpu-host-1"]
-    folder = _write_folder(tmp_path / "inv", parts)
+    folder = _split_clusters(tmp_path)
     outputs = {"prod-hosts-rack-a": {"cluster_deployments": {"hv": "infra/hv"}}}
     rec = _program(folder, _credentials(), role="tenant:red", stack="prod-tenant-red", stack_outputs=outputs)
     read = rec.named("estate-deployment-hv", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment")
@@ -112,6 +109,43 @@ def test_a_tenant_reaches_another_stacks_cluster_through_its_output(tmp_path: Pa
     # the host group that holds the cluster exports what the tenant reads
     group = _program(folder, _credentials(), role="hosts:rack-a", stack="prod-hosts-rack-a")
     assert "composable:infra:HypervisorCluster" in {t for t, _ in _declared(group)}
+
+
+def _split_clusters(tmp_path: Path) -> Path:
+    """The factory estate with racks a and b as two host groups, cluster ``hv`` on rack a's host."""
+    parts = _split(valid_estate())
+    hosts = parts["hosts/rack-a.yaml"]["hosts"] + parts["hosts/rack-b.yaml"]["hosts"]
+    parts["hosts/rack-a.yaml"], parts["hosts/rack-b.yaml"] = {"hosts": hosts[:1]}, {"hosts": hosts[1:]}
+    parts["estate.yaml"]["dpu_cluster"]["hosts"] = ["dpu-host-1"]
+    return _write_folder(tmp_path / "inv", parts)
+
+
+@pytest.mark.parametrize(
+    "outputs", [{}, {"prod-hosts-rack-a": {"cluster_deployments": {"other": "infra/o"}}}],
+    ids=["host-group-never-deployed", "cluster-not-yet-in-its-output"],
+)
+def test_a_tenant_previews_before_its_host_group_is_deployed_with_the_deployment_unknown(
+    tmp_path: Path, outputs: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _split_clusters(tmp_path)
+    rec = install_mocks(stack="prod-tenant-red", stack_outputs=outputs, preview=True)
+    _run_main(folder, _credentials(), "tenant:red")
+    read = rec.named("estate-deployment-hv", "kubernetes:k0rdent.mirantis.com/v1beta1:ClusterDeployment")
+    assert read.read and read.inputs["id"] == rpc.UNKNOWN  # the engine skips such a read in a preview
+    assert {n for t, n in _declared(rec) if t == "composable:infra:Tenant"} == {"red"}
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("stack prod-hosts-rack-a has no output cluster_deployments['hv']" in w
+               and "needs prod-hosts-rack-a deployed first" in w for w in warned), warned
+
+
+def test_a_tenants_update_before_its_host_group_is_deployed_names_the_stack_to_deploy_first(
+    tmp_path: Path,
+) -> None:
+    folder = _split_clusters(tmp_path)
+    install_mocks(stack="prod-tenant-red", stack_outputs={})
+    missing = r"stack prod-hosts-rack-a has no output cluster_deployments\[.hv.\].*deploy prod-hosts-rack-a"
+    with pytest.raises(pulumi.RunError, match=missing):
+        _run_main(folder, _credentials(), "tenant:red")
 
 
 def test_a_clash_between_two_tenants_in_two_stacks_is_refused_in_each_before_any_resource(

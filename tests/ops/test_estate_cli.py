@@ -83,14 +83,16 @@ def test_a_tenant_file_change_previews_only_that_tenants_stack(
     assert _lines(out) == {"fleet-tenant-beta": "ok"}
     assert "create " in out
     assert sorted(p.name for p in logs.iterdir()) == ["fleet-tenant-beta.log"]
-    # every stack of the fleet exists (its references resolve) and carries its role
-    for role in ("platform", "hosts-lab-workers", "hosts-rack-c", "tenant-alpha", "tenant-beta"):
+    # the stacks it reads exist (its references resolve), each file carries its role; the others wait
+    for role in ("platform", "hosts-lab-workers", "tenant-beta"):
         assert (project / f"Pulumi.fleet-{role}.yaml").exists()
+    assert not (project / "Pulumi.fleet-hosts-rack-c.yaml").exists()
+    assert not (project / "Pulumi.fleet-tenant-alpha.yaml").exists()
     assert "composable-gpu:role: tenant:beta" in (project / "Pulumi.fleet-tenant-beta.yaml").read_text()
 
 
 def test_one_broken_host_stack_fails_alone(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["preview", "--project", str(project), "--fleet", "fleet", "--stack", "platform"]) == 0
+    assert main(["preview", "--project", str(project), "--fleet", "fleet", "--stack", "hosts:rack-c"]) == 0
     capsys.readouterr()
     # rack-c's own stack file gets a key the program refuses: only that stack's run fails
     broken = {"composable-gpu:idle": "1"}
@@ -136,3 +138,25 @@ def test_the_review_holds_each_stacks_summary_and_the_policy_packs_verdict_on_ea
     sections = [hosts, (report / "fleet-tenant-alpha.md").read_text(), beta]
     where = [review.index(s.rstrip("\n")) for s in sections]
     assert where == sorted(where)
+
+
+def test_a_tenant_on_a_cluster_of_a_host_group_never_deployed_previews_and_its_up_names_that_stack(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # lab-workers reached through its kubeconfig Secret: beta reads its ClusterDeployment's ID from
+    # fleet-hosts-lab-workers, which exists (the command creates it) but was never deployed
+    _edit(project / "inv" / "clusters.yaml", lambda d: d["hypervisor_clusters"][0].pop("kubeconfig"))
+    logs = project / "logs"
+    status = main(["preview", "--project", str(project), "--fleet", "fleet", "--stack", "tenant:beta",
+                   "--log-dir", str(logs)])
+    out = capsys.readouterr().out
+    assert status == 0, out + (logs / "fleet-tenant-beta.log").read_text()
+    assert _lines(out) == {"fleet-tenant-beta": "ok"}
+    log = (logs / "fleet-tenant-beta.log").read_text()
+    assert "stack fleet-hosts-lab-workers has no output cluster_deployments['lab-workers']" in log
+    assert "KeyError" not in log
+    status = main(["up", "--project", str(project), "--fleet", "fleet", "--stack", "tenant:beta",
+                   "--log-dir", str(logs)])
+    out = capsys.readouterr().out
+    assert status == 1 and _lines(out) == {"fleet-tenant-beta": "failed"}, out
+    assert "deploy fleet-hosts-lab-workers first" in (logs / "fleet-tenant-beta.log").read_text()

@@ -6,9 +6,9 @@ anything: each split stack's preview shows every moved resource unchanged, and a
 fleet afterwards makes no provider write. The stacks run ``tests/ops/programs/estate-split``, a
 stand-in with the program's resource tree (the Estate component with the split stacks' alias and
 an explicit Kubernetes provider, a component per host, cluster, tenant, composition and composer)
-whose resources record every provider write (a log line, a rendered manifest): this repository's
-program needs the lab's API server, Director and BMC simulators for the monolith's ``up``. Which
-stack owns which resource of the program itself is checked in
+whose resources record every provider write (a log line, a rendered manifest), so it runs without
+the lab; ``tests/ops/test_estate_migrate_dev.py`` migrates this repository's program's deployed dev
+stack on the lab. Which stack owns which resource of the program itself is checked in
 ``tests/components/test_estate_migrate_plan.py``.
 """
 
