@@ -33,6 +33,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
+from pulumi.runtime.rpc import UNKNOWN as UNKNOWN_ID
 
 from components._base import Mothership
 from domain.cluster_api import KUBECONFIG_DATA_KEY, kubeconfig_secret_name
@@ -235,16 +236,23 @@ def child_provider(
 
     Registers ``<name>-kubeconfig``, a read of Secret ``<namespace>/<cluster>-kubeconfig`` through
     ``mothership`` whose ID follows ``deployment``'s (so it is unknown, and the read skipped, while the
-    ClusterDeployment is to be created), and the provider, whose ``kubeconfig`` is the decoded
+    ClusterDeployment is to be created or its ID comes from a stack not deployed yet), and the provider, whose ``kubeconfig`` is the decoded
     ``value`` as a Pulumi secret. The read depends on ``deployment``, whose create or update ends only
     once kcm reports it Ready (its ``pulumi.com/waitFor`` annotation,
     :mod:`components.hypervisor_cluster`), when Cluster API has written the Secret. A read that still
     finds no Secret fails naming it.
     """
     secret_id = f"{namespace}/{kubeconfig_secret_name(cluster)}"
+
+    def follow(deployment_id: str) -> Any:
+        # A read resource's ID is always reported known, so a ClusterDeployment read whose own ID was
+        # unknown (another stack not deployed yet, components.references) reports the engine's unknown
+        # sentinel as its ID (pulumi SDK runtime/resource.py read_resource): keep the Secret's unknown.
+        return pulumi.UNKNOWN if deployment_id == UNKNOWN_ID else secret_id
+
     read = k8s.core.v1.Secret.get(
         f"{name}-kubeconfig",
-        deployment.id.apply(lambda _: secret_id),
+        deployment.id.apply(follow),
         opts=pulumi.ResourceOptions(parent=parent, provider=mothership, depends_on=[deployment]),
     )
     kubeconfig = pulumi.Output.secret(read.data.apply(lambda data: decode_kubeconfig(data, secret_id)))
