@@ -8,8 +8,8 @@
   ``lab-workers`` (with ``--hosts-on-mothership`` or ``LAB_HOSTS_ON_MOTHERSHIP=1`` on the
   mothership, as before the second cluster); start the hardware simulators on 127.0.0.1 and the
   real node ``mgmt-1``
-  (containerd, runc, kubelet: ``lab.node``) and load the composer image last built by
-  ``make image`` into it; start a Prometheus scraping the composer Pods on 127.0.0.1:19090
+  (containerd, runc, kubelet and the DRA kubelet plugin: ``lab.node``) and load the composer
+  image last built by ``make image`` into it; start a Prometheus scraping the composer Pods on 127.0.0.1:19090
   (``lab.prometheus``); start the k0rdent templates' chart path (``lab.template_sources``: the
   lab's chart repository, Flux source-controller, the kcm stand-in). Idempotent.
 - ``down [--wipe]``: stop every lab process (and with ``--wipe`` delete cluster and

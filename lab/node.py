@@ -1,15 +1,17 @@
 """The lab's one real node: containerd + runc + kubelet, registered as Node ``mgmt-1``.
 
 Beside the kwok Nodes (which run no containers) the lab runs a real kubelet so that the
-composer chart's Pods really run. Parts, all from Debian packages except the kubelet:
+composer chart's Pods really run. Parts:
 
-- ``containerd`` (Debian) with the ``runc`` runtime (Debian) and the ``cgroupfs`` cgroup driver:
+- ``containerd`` v2 (built from its Go module by ``lab/toolchain/build.sh``, with its ``ctr`` and
+  runc shim, kept off ``$PATH`` in ``.toolchain/containerd/bin``; Debian 12's 1.6 has no CDI) with
+  the ``runc`` runtime (Debian) and the ``cgroupfs`` cgroup driver:
   this machine mounts cgroup v1 with a v2 hierarchy beside it ("hybrid"), which ``crun``
   refuses and the systemd driver does not fit. containerd's CRI spec leaves RLIMIT_NOFILE at
   1024:1024 and does not touch RLIMIT_NPROC, below the machine's hard limits (the process lacks
   CAP_SYS_RESOURCE, so raising them fails with "Operation not permitted"), and
   ``restrict_oom_score_adj`` keeps the kubelet's oom_score_adj requests within what the process
-  may set.
+  may set. CDI is on (always, in containerd 2.4) and reads the specs in ``<lab dir>/node/cdi``.
 - CNI: Debian's ``containernetworking-plugins`` ``bridge`` + ``host-local`` on bridge
   ``labnode0``, pods in ``10.89.0.0/24``; the bridge address ``10.89.0.1`` is the node's
   address (Node ``InternalIP``).
@@ -18,6 +20,10 @@ composer chart's Pods really run. Parts, all from Debian packages except the kub
   ``composable-gpu.io/system=true:NoSchedule`` (only system workloads that tolerate it land).
 - the pod sandbox image ``localhost/composable-gpu/pause:lab`` (``lab/toolchain/pause``) and the
   composer image, loaded into containerd's ``k8s.io`` namespace from podman.
+- ``kubelet-plugin``: the DRA driver's kubelet plugin (``node/kubeletplugin``,
+  ``composer-kubelet-plugin``), registered through the kubelet's plugin registry; it writes each
+  prepared claim's CDI spec into ``<lab dir>/node/cdi`` for the GPUs whose device files it finds in
+  ``<lab dir>/gpus/mgmt-1`` (:func:`device_dir`).
 - ``node-proxy``: the lab has no kube-proxy and its API server and simulators listen on
   127.0.0.1 only; this relays the node address's ports (API server 16443, Director 18080, and
   ``lab-workers``' API server 16543, whose certificate names the node address too) to them, so a
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from domain.composer_mode import DRA_DRIVER
 from lab import image, kube, pki, processes, settings
 
 if TYPE_CHECKING:
@@ -55,11 +62,15 @@ NODE_IP = "10.89.0.1"
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
 PAUSE_IMAGE = "localhost/composable-gpu/pause:lab"
-PROCESSES = ("containerd", "node-proxy", "kubelet")
+PROCESSES = ("containerd", "node-proxy", "kubelet", "kubelet-plugin")
 #: Debian packages the node needs (``lab/setup.sh`` installs them as root).
-REQUIRED = {"containerd": "containerd", "ctr": "containerd", "runc": "runc", "ip": "iproute2",
-            "podman": "podman"}
+REQUIRED = {"runc": "runc", "ip": "iproute2", "podman": "podman"}
 CNI_BIN = Path("/usr/lib/cni")
+#: containerd v2, its ``ctr`` and runc shim (``lab/toolchain/build.sh`` ``build_containerd``).
+CONTAINERD_BIN = settings.ROOT / ".toolchain" / "containerd" / "bin"
+CONTAINERD_TOOLS = ("containerd", "ctr", "containerd-shim-runc-v2")
+#: The kubelet plugin of the DRA driver :data:`DRA_DRIVER` (``node/kubeletplugin``).
+KUBELET_PLUGIN = "composer-kubelet-plugin"
 
 
 @dataclass(frozen=True)
@@ -76,10 +87,28 @@ class NodePaths:
     def kubelet_root(self) -> Path:
         return self.base / "kubelet"
 
+    @property
+    def cdi_dir(self) -> Path:
+        """The CDI spec directory containerd reads and the kubelet plugin writes."""
+        return self.base / "cdi"
+
+    @property
+    def plugin_registration_socket(self) -> Path:
+        """The kubelet plugin's registration socket in the kubelet's plugin registry
+        (``kubeletplugin`` helper: ``<driver name>-reg.sock``)."""
+        return self.kubelet_root / "plugins_registry" / f"{DRA_DRIVER}-reg.sock"
+
 
 def paths(cfg: LabConfig) -> NodePaths:
     """The node's directory layout for lab ``cfg``."""
     return NodePaths(cfg.lab_dir / "node")
+
+
+def device_dir(cfg: LabConfig) -> Path:
+    """The directory of mgmt-1's simulated GPU device files, ``<lab dir>/gpus/mgmt-1``: the
+    layout of the gpu-agent's ``--device-dir <lab dir>/gpus`` (:mod:`lab.gpu_agent.device_files`),
+    which the kubelet plugin reads."""
+    return cfg.lab_dir / "gpus" / NODE_NAME
 
 
 def unavailable_reason(cfg: LabConfig) -> str | None:
@@ -91,9 +120,10 @@ def unavailable_reason(cfg: LabConfig) -> str | None:
         return f"Debian package(s) missing: {', '.join(missing)} (make setup installs them as root)"
     if not (CNI_BIN / "bridge").exists():
         return "Debian package containernetworking-plugins missing (make setup installs it as root)"
-    for b in ("kubelet", "pause"):
-        if not (cfg.bin_dir / b).exists():
-            return f"{cfg.bin_dir / b} missing: run `make setup`"
+    for path in (*(cfg.bin_dir / b for b in ("kubelet", "pause", KUBELET_PLUGIN)),
+                 *(CONTAINERD_BIN / b for b in CONTAINERD_TOOLS)):
+        if not path.exists():
+            return f"{path} missing: run `make setup`"
     return None
 
 
@@ -101,43 +131,63 @@ def unavailable_reason(cfg: LabConfig) -> str | None:
 
 
 def containerd_config(p: NodePaths) -> str:
-    """containerd 1.6 config (version 2 TOML): own root/state/socket, CRI with runc + cgroupfs,
-    the lab's pause image, CNI from Debian's plugins."""
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
-    return f"""version = 2
+    """containerd v2 config (version 4 TOML): own root/state/socket, CRI with runc + cgroupfs
+    through the shim built with it, the lab's pause image, CNI from Debian's plugins, CDI specs
+    from :attr:`NodePaths.cdi_dir`.
+
+    Names are containerd v2.4's: version 4 is its ``version.ConfigVersion`` (a version 3 file is
+    migrated with a warning on every start: the gRPC and ttrpc addresses moved into the
+    ``io.containerd.server.v1.*`` plugins, ``cmd/containerd/server/config/config.go``
+    ``serviceMigrate``); images (snapshotter, pinned sandbox image) and runtime
+    (``cdi_spec_dirs``, runtimes, ``cni.bin_dirs``) are separate CRI plugins
+    (``internal/cri/config/config.go``). CDI has no switch any more: ``enable_cdi`` was removed
+    in v2.4, "CDI support will always be enabled" (``RELEASES.md``, deprecated config properties).
+    ``imports`` is emptied (its default reads ``/etc/containerd/conf.d/*.toml`` of the machine)
+    and NRI is disabled (its socket would be the machine-wide ``/var/run/nri/nri.sock``).
+    """
+    images = "plugins.'io.containerd.cri.v1.images'"
+    rt = "plugins.'io.containerd.cri.v1.runtime'"
+    return f"""version = 4
 root = "{p.base / 'containerd' / 'root'}"
 state = "{p.base / 'containerd' / 'state'}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+imports = []
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.nri.v1.nri"]
 
-[grpc]
+[plugins.'io.containerd.server.v1.grpc']
   address = "{p.socket}"
 
-[ttrpc]
+[plugins.'io.containerd.server.v1.ttrpc']
   address = "{p.socket}.ttrpc"
 
-[plugins."io.containerd.internal.v1.opt"]
+[plugins.'io.containerd.internal.v1.opt']
   path = "{p.base / 'containerd' / 'opt'}"
 
-[{cri}]
-  sandbox_image = "{PAUSE_IMAGE}"
+[{images}]
+  snapshotter = "overlayfs"
+
+[{images}.pinned_images]
+  sandbox = "{PAUSE_IMAGE}"
+
+[{rt}]
   restrict_oom_score_adj = true
   disable_apparmor = true
   enable_selinux = false
+  cdi_spec_dirs = ["{p.cdi_dir}"]
 
-[{cri}.containerd]
-  snapshotter = "overlayfs"
+[{rt}.containerd]
   default_runtime_name = "runc"
 
-[{cri}.containerd.runtimes.runc]
+[{rt}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
+  runtime_path = "{CONTAINERD_BIN / 'containerd-shim-runc-v2'}"
 
-[{cri}.containerd.runtimes.runc.options]
+[{rt}.containerd.runtimes.runc.options]
   BinaryName = "{shutil.which('runc') or '/usr/bin/runc'}"
   SystemdCgroup = false
 
-[{cri}.cni]
-  bin_dir = "{CNI_BIN}"
+[{rt}.cni]
+  bin_dirs = ["{CNI_BIN}"]
   conf_dir = "{p.base / 'cni'}"
 """
 
@@ -215,7 +265,7 @@ def _ensure_bridge() -> None:
 
 def ctr(p: NodePaths, *args: str, timeout: float = 300) -> str:
     """``ctr`` against the node's containerd, namespace ``k8s.io``; returns stdout."""
-    return _run(["ctr", "--address", str(p.socket), "--namespace", "k8s.io", *args],
+    return _run([str(CONTAINERD_BIN / "ctr"), "--address", str(p.socket), "--namespace", "k8s.io", *args],
                 what="ctr " + " ".join(args[:2]), timeout=timeout)
 
 
@@ -271,7 +321,8 @@ def built_images(cfg: LabConfig) -> tuple[str, ...]:
 def write_configs(cfg: LabConfig) -> NodePaths:
     """Write containerd, CNI and kubelet configuration and the kubelet's kubeconfig."""
     p = paths(cfg)
-    for d in (p.base / "cni", p.base / "containerd", p.kubelet_root, p.base / "kubelet-pki"):
+    for d in (p.base / "cni", p.base / "containerd", p.kubelet_root, p.base / "kubelet-pki", p.cdi_dir,
+              device_dir(cfg)):
         d.mkdir(parents=True, exist_ok=True)
     (p.base / "containerd.toml").write_text(containerd_config(p))
     (p.base / "cni" / "10-lab-node.conflist").write_text(json.dumps(cni_config(), indent=2))
@@ -302,7 +353,8 @@ def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
         raise processes.LabProcessError(f"real node {NODE_NAME}: {reason}")
     p = write_configs(cfg)
     _ensure_bridge()
-    processes.start(cfg.lab_dir, "containerd", ["containerd", "--config", str(p.base / "containerd.toml")])
+    processes.start(cfg.lab_dir, "containerd", [str(CONTAINERD_BIN / "containerd"),
+                                                "--config", str(p.base / "containerd.toml")])
     processes.wait_until(lambda: p.socket.exists() and bool(ctr(p, "version", timeout=10)),
                          what="containerd", timeout_seconds=60, lab_dir=cfg.lab_dir, name="containerd")
     load_image(p, ensure_pause_image(cfg))
@@ -327,10 +379,28 @@ def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
     ])
     processes.wait_until(_kubelet_healthy, what="kubelet /healthz", timeout_seconds=90,
                          lab_dir=cfg.lab_dir, name="kubelet")
+    processes.start(cfg.lab_dir, "kubelet-plugin", kubelet_plugin_argv(cfg, p))
+    processes.wait_until(p.plugin_registration_socket.exists, what=f"{KUBELET_PLUGIN} registration socket",
+                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="kubelet-plugin")
     api = kube.admin_client(cfg)
     processes.wait_until(lambda: kube.nodes_ready(api, (NODE_NAME,)), what=f"Node {NODE_NAME} Ready",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="kubelet")
     return p
+
+
+def kubelet_plugin_argv(cfg: LabConfig, p: NodePaths) -> list[str]:
+    """Command line of the DRA kubelet plugin beside the kubelet: the kubelet's own credentials
+    (the node authorizer lets it get its pods' ResourceClaims), the kubelet's plugin registry and
+    plugins directories under its root dir, the node's device and CDI directories."""
+    return [
+        str(cfg.bin_dir / KUBELET_PLUGIN),
+        f"--node-name={NODE_NAME}",
+        f"--kubeconfig={p.base / 'kubelet.kubeconfig'}",
+        f"--kubelet-registrar-dir={p.plugin_registration_socket.parent}",
+        f"--plugin-data-dir={p.kubelet_root / 'plugins' / DRA_DRIVER}",
+        f"--device-dir={device_dir(cfg)}",
+        f"--cdi-dir={p.cdi_dir}",
+    ]
 
 
 def _mounts_under(base: Path) -> list[str]:
@@ -364,17 +434,18 @@ def stop(cfg: LabConfig) -> list[str]:
     """Stop the kubelet, every pod container, containerd and node-proxy; unmount the kubelet's
     volumes. Returns the names of the processes that were stopped."""
     p = paths(cfg)
-    stopped = [n for n in ("kubelet",) if processes.stop(cfg.lab_dir, n)]
+    stopped = [n for n in ("kubelet", "kubelet-plugin") if processes.stop(cfg.lab_dir, n)]
     if processes.running(cfg.lab_dir, "containerd") and p.socket.exists():
         try:
+            tasks = [str(CONTAINERD_BIN / "ctr"), "--address", str(p.socket), "-n", "k8s.io", "tasks"]
             for cid in ctr(p, "tasks", "ls", "-q", timeout=30).split():
-                subprocess.run(["ctr", "--address", str(p.socket), "-n", "k8s.io", "tasks", "kill",
-                                "-s", "SIGKILL", cid], capture_output=True, timeout=30, check=False)
+                subprocess.run([*tasks, "kill", "-s", "SIGKILL", cid], capture_output=True, timeout=30,
+                               check=False)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and ctr(p, "tasks", "ls", "-q", timeout=30).strip():
                 for cid in ctr(p, "tasks", "ls", "-q", timeout=30).split():
-                    subprocess.run(["ctr", "--address", str(p.socket), "-n", "k8s.io", "tasks", "delete",
-                                    "-f", cid], capture_output=True, timeout=30, check=False)
+                    subprocess.run([*tasks, "delete", "-f", cid], capture_output=True, timeout=30,
+                                   check=False)
                 time.sleep(0.5)
         except (processes.LabProcessError, subprocess.TimeoutExpired):
             pass

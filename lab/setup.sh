@@ -22,9 +22,10 @@ fi
 
 # 1b. Debian packages for the composer image and the lab's real node: podman (builds and runs the
 # image, with runc: crun refuses this machine's hybrid cgroups), mmdebstrap (the image's Debian
-# base), containerd + runc + containernetworking-plugins (the real kubelet node's runtime and CNI).
+# base), runc + containernetworking-plugins (the real kubelet node's runtime and CNI; its
+# containerd is built from Go modules in step 3: Debian 12's 1.6 has no CDI).
 need=()
-for pair in podman:podman runc:runc containerd:containerd mmdebstrap:mmdebstrap \
+for pair in podman:podman runc:runc mmdebstrap:mmdebstrap \
             /usr/lib/cni/bridge:containernetworking-plugins; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "${pair%%:*}" ] || need+=("${pair#*:}")
 done

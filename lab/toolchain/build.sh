@@ -204,6 +204,36 @@ build_kubeletplugin() {
   stamp_write kubeletplugin "$key"
 }
 
+# containerd v2 for the lab's real node (lab/node.py): Debian 12's containerd is 1.6.20, which has
+# no CDI, so a DRA claim's CDI devices never reach the container. containerd v2 reads the CRI
+# CDIDevices field with CDI on by default. Built from its Go module (its go.mod has no replace
+# directives) in a wrapper module: the daemon, ctr and the runc shim (lab/node.py points the daemon
+# at this shim, not Debian's 1.6 one). They go to $CACHE/containerd/bin, off $PATH, so they never
+# shadow Debian's containerd and ctr. Without cgo the btrfs snapshotter drops out on its own
+# (cmd/containerd/builtins/btrfs_linux.go: `!no_btrfs && cgo`); no_devmapper and no_zfs leave out
+# two more the lab's config disables anyway; no_grpc is upstream's tag for the shim
+# (Makefile SHIM_GO_BUILDTAGS).
+build_containerd() {
+  local key="containerd=$CONTAINERD_VERSION" out="$CACHE/containerd/bin"
+  if stamp_ok containerd "$key" && [ -x "$out/containerd" ] && [ -x "$out/ctr" ] && [ -x "$out/containerd-shim-runc-v2" ]; then
+    log "containerd $CONTAINERD_VERSION: cached"; return
+  fi
+  log "containerd $CONTAINERD_VERSION: building containerd, ctr, containerd-shim-runc-v2 (cold: ~4 min of CPU)"
+  local mod="github.com/containerd/containerd/v2"
+  local ld="-s -w -X $mod/version.Version=$CONTAINERD_VERSION -X $mod/version.Revision=$CONTAINERD_VERSION"
+  local tags=no_btrfs,no_devmapper,no_zfs
+  local dir; dir="$(wrapper containerd)"
+  mkdir -p "$out"
+  (cd "$dir"
+    go mod edit -require="$mod@$CONTAINERD_VERSION"
+    for cmd in containerd ctr containerd-shim-runc-v2; do
+      log "  $cmd"
+      [ "$cmd" = containerd-shim-runc-v2 ] && tags="$tags,no_grpc"
+      nice -n 10 go build -tags "$tags" -trimpath -ldflags "$ld" -o "$out/$cmd" "$mod/cmd/$cmd"
+    done)
+  stamp_write containerd "$key"
+}
+
 build_kwok() {
   local key="kwok=$KWOK_VERSION"
   stamp_ok kwok "$key" kwok && { log "kwok $KWOK_VERSION: cached"; return; }
@@ -275,7 +305,7 @@ build_prometheus() {
   stamp_write prometheus "$key"
 }
 
-all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause kubeletplugin kwok helm source_controller prometheus)
+all=(pulumi langhost kubernetes_provider etcd kubernetes kubelet pause containerd kubeletplugin kwok helm source_controller prometheus)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do "build_$t"; done
 log "toolchain ready in $BIN"

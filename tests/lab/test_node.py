@@ -9,22 +9,48 @@ from pathlib import Path
 from cryptography import x509
 
 from lab import node, pki
+from lab.settings import LabConfig
 
 
-def test_containerd_uses_runc_with_cgroupfs_the_lab_pause_image_and_debian_cni(tmp_path: Path) -> None:
+def test_containerd_v2_uses_runc_with_cgroupfs_the_lab_pause_image_debian_cni_and_the_lab_cdi_dir(
+        tmp_path: Path) -> None:
     p = node.NodePaths(tmp_path)
     cfg = tomllib.loads(node.containerd_config(p))
-    assert cfg["grpc"]["address"] == str(tmp_path / "containerd.sock")
+    assert cfg["version"] == 4  # containerd v2.4's config version
+    assert cfg["imports"] == []  # nothing from the machine's /etc/containerd/conf.d
+    plugins = cfg["plugins"]
+    assert plugins["io.containerd.server.v1.grpc"]["address"] == str(tmp_path / "containerd.sock")
     assert cfg["root"].startswith(str(tmp_path)) and cfg["state"].startswith(str(tmp_path))
-    cri = cfg["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["sandbox_image"] == node.PAUSE_IMAGE
+    images = plugins["io.containerd.cri.v1.images"]
+    assert images["pinned_images"]["sandbox"] == node.PAUSE_IMAGE
+    cri = plugins["io.containerd.cri.v1.runtime"]
     assert cri["restrict_oom_score_adj"] is True  # the process may not lower oom_score_adj
+    assert cri["cdi_spec_dirs"] == [str(p.cdi_dir)]  # where the kubelet plugin writes
     runc = cri["containerd"]["runtimes"]["runc"]
     assert cri["containerd"]["default_runtime_name"] == "runc"
     assert runc["runtime_type"] == "io.containerd.runc.v2"
+    # the shim built with it, not Debian's 1.6 one
+    assert runc["runtime_path"] == str(node.CONTAINERD_BIN / "containerd-shim-runc-v2")
     assert runc["options"]["SystemdCgroup"] is False  # hybrid cgroups: the cgroupfs driver
     assert runc["options"]["BinaryName"].endswith("runc")
-    assert cri["cni"]["bin_dir"] == "/usr/lib/cni"
+    assert cri["cni"]["bin_dirs"] == ["/usr/lib/cni"]
+
+
+def test_kubelet_plugin_registers_in_the_kubelets_registry_and_writes_into_containerds_cdi_dir(
+        tmp_path: Path) -> None:
+    cfg = LabConfig(lab_dir=tmp_path / "lab")
+    p = node.paths(cfg)
+    argv = node.kubelet_plugin_argv(cfg, p)
+    flags = dict(a.removeprefix("--").split("=", 1) for a in argv[1:])
+    assert argv[0] == str(cfg.bin_dir / "composer-kubelet-plugin")
+    assert flags["node-name"] == node.NODE_NAME
+    assert Path(flags["kubelet-registrar-dir"]) == p.kubelet_root / "plugins_registry"
+    registry = Path(flags["kubelet-registrar-dir"])
+    assert p.plugin_registration_socket == registry / "gpu.composer.liqid.io-reg.sock"
+    assert Path(flags["cdi-dir"]) == p.cdi_dir
+    assert tomllib.loads(node.containerd_config(p))["plugins"]["io.containerd.cri.v1.runtime"][
+        "cdi_spec_dirs"] == [flags["cdi-dir"]]
+    assert Path(flags["device-dir"]) == tmp_path / "lab" / "gpus" / "mgmt-1"  # the gpu-agent's layout
 
 
 def test_cni_bridge_gateway_is_the_node_address() -> None:

@@ -84,3 +84,19 @@ def test_kubelet_plugin_is_built_against_the_lab_kubernetes_release() -> None:
     usage = subprocess.run([str(BIN / "composer-kubelet-plugin"), "-h"], capture_output=True, text=True,
                            timeout=60, check=False)
     assert usage.returncode == 0 and "-device-dir" in usage.stderr, usage.stderr
+
+
+def test_lab_node_containerd_matches_its_pin_and_stays_off_path() -> None:
+    """containerd, ctr and the runc shim of the lab node are the pinned v2 release (the one with
+    CDI always on), in ``.toolchain/containerd/bin``, not beside the tools on ``$PATH``."""
+    from lab import node
+
+    pin = _pins()["CONTAINERD_VERSION"]
+    assert node.CONTAINERD_BIN == ROOT / ".toolchain" / "containerd" / "bin"
+    assert _run(str(node.CONTAINERD_BIN / "containerd"), "--version").split()[1:3] == [
+        "github.com/containerd/containerd/v2", pin]
+    assert _run(str(node.CONTAINERD_BIN / "ctr"), "--version").split()[1:] == [
+        "github.com/containerd/containerd/v2", pin]
+    shim = node.CONTAINERD_BIN / "containerd-shim-runc-v2"
+    assert shim.exists() and shim.stat().st_mode & 0o111
+    assert not any((BIN / name).exists() for name in node.CONTAINERD_TOOLS)
