@@ -237,10 +237,10 @@ def child_provider(
     Registers ``<name>-kubeconfig``, a read of Secret ``<namespace>/<cluster>-kubeconfig`` through
     ``mothership`` whose ID follows ``deployment``'s (so it is unknown, and the read skipped, while the
     ClusterDeployment is to be created or its ID comes from a stack not deployed yet), and the
-    provider, whose ``kubeconfig`` is the decoded ``value`` as a Pulumi secret. The read depends on ``deployment``, whose create or update ends only
-    once kcm reports it Ready (its ``pulumi.com/waitFor`` annotation,
-    :mod:`components.hypervisor_cluster`), when Cluster API has written the Secret. A read that still
-    finds no Secret fails naming it.
+    provider, whose ``kubeconfig`` is the decoded ``value`` as a Pulumi secret. The read depends on
+    ``deployment``, whose create or update ends only once kcm reports it Ready (its
+    ``pulumi.com/waitFor`` annotation, :mod:`components.hypervisor_cluster`), when Cluster API has
+    written the Secret. A read that still finds no Secret fails naming it.
     """
     secret_id = f"{namespace}/{kubeconfig_secret_name(cluster)}"
 
