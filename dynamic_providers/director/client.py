@@ -62,6 +62,7 @@ from .errors import (
     DirectorNotFoundError,
     DirectorServerError,
     DirectorTimeoutError,
+    DirectorUnavailableError,
     name_list,
 )
 from .known import shared_statuses
@@ -663,8 +664,16 @@ class DirectorClient:
         detach: Sequence[str] = (),
     ) -> None:
         """fabric/edit -> relate/unrelate each -> fabric/reprogram; fabric/edit/cancel on a
-        failure, unless a job still runs (ReconfigureMachineAction.java:75-113)."""
-        self._open_edit(m)
+        failure, unless a job still runs (ReconfigureMachineAction.java:75-113). A lost answer
+        to ``fabric/edit`` itself (timeout, connection reset) is cancelled too: the Director may
+        have opened the edit, and an edit left open refuses every later one on the machine."""
+        try:
+            self._open_edit(m)
+        except DirectorJobRunningError:
+            raise
+        except DirectorUnavailableError:
+            self._cancel_quietly(m)
+            raise
         try:
             for n in attach:
                 relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
@@ -690,10 +699,17 @@ class DirectorClient:
         self, grp: Group, gpus: Mapping[str, Placed], *, add: Sequence[str] = (), remove: Sequence[str] = ()
     ) -> None:
         """pool/edit -> predevice/gpu POST (``add``) or DELETE (``remove``) each -> pool/done;
-        pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80)."""
+        pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80), and
+        after a lost answer to ``pool/edit`` itself (see :meth:`_transaction`)."""
         pool = self._group_pool(grp)
         with group_pool_lock(self._director, grp.grp_id):
-            self._open_pool_edit(pool, grp)
+            try:
+                self._open_pool_edit(pool, grp)
+            except DirectorJobRunningError:
+                raise
+            except DirectorUnavailableError:
+                self._cancel_pool_quietly(pool, grp)
+                raise
             try:
                 for n in add:
                     predevice_api.add_gpu_to_group(self._t, status=gpus[n].status, group=grp)
@@ -704,11 +720,14 @@ class DirectorClient:
                 log.warning("a job still runs on group %s: its pool edit is left open", grp.group_name)
                 raise
             except BaseException:
-                try:
-                    pool_api.cancel(self._t, pool=pool)
-                except DirectorError as exc:
-                    log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
+                self._cancel_pool_quietly(pool, grp)
                 raise
+
+    def _cancel_pool_quietly(self, pool: GroupPool, grp: Group) -> None:
+        try:
+            pool_api.cancel(self._t, pool=pool)
+        except DirectorError as exc:
+            log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
 
     def _open_pool_edit(self, pool: GroupPool, grp: Group) -> None:
         self._open_when_free(

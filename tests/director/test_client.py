@@ -224,6 +224,26 @@ def test_request_timeout_before_the_change_is_retried_after_reading_state(sim: S
     assert sim.state()["edits"] == {}
 
 
+def test_fabric_edit_opened_but_its_answer_lost_is_cancelled(sim: Sim) -> None:
+    # The Director opens the edit and answers after the client's timeout: the client cannot
+    # tell, so it cancels, or the machine's edit stays open and every later edit gets 409.
+    sim.fault(kind="delay", method="POST", path="fabric/edit", delay_seconds=0.6, after=True)
+    with make_client(sim.url, timeout=0.3, edit_wait=0.5) as c:
+        c.compose("blade-slot-1", ["gpu2"])
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu2"]
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.state()["edits"] == {}
+
+
+def test_pool_edit_opened_but_its_answer_lost_is_cancelled(sim: Sim) -> None:
+    sim.fault(kind="delay", method="POST", path="pool/edit", delay_seconds=0.6, after=True)
+    with make_client(sim.url, timeout=0.3, edit_wait=0.5) as c:
+        c.compose("blade-slot-1", ["gpu0"])  # from the system pool: a pool transaction first
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu0"]
+    assert sim.calls("POST pool/cancel") == 1
+    assert sim.state()["pool_edits"] == {} and sim.state()["edits"] == {}
+
+
 def test_reprogram_failing_half_way_once_converges(sim: Sim, client: DirectorClient) -> None:
     sim.fault(kind="reprogram_half")
     client.compose("blade-slot-1", ["gpu0", "gpu1"])
