@@ -109,6 +109,10 @@ class Injector:
         self._threads.append(th)
         return entry
 
+    def busy(self) -> bool:
+        """Some fault is still acting or healing."""
+        return any(th.is_alive() for th in self._threads)
+
     def wait(self, timeout: float) -> None:
         """Wait for every fault thread (each heals what it broke before it ends)."""
         deadline = time.monotonic() + timeout

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,9 @@ class SoakLab:
     probe_port: int
     owner_tag: str = "gpu-composer"
     started: list[str] = field(default_factory=list)
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _down: bool = False
 
     def sim(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         return self.sc.sim(method, path, body)
@@ -185,7 +189,14 @@ def soak(
                 say(f"VIOLATION seed={tl.seed} {v.check} {v.subject}: {v.detail}")
 
     next_check = t0 + check_every
+
+    def supervise() -> None:
+        restarted = lab.supervise()
+        if restarted:
+            say(f"composer exited by itself ({lab.restarts[-1]}): started {restarted}")
+
     while queue:
+        supervise()
         at, i, what, item = queue[0]
         now = time.time()
         if now < t0 + at:
@@ -214,7 +225,10 @@ def soak(
             heapq.heappush(queue, (time.time() - t0 + 1.0, i, what, item))
     faulty_end = time.time()
     say("faulty phase over: clearing Director rules, waiting for faults to heal")
-    inj.wait(300)
+    heal_deadline = time.time() + 300
+    while inj.busy() and time.time() < heal_deadline:
+        supervise()
+        time.sleep(1)
     for _ in range(30):
         try:
             sc.sim("DELETE", "faults")
@@ -224,6 +238,7 @@ def soak(
     settle_deadline = time.time() + cfg.settle_seconds
     while time.time() < settle_deadline:
         time.sleep(5)
+        supervise()
         if obs.samples and not [
             v
             for v in check_all(
@@ -262,6 +277,7 @@ def soak(
         "samples": len(samples),
         "samples_missed": obs.missed,
         "pod_op_retries": retries,
+        "composer_self_restarts": lab.restarts,
         "violations": sorted(found.values(), key=lambda v: v["t"]),
         "composed_gpus": sorted(_composed(obs, lab.owner_tag)),
         "composer_warnings": _count([(e.reason) for e in events if e.composer and e.type == "Warning"]),
