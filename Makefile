@@ -23,7 +23,7 @@ POLICY := --policy-pack policies --policy-pack-config policies/config/$(POLICY_E
 # stopped before the policies judged anything.
 CHECK := python -m stack_config validate Pulumi.$(STACK).yaml &&
 
-.PHONY: setup image demo lab-up lab-down lab-status preview drift review up destroy test lint bench ci
+.PHONY: setup image demo lab-up lab-down lab-status preview drift review up destroy test lint bench soak ci
 
 setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when warm)
 	bash lab/setup.sh
@@ -81,6 +81,12 @@ lint:
 
 bench: setup
 	$(ENV) python -m bench
+
+# Random GPU pods against the composer under injected faults, invariants checked from the Director
+# and the cluster (bench/soak/); SOAK_SECONDS (default 1800) and SOAK_SEED (default: the time).
+SOAK_SECONDS ?= 1800
+soak: setup  ## Soak the composer on the lab under faults -> bench/results/SOAK.md (SOAK_SECONDS, SOAK_SEED)
+	$(ENV) python -m bench.soak --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED),)
 
 ci: setup  ## The CI recipe: tests, policy pack on every stack, preview summaries
 	bash ci/pipeline.sh

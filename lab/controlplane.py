@@ -173,6 +173,26 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
     return cfg
 
 
+def restart_apiserver(cfg: LabConfig) -> float:
+    """Stop the running kube-apiserver of ``cfg`` (by its recorded pid) and start it again with the
+    same command line, as an operator restarting it would; returns the seconds until ``/readyz``
+    answered again. For fault injection (the soak, ``bench.soak``).
+
+    Raises:
+        processes.LabProcessError: it was not running, or did not get ready within 120 s.
+    """
+    pid = processes.running(cfg.lab_dir, "kube-apiserver")
+    argv = processes.command_line(pid) if pid else None
+    if not argv:
+        raise processes.LabProcessError(f"kube-apiserver is not running in {cfg.lab_dir}")
+    t0 = time.monotonic()
+    processes.stop(cfg.lab_dir, "kube-apiserver")
+    processes.start(cfg.lab_dir, "kube-apiserver", argv, ports=[cfg.ports.apiserver])
+    processes.wait_until(lambda: _apiserver_ready(cfg), what="kube-apiserver /readyz",
+                         timeout_seconds=120, lab_dir=cfg.lab_dir, name="kube-apiserver")
+    return time.monotonic() - t0
+
+
 def status(cfg: LabConfig | None = None) -> dict[str, int | None]:
     """Pid (or None) of each control-plane process, the second control plane's named
     ``<its name>/<process>`` (``lab-workers/etcd``), and of ``capi-standin``."""

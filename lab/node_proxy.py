@@ -16,7 +16,8 @@ import contextlib
 import sys
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy ``reader`` to ``writer`` until end of stream or a connection error; close ``writer``."""
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -35,7 +36,7 @@ def _handler(port: int):  # noqa: ANN202 - asyncio's client_connected_cb shape
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     return handle
 

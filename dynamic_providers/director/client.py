@@ -62,6 +62,7 @@ from .errors import (
     DirectorNotFoundError,
     DirectorServerError,
     DirectorTimeoutError,
+    DirectorUnavailableError,
     name_list,
 )
 from .known import shared_statuses
@@ -89,6 +90,26 @@ def group_pool_lock(director: str, grp_id: int) -> threading.Lock:
     held from ``pool/edit`` to ``pool/done`` (or ``pool/cancel``)."""
     with _POOL_LOCKS_GUARD:
         return _POOL_LOCKS.setdefault((director, grp_id), threading.Lock())
+
+
+#: Edits this process may have left open, (Director URL, ``"machine:<id>"`` / ``"group:<id>"``)
+#: -> ``time.monotonic()`` when their opening call lost its answer (timeout, connection reset):
+#: the Director may have opened the edit, and may still run a job for it (an HTTP 202 answer
+#: that never arrived), so nothing is sent about it until the longest job wait (``job_timeout``)
+#: has passed since; then the next opening cancels it first.
+_LEFT_OPEN: dict[tuple[str, str], float] = {}
+_LEFT_OPEN_GUARD = threading.Lock()
+
+
+def _left_open(director: str, key: str, *, mark: bool | None = None) -> float | None:
+    """When ``key`` on ``director`` became an edit this process may have left open (None: it
+    is not one); ``mark`` True / False records it now / forgets it first."""
+    with _LEFT_OPEN_GUARD:
+        if mark is True:
+            _LEFT_OPEN[(director, key)] = time.monotonic()
+        elif mark is False:
+            _LEFT_OPEN.pop((director, key), None)
+        return _LEFT_OPEN.get((director, key))
 
 
 def _waits(first: float, most: float) -> Iterable[float]:
@@ -663,8 +684,17 @@ class DirectorClient:
         detach: Sequence[str] = (),
     ) -> None:
         """fabric/edit -> relate/unrelate each -> fabric/reprogram; fabric/edit/cancel on a
-        failure, unless a job still runs (ReconfigureMachineAction.java:75-113)."""
-        self._open_edit(m)
+        failure, unless a job still runs (ReconfigureMachineAction.java:75-113). After a lost
+        answer to ``fabric/edit`` itself (timeout, connection reset) the Director may have opened
+        the edit, and an edit left open refuses every later one on the machine: it is recorded
+        (:func:`_left_open`) and cancelled by a later opening once no job of it can still run."""
+        try:
+            self._open_edit(m)
+        except DirectorJobRunningError:
+            raise
+        except DirectorUnavailableError:
+            _left_open(self._director, f"machine:{m.mach_id}", mark=True)
+            raise
         try:
             for n in attach:
                 relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
@@ -690,10 +720,17 @@ class DirectorClient:
         self, grp: Group, gpus: Mapping[str, Placed], *, add: Sequence[str] = (), remove: Sequence[str] = ()
     ) -> None:
         """pool/edit -> predevice/gpu POST (``add``) or DELETE (``remove``) each -> pool/done;
-        pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80)."""
+        pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80); a lost
+        answer to ``pool/edit`` itself is handled as in :meth:`_transaction`."""
         pool = self._group_pool(grp)
         with group_pool_lock(self._director, grp.grp_id):
-            self._open_pool_edit(pool, grp)
+            try:
+                self._open_pool_edit(pool, grp)
+            except DirectorJobRunningError:
+                raise
+            except DirectorUnavailableError:
+                _left_open(self._director, f"group:{grp.grp_id}", mark=True)
+                raise
             try:
                 for n in add:
                     predevice_api.add_gpu_to_group(self._t, status=gpus[n].status, group=grp)
@@ -704,17 +741,24 @@ class DirectorClient:
                 log.warning("a job still runs on group %s: its pool edit is left open", grp.group_name)
                 raise
             except BaseException:
-                try:
-                    pool_api.cancel(self._t, pool=pool)
-                except DirectorError as exc:
-                    log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
+                self._cancel_pool_quietly(pool, grp)
                 raise
+
+    def _cancel_pool_quietly(self, pool: GroupPool, grp: Group) -> bool:
+        """``pool/cancel``; False (logged) when the Director refused it or did not answer."""
+        try:
+            pool_api.cancel(self._t, pool=pool)
+        except DirectorError as exc:
+            log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
+            return False
+        return True
 
     def _open_pool_edit(self, pool: GroupPool, grp: Group) -> None:
         self._open_when_free(
             lambda: pool_api.open_edit(self._t, pool=pool),
             busy=f"the pool of group {grp.group_name} is still being edited",
             clear="cancel_pool_edit",
+            left_open=(f"group:{grp.grp_id}", lambda: self._cancel_pool_quietly(pool, grp)),
         )
 
     def _open_edit(self, m: Machine) -> None:
@@ -723,10 +767,17 @@ class DirectorClient:
             busy=f"a fabric edit is still open on machine {m.mach_name}",
             clear="cancel_edit",
             machine=m.mach_name,
+            left_open=(f"machine:{m.mach_id}", lambda: self._cancel_quietly(m)),
         )
 
     def _open_when_free(
-        self, open_edit: Callable[[], object], *, busy: str, clear: str, machine: str | None = None
+        self,
+        open_edit: Callable[[], object],
+        *,
+        busy: str,
+        clear: str,
+        machine: str | None = None,
+        left_open: tuple[str, Callable[[], bool]] | None = None,
     ) -> None:
         """Call ``open_edit()`` until the Director no longer answers that another edit is open,
         for at most ``edit_wait`` seconds (pauses from :data:`FIRST_EDIT_POLL_SECONDS` growing to
@@ -734,11 +785,15 @@ class DirectorClient:
 
         ``busy`` says what is still open (``"... after <edit_wait> s"`` follows it), ``clear``
         names the DirectorClient method that clears a left-over edit, ``machine`` goes on the error.
+        ``left_open``: (key, cancel) of this edit, cleared first when this process may have left
+        it open (:meth:`_clear_left_open`).
 
         Raises:
             DirectorConflictError: still refused after ``edit_wait`` seconds (the last refusal's
                 method, path, status and Director message kept, and chained).
         """
+        if left_open is not None:
+            self._clear_left_open(*left_open, busy=busy, machine=machine)
         deadline = time.monotonic() + self.edit_wait
         waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)
         while True:
@@ -758,6 +813,33 @@ class DirectorClient:
                         machine=machine,
                     ) from exc
                 time.sleep(next(waits))
+
+    def _clear_left_open(
+        self, key: str, cancel: Callable[[], bool], *, busy: str, machine: str | None
+    ) -> None:
+        """Before opening edit ``key``: if this process may have left it open (:func:`_left_open`),
+        wait until no job of it can still run (``job_timeout`` after the lost answer; LIQID's SDK
+        sends nothing while a job runs), then cancel it (an error, when the Director had not
+        opened it, is logged) and forget it.
+
+        Raises:
+            DirectorConflictError: that moment is more than ``edit_wait`` seconds away (nothing sent).
+        """
+        lost_at = _left_open(self._director, key)
+        if lost_at is None:
+            return
+        wait = lost_at + self._t.job_timeout - time.monotonic()
+        if wait > self.edit_wait:
+            raise DirectorConflictError(
+                f"{busy}, maybe by this client: its opening got no answer {time.monotonic() - lost_at:.0f} s "
+                f"ago, and a job of it may run for {self._t.job_timeout:g} s; it is cancelled after that",
+                machine=machine,
+            )
+        if wait > 0:
+            time.sleep(wait)
+        if cancel():
+            log.info("cancelled the edit of %s that an opening without an answer had left open", key)
+        _left_open(self._director, key, mark=False)
 
     def _reprogram(self, m: Machine, *, attach: Sequence[str], detach: Sequence[str]) -> None:
         start = time.monotonic()
@@ -792,11 +874,14 @@ class DirectorClient:
         }
         return set(attach) <= held and not held & set(detach)
 
-    def _cancel_quietly(self, m: Machine) -> None:
+    def _cancel_quietly(self, m: Machine) -> bool:
+        """``fabric/edit/cancel``; False (logged) when the Director refused it or did not answer."""
         try:
             fabric_api.cancel_edit(self._t, machine=m)
         except DirectorError as exc:
             log.warning("could not cancel the fabric edit on %s: %s", m.mach_name, exc)
+            return False
+        return True
 
     def _undo_compose(
         self, m: Machine, names: Sequence[str], already: set[str], moved: list[str], exc: DirectorError

@@ -239,7 +239,10 @@ class Scenario:
         return self.hosts[machine]
 
     # -- processes -----------------------------------------------------------------------
-    def start_composer(self, *extra: str, name: str = "composer", probe_port: int | None = None) -> Proc:
+    def start_composer(self, *extra: str, name: str = "composer", probe_port: int | None = None,
+                       director_url: str | None = None) -> Proc:
+        """Start ``python -m composer`` as ``name`` (``director_url``: instead of the simulator's
+        own, e.g. a relay in front of it)."""
         self.procs[name] = p = start_proc(
             name,
             [
@@ -247,7 +250,7 @@ class Scenario:
                 "-m",
                 "composer",
                 "--director-url",
-                self.director_url,
+                director_url or self.director_url,
                 "--director-username",
                 SIM_USER,
                 "--kubeconfig",
@@ -388,6 +391,7 @@ class Scenario:
         cpu: str = "500m",
         memory: str = "256Mi",
         namespace: str | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
         selector = {E2E_LABEL: self.sid}  # keep test pods off the lab's other nodes
         if product:
@@ -396,7 +400,7 @@ class Scenario:
             selector["kubernetes.io/hostname"] = host
         ns = namespace or self.ns
         body = {
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})},
             "spec": {
                 "nodeSelector": selector,
                 "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],

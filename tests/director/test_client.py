@@ -224,6 +224,39 @@ def test_request_timeout_before_the_change_is_retried_after_reading_state(sim: S
     assert sim.state()["edits"] == {}
 
 
+def test_fabric_edit_opened_but_its_answer_lost_is_cancelled(sim: Sim) -> None:
+    # The Director opens the edit and answers after the client's timeout: the next opening,
+    # refused, cancels it once no job of it can run any more (job_timeout), or the machine's
+    # edit stays open and every later edit gets 409.
+    sim.fault(kind="delay", method="POST", path="fabric/edit", delay_seconds=0.6, after=True)
+    with make_client(sim.url, timeout=0.3, edit_wait=2.0, job_timeout=0.8) as c:
+        c.compose("blade-slot-1", ["gpu2"])
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu2"]
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.state()["edits"] == {}
+
+
+def test_pool_edit_opened_but_its_answer_lost_is_cancelled(sim: Sim) -> None:
+    sim.fault(kind="delay", method="POST", path="pool/edit", delay_seconds=0.6, after=True)
+    with make_client(sim.url, timeout=0.3, edit_wait=2.0, job_timeout=0.8) as c:
+        c.compose("blade-slot-1", ["gpu0"])  # from the system pool: a pool transaction first
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu0"]
+    assert sim.calls("POST pool/cancel") == 1
+    assert sim.state()["pool_edits"] == {} and sim.state()["edits"] == {}
+
+
+def test_edit_whose_answer_was_lost_while_its_job_ran_is_cancelled_at_the_next_opening(sim: Sim) -> None:
+    # fabric/edit answers 202 with a job, too late to be seen: no cancel while the job may run
+    # (the simulator records one as a violation), one after the longest job wait.
+    sim.fault(kind="async", method="POST", path="fabric/edit", delay_seconds=1.0, times=1)
+    sim.fault(kind="delay", method="POST", path="fabric/edit", delay_seconds=0.6, after=True, times=1)
+    with make_client(sim.url, timeout=0.3, edit_wait=3.0, job_timeout=1.5) as c:
+        c.compose("blade-slot-1", ["gpu2"])
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu2"]
+    assert sim.state()["edits"] == {}
+    assert sim.state()["violations"] == []
+
+
 def test_reprogram_failing_half_way_once_converges(sim: Sim, client: DirectorClient) -> None:
     sim.fault(kind="reprogram_half")
     client.compose("blade-slot-1", ["gpu0", "gpu1"])

@@ -1,0 +1,297 @@
+"""Runs a soak timeline (:mod:`bench.soak.plan`) against a running scenario of the composer's
+lab harness (``tests.composer.harness.Scenario``: the Director simulator, kwok Nodes, the
+GPU-Operator stand-in and the composer as processes), injecting faults (:mod:`bench.soak.inject`),
+observing (:mod:`bench.soak.observe`) and checking the invariants (:mod:`bench.soak.invariants`)
+every ``check_every`` seconds and once more after the settle phase.
+
+Phases: *faulty* (``cfg.seconds``: pods created and deleted as drawn, faults fired as drawn);
+*settle* (rules cleared, faults healed, every pod already deleted; wait up to
+``cfg.settle_seconds`` for every composed GPU to be back in a pool); final checks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from bench.pod_times import summarize
+from bench.soak import invariants as inv
+from bench.soak.inject import Injector
+from bench.soak.observe import GATING_LABEL, Observer, history
+from bench.soak.plan import SoakConfig, Timeline
+from bench.soak.proxy import Relay
+from lab import controlplane
+from lab.settings import LabConfig
+from tests.composer import harness
+
+#: The composer's settings in the soak (seconds), short so that reclaims and reservations
+#: happen many times in a run; the checkers' bounds derive from them.
+COMPOSER_SETTINGS = {
+    "idle_timeout_seconds": 20.0,
+    "reservation_timeout_seconds": 45.0,
+    "unserved_wait_seconds": 20.0,
+    "orphan_grace_seconds": 30.0,
+}
+RECLAIM_SLACK = 40.0  # reclaim's own time: taint, decompose (retries under faults), pool moves
+WAIT_SLACK = 15.0
+EDIT_BOUND = 90.0  # longer than the longest stuck job drawn (8 x the 5 s Director timeout)
+
+
+@dataclass
+class SoakLab:
+    """The scenario, its relay and its processes, as the injector drives them."""
+
+    sc: harness.Scenario
+    lab_cfg: LabConfig
+    relay: Relay
+    composer_flags: list[str]
+    probe_port: int
+    owner_tag: str = "gpu-composer"
+    started: list[str] = field(default_factory=list)
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _down: bool = False
+
+    def sim(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.sc.sim(method, path, body)
+
+    def hosts(self) -> list[str]:
+        return sorted(self.sc.hosts.values())
+
+    def node_of(self, host: str) -> str:
+        return host
+
+    def start_composer(self) -> str:
+        name = f"composer-{len(self.started) + 1}"
+        self.sc.start_composer(
+            *self.composer_flags, name=name, probe_port=self.probe_port, director_url=self.relay.url
+        )
+        self.started.append(name)
+        return name
+
+    def kill_composer(self) -> str:
+        name = self.started[-1]
+        self.sc.procs[name].kill()
+        return name
+
+    def stop_agent(self) -> None:
+        self.sc.procs["agent"].stop()
+
+    def start_agent(self, advertise_delay: float | None = None) -> None:
+        self.sc.start_agent(*(["--advertise-delay", str(advertise_delay)] if advertise_delay else []))
+
+    def restart_apiserver(self) -> float:
+        return controlplane.restart_apiserver(self.lab_cfg)
+
+    def delete_node(self, node: str) -> None:
+        try:
+            self.sc.core.delete_node(node)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def add_node(self, node: str) -> None:
+        harness.add_kwok_nodes(self.sc.core, [node], self.sc.sid)
+
+
+def check_all(
+    obs: Observer, *, end: float, final: bool, composed: set[str], owner_tag: str
+) -> list[inv.Violation]:
+    """Every checker over what ``obs`` saw until ``end``; with ``final`` also convergence."""
+    samples, pods, events, metrics = obs.snapshot()
+    s = COMPOSER_SETTINGS
+    out = inv.double_attachments(history(obs.last_state), end=end) if obs.last_state else []
+    out += inv.unaccounted_gpus(
+        samples,
+        events,
+        metrics,
+        owner_tag=owner_tag,
+        bound=max(s["idle_timeout_seconds"], s["orphan_grace_seconds"]) + RECLAIM_SLACK,
+    )
+    out += inv.unexplained_waits(
+        pods, events, reservation=s["reservation_timeout_seconds"], slack=WAIT_SLACK, end=end
+    )
+    out += (
+        inv.open_transactions(samples, bound=EDIT_BOUND)
+        if final
+        else [v for v in inv.open_transactions(samples, bound=EDIT_BOUND) if "at the end" not in v.detail]
+    )
+    if final and samples:
+        running: dict[str, int] = {}
+        for p in pods:
+            if p.running is not None and p.gone is None and p.node:
+                running[p.node] = running.get(p.node, 0) + 1
+        out += inv.not_converged(samples[-1], composed, owner_tag=owner_tag, running_on=running)
+    return out
+
+
+def _composed(obs: Observer, owner_tag: str) -> set[str]:
+    """GPUs the Director ever showed tagged by the composer (samples and attach history)."""
+    samples, _, _, _ = obs.snapshot()
+    seen = {g.name for s in samples for g in s.gpus if g.udesc == owner_tag}
+    for m in obs.last_state.get("machines", []):
+        seen |= {str(h["name"]) for h in m.get("history", []) if h.get("udesc") == owner_tag}
+    return seen
+
+
+def soak(
+    lab: SoakLab,
+    tl: Timeline,
+    cfg: SoakConfig,
+    *,
+    out_dir: Path,
+    check_every: float = 30.0,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run ``tl`` on ``lab`` (its agent and composer not started yet); returns the run's data
+    (also written to ``out_dir/soak-<seed>.json``)."""
+    sc = lab.sc
+    lab.start_agent()
+    lab.start_composer()
+    obs = Observer(
+        sim=lambda m, p: sc.sim(m, p),
+        core=sc.core,
+        namespace=sc.ns,
+        node_selector=f"{harness.E2E_LABEL}={sc.sid}",
+        composer_instance=f"e2e-{sc.sid}-",
+        metrics_url=lambda: f"http://127.0.0.1:{lab.probe_port}/metrics",
+    )
+    inj = Injector(lab, say=say)
+    t0 = time.time()
+    queue: list[tuple[float, int, str, Any]] = []
+    for i, p in enumerate(tl.pods):
+        heapq.heappush(queue, (p.at, i, "create", p))
+        heapq.heappush(queue, (p.delete_at, i, "delete", p))
+    for f in tl.faults:
+        heapq.heappush(queue, (f.at, 100000 + f.index, "fault", f))
+    obs.start()
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    checks_run = 0
+    retries = 0
+
+    def check(final: bool = False) -> None:
+        nonlocal checks_run
+        checks_run += 1
+        for v in check_all(
+            obs, end=time.time(), final=final, composed=_composed(obs, lab.owner_tag), owner_tag=lab.owner_tag
+        ):
+            key = (v.check, v.subject, v.detail.split(":")[0] if v.check == "unaccounted_gpu" else v.detail)
+            if key not in found:
+                found[key] = dict(asdict(v), seed=tl.seed, found_at=time.time() - t0, final=final)
+                say(f"VIOLATION seed={tl.seed} {v.check} {v.subject}: {v.detail}")
+
+    next_check = t0 + check_every
+
+    def supervise() -> None:
+        restarted = lab.supervise()
+        if restarted:
+            say(f"composer exited by itself ({lab.restarts[-1]}): started {restarted}")
+
+    while queue:
+        supervise()
+        at, i, what, item = queue[0]
+        now = time.time()
+        if now < t0 + at:
+            time.sleep(min(t0 + at - now, max(0.0, next_check - now), 1.0))
+            if time.time() >= next_check:
+                check()
+                next_check = time.time() + check_every
+            continue
+        heapq.heappop(queue)
+        try:
+            if what == "create":
+                labels = {} if item.gated else {GATING_LABEL: "disabled"}
+                sc.gpu_pod(item.name, item.count, product=item.model, host=item.host, labels=labels)
+            elif what == "delete":
+                try:
+                    sc.core.delete_namespaced_pod(item.name, sc.ns, grace_period_seconds=0)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            else:
+                inj.fire(item, t0)
+        except Exception as exc:  # noqa: BLE001 - API server restarting: try again in a second
+            if isinstance(exc, ApiException) and exc.status == 409:
+                continue  # created already (an earlier try's answer was lost)
+            retries += 1
+            heapq.heappush(queue, (time.time() - t0 + 1.0, i, what, item))
+    faulty_end = time.time()
+    say("faulty phase over: clearing Director rules, waiting for faults to heal")
+    heal_deadline = time.time() + 300
+    while inj.busy() and time.time() < heal_deadline:
+        supervise()
+        time.sleep(1)
+    for _ in range(30):
+        try:
+            sc.sim("DELETE", "faults")
+            break
+        except Exception:  # noqa: BLE001
+            time.sleep(1)
+    settle_deadline = time.time() + cfg.settle_seconds
+    while time.time() < settle_deadline:
+        time.sleep(5)
+        supervise()
+        if obs.samples and not [
+            v
+            for v in check_all(
+                obs,
+                end=time.time(),
+                final=True,
+                composed=_composed(obs, lab.owner_tag),
+                owner_tag=lab.owner_tag,
+            )
+            if v.check == "not_converged"
+        ]:
+            break
+    settled = time.time()
+    obs.sample()
+    obs.stop()
+    check(final=True)
+    samples, pods, events, metrics = obs.snapshot()
+    ttr = [p.running - p.created for p in pods if p.running is not None]
+    by_kind: dict[str, dict[str, int]] = {}
+    for e in inj.log:
+        by_kind.setdefault(e.kind, {}).setdefault(e.outcome, 0)
+        by_kind[e.kind][e.outcome] += 1
+    data = {
+        "seed": tl.seed,
+        "config": asdict(cfg),
+        "composer_settings": COMPOSER_SETTINGS,
+        "started": t0,
+        "faulty_seconds": round(faulty_end - t0, 1),
+        "settle_seconds": round(settled - faulty_end, 1),
+        "pods_created": len(pods),
+        "pods_running": len(ttr),
+        "time_to_running": summarize(ttr),
+        "faults": [asdict(e) for e in inj.log],
+        "faults_by_kind": by_kind,
+        "checks_run": checks_run,
+        "samples": len(samples),
+        "samples_missed": obs.missed,
+        "pod_op_retries": retries,
+        "composer_self_restarts": lab.restarts,
+        "violations": sorted(found.values(), key=lambda v: v["t"]),
+        "composed_gpus": sorted(_composed(obs, lab.owner_tag)),
+        "composer_warnings": _count([(e.reason) for e in events if e.composer and e.type == "Warning"]),
+        "metrics_last": metrics[-1][1] if metrics else {},
+        "director_counters": obs.last_state.get("counters", {}),
+        "timeline": tl.as_dict(),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"soak-{tl.seed}.json").write_text(json.dumps(data, indent=1, default=str))
+    return data
+
+
+def _count(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
