@@ -70,17 +70,40 @@ class SoakLab:
         return host
 
     def start_composer(self) -> str:
-        name = f"composer-{len(self.started) + 1}"
-        self.sc.start_composer(
-            *self.composer_flags, name=name, probe_port=self.probe_port, director_url=self.relay.url
-        )
-        self.started.append(name)
-        return name
+        """Start the next composer process (``composer-<n>``); returns its name."""
+        with self._lock:
+            name = f"composer-{len(self.started) + 1}"
+            self.sc.start_composer(
+                *self.composer_flags, name=name, probe_port=self.probe_port, director_url=self.relay.url
+            )
+            self.started.append(name)
+            self._down = False
+            return name
 
     def kill_composer(self) -> str:
-        name = self.started[-1]
-        self.sc.procs[name].kill()
-        return name
+        """SIGKILL the newest composer, as a crash would; :meth:`supervise` leaves it down until the
+        injector's :meth:`start_composer`."""
+        with self._lock:
+            name = self.started[-1]
+            self._down = True
+            self.sc.procs[name].kill()
+            return name
+
+    def supervise(self) -> str | None:
+        """Start a new composer when the newest one exited by itself (it exits when it loses its Lease,
+        e.g. while kube-apiserver restarts), as its Deployment's ReplicaSet would; not while the
+        injector holds it down. Returns the new composer's name, or None; each restart is recorded in
+        :attr:`restarts` (``{"exited": name, "code": exit status, "at": epoch s, "started": name}``)."""
+        with self._lock:
+            if self._down or not self.started:
+                return None
+            name = self.started[-1]
+            code = self.sc.procs[name].popen.poll()
+            if code is None:
+                return None
+        started = self.start_composer()
+        self.restarts.append({"exited": name, "code": code, "at": time.time(), "started": started})
+        return started
 
     def stop_agent(self) -> None:
         self.sc.procs["agent"].stop()
