@@ -28,14 +28,17 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
+from typing import cast
 
 from pydantic import ValidationError
 
 from composer.run.dra_start import DraUnsupported, start_dra
 from composer.run.loop import run_loop
-from composer.run.wiring import build
+from composer.run.wiring import build, fabric_factory
 from composer.shell import config
+from composer.shell.edit_handover import EditCanceller, edit_handover
 from composer.shell.health import Probes, serve
 from composer.shell.kube import KubeError
 from composer.shell.leader import LeaseElector
@@ -119,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, on_signal)
     elector = None
     if settings.leader_election:
-        elector = LeaseElector(kube, settings)
+        director = cast(Callable[[], EditCanceller], fabric_factory(settings))  # DirectorClient objects
+        elector = LeaseElector(kube, settings, handover=edit_handover(settings.director_url, director))
         threading.Thread(
             target=elector.run,
             args=(stop,),

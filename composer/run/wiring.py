@@ -90,7 +90,7 @@ def build_controller(
     kube, cache = _kube_and_cache(settings, ClusterCache, instance=instance, on_change=on_change)
     policy = settings.policy()
     metrics = Metrics()
-    factory = _factory(settings)
+    factory = fabric_factory(settings)
     executor = _executor(settings, kube, factory, policy, metrics)
     controller = Controller(
         kube,
@@ -131,7 +131,7 @@ def build_dra(
     (pods, nodes, pool namespaces, ResourceClaims, the driver's ResourceSlices) and
     :func:`wire_dra`. Args and errors as :func:`build_controller`."""
     kube, cache = _kube_and_cache(settings, DraCache, instance=instance, on_change=on_change)
-    controller = wire_dra(settings, kube, _factory(settings), source=cache, on_job_done=on_change)
+    controller = wire_dra(settings, kube, fabric_factory(settings), source=cache, on_job_done=on_change)
     return Wired(kube, controller.metrics, controller, cache)
 
 
@@ -192,7 +192,8 @@ def wire_dra(
     return DraController(driver, metrics, clock=clock)
 
 
-def _factory(settings: Settings) -> FabricFactory:
+def fabric_factory(settings: Settings) -> FabricFactory:
+    """Director clients with the composer's URL, credentials, timeout and retries."""
     return director_factory(
         settings.director_url,
         username=settings.director_username,

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +40,14 @@ class LeaseApi(Protocol):
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> None: ...
 
 
+@dataclass(frozen=True)
+class Handover:
+    """What a leader passes to the next through the Lease's annotations (see :class:`LeaseElector`)."""
+
+    annotations: Callable[[], Mapping[str, str]]
+    inherit: Callable[[Mapping[str, str]], None]
+
+
 def _micro_time(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -55,6 +64,11 @@ class LeaseElector:
         renew_deadline_seconds: a leader that has not renewed for this long stops acting
             (default two thirds of the duration).
         clock / monotonic: injectable time sources (seconds).
+        handover: what a leader leaves for the next one: ``annotations()`` gives the Lease
+            annotations written with every acquisition and renewal (replacing the previous
+            holder's), and ``inherit(annotations)`` receives the Lease's annotations (the previous
+            holder's last renewal) when this candidate is about to take the Lease from another
+            holder, before its write.
     """
 
     def __init__(
@@ -65,6 +79,7 @@ class LeaseElector:
         renew_deadline_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        handover: Handover | None = None,
     ) -> None:
         self.api = api
         self.namespace = settings.namespace
@@ -79,6 +94,7 @@ class LeaseElector:
         self._observed_at = 0.0
         self._renewed_at: float | None = None  # monotonic time of our last successful write
         self.lost = threading.Event()
+        self.handover = handover
 
     @property
     def is_leader(self) -> bool:
@@ -94,6 +110,11 @@ class LeaseElector:
             "leaseTransitions": transitions,
         }
 
+    def _annotations(self) -> dict[str, Any]:
+        if self.handover is None:
+            return {}
+        return {"annotations": dict(self.handover.annotations())}
+
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards.
 
@@ -106,7 +127,7 @@ class LeaseElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace, **self._annotations()},
                 "spec": self._spec(acquire=now_iso, transitions=0),
             }
             try:
@@ -126,6 +147,10 @@ class LeaseElector:
         if holder and holder != self.identity and self.monotonic() - self._observed_at < duration:
             self._renewed_at = None
             return False
+        if holder != self.identity and self.handover is not None:
+            # Before the write, so that it carries them on (a lost race leaves them with a follower,
+            # which opens no edit).
+            self.handover.inherit(dict((lease.get("metadata") or {}).get("annotations") or {}))
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
         acquire = spec.get("acquireTime") if holder == self.identity else now_iso
         body = {
@@ -135,6 +160,7 @@ class LeaseElector:
                 "name": self.name,
                 "namespace": self.namespace,
                 "resourceVersion": lease["metadata"]["resourceVersion"],
+                **self._annotations(),
             },
             "spec": self._spec(acquire=acquire or now_iso, transitions=transitions),
         }

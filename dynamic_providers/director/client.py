@@ -40,7 +40,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -110,6 +111,49 @@ def _left_open(director: str, key: str, *, mark: bool | None = None) -> float | 
         elif mark is False:
             _LEFT_OPEN.pop((director, key), None)
         return _LEFT_OPEN.get((director, key))
+
+
+#: Edits this process is opening or holding open now, (Director URL, key) -> ``time.monotonic()``
+#: of the opening: a process that dies (SIGKILL, a lost Lease) in the middle leaves them open.
+_EDITING: dict[tuple[str, str], float] = {}
+
+
+@contextmanager
+def _editing(director: str, key: str) -> Iterator[None]:
+    """Record ``key`` as an edit this process is opening or holding open while the block runs."""
+    with _LEFT_OPEN_GUARD:
+        _EDITING[(director, key)] = time.monotonic()
+    try:
+        yield
+    finally:
+        with _LEFT_OPEN_GUARD:
+            _EDITING.pop((director, key), None)
+
+
+def edits_left_open(director: str) -> dict[str, float]:
+    """The edits this process may have left open on ``director`` (its base URL) were it to stop now,
+    for a process that takes over from this one: those whose opening lost its answer and those it
+    is opening or holding open, ``{"machine:<mach_id>" | "group:<grp_id>": epoch seconds of the
+    opening}`` (wall clock, since the monotonic clock is this process's own)."""
+    director = director.rstrip("/")
+    offset = time.time() - time.monotonic()
+    with _LEFT_OPEN_GUARD:
+        edits = {key: at for (url, key), at in _EDITING.items() if url == director}
+        edits.update({key: at for (url, key), at in _LEFT_OPEN.items() if url == director})
+        return {key: round(at + offset, 3) for key, at in edits.items()}
+
+
+def inherit_edits_left_open(director: str, edits: Mapping[str, float]) -> None:
+    """Record ``edits`` (:func:`edits_left_open` of a process that stopped, e.g. the previous leader)
+    as edits this process may have left open on ``director``: its next opening of each waits until
+    ``job_timeout`` has passed since the lost answer, then cancels it. Times are wall clock, so a
+    clock difference between the two processes' hosts shifts the wait by as much. Keys already
+    recorded keep their own time."""
+    director = director.rstrip("/")
+    offset = time.time() - time.monotonic()
+    with _LEFT_OPEN_GUARD:
+        for key, at in edits.items():
+            _LEFT_OPEN.setdefault((director, key), float(at) - offset)
 
 
 def _waits(first: float, most: float) -> Iterable[float]:
@@ -427,6 +471,36 @@ class DirectorClient:
         """
         pool_api.cancel(self._t, pool=self._group_pool(self.group(group)))
 
+    def cancel_edits_left_open(self) -> list[str]:
+        """Cancel each edit this process may have left open on this Director (an opening that
+        lost its answer, or one handed over by :func:`inherit_edits_left_open`) once no job of it
+        can still run (``job_timeout`` after it), and forget it; a later opening would do the same
+        for its own machine or group, this does it for those no opening comes to.
+
+        Returns:
+            The keys (``machine:<id>`` / ``group:<id>``) dealt with: cancelled, or refused because
+            the Director had no such edit open (logged).
+
+        Raises:
+            DirectorError: reading the machine or group failed (the key is kept for the next call).
+        """
+        now = time.monotonic()
+        with _LEFT_OPEN_GUARD:
+            due = sorted(key for (url, key), at in _LEFT_OPEN.items()
+                         if url == self._director and at + self._t.job_timeout <= now)
+        done = []
+        for key in due:
+            kind, _, ident = key.partition(":")
+            if kind == "machine":
+                self._cancel_quietly(self.machine(int(ident)))
+            else:
+                grp = self.group(int(ident))
+                with group_pool_lock(self._director, grp.grp_id):
+                    self._cancel_pool_quietly(self._group_pool(grp), grp)
+            _left_open(self._director, key, mark=False)
+            done.append(key)
+        return done
+
     # ================================================================ transactions
     def compose(
         self,
@@ -688,25 +762,26 @@ class DirectorClient:
         answer to ``fabric/edit`` itself (timeout, connection reset) the Director may have opened
         the edit, and an edit left open refuses every later one on the machine: it is recorded
         (:func:`_left_open`) and cancelled by a later opening once no job of it can still run."""
-        try:
-            self._open_edit(m)
-        except DirectorJobRunningError:
-            raise
-        except DirectorUnavailableError:
-            _left_open(self._director, f"machine:{m.mach_id}", mark=True)
-            raise
-        try:
-            for n in attach:
-                relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
-            for n in detach:
-                relate_api.detach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
-            self._reprogram(m, attach=attach, detach=detach)
-        except DirectorJobRunningError:
-            log.warning("a job still runs on machine %s: its fabric edit is left open", m.mach_name)
-            raise
-        except BaseException:
-            self._cancel_quietly(m)
-            raise
+        with _editing(self._director, f"machine:{m.mach_id}"):
+            try:
+                self._open_edit(m)
+            except DirectorJobRunningError:
+                raise
+            except DirectorUnavailableError:
+                _left_open(self._director, f"machine:{m.mach_id}", mark=True)
+                raise
+            try:
+                for n in attach:
+                    relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
+                for n in detach:
+                    relate_api.detach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
+                self._reprogram(m, attach=attach, detach=detach)
+            except DirectorJobRunningError:
+                log.warning("a job still runs on machine %s: its fabric edit is left open", m.mach_name)
+                raise
+            except BaseException:
+                self._cancel_quietly(m)
+                raise
 
     def _group_pool(self, grp: Group) -> GroupPool:
         """The ``GroupPool`` body of ``grp``: coordinates and fabric id are read once per client
@@ -723,7 +798,7 @@ class DirectorClient:
         pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80); a lost
         answer to ``pool/edit`` itself is handled as in :meth:`_transaction`."""
         pool = self._group_pool(grp)
-        with group_pool_lock(self._director, grp.grp_id):
+        with group_pool_lock(self._director, grp.grp_id), _editing(self._director, f"group:{grp.grp_id}"):
             try:
                 self._open_pool_edit(pool, grp)
             except DirectorJobRunningError:

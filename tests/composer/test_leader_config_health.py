@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -12,10 +13,12 @@ import pytest
 from pydantic import ValidationError
 
 from composer.shell.config import Settings, load
+from composer.shell.edit_handover import EDITS_ANNOTATION, edit_handover
 from composer.shell.health import Probes, serve
 from composer.shell.kube import KubeError
-from composer.shell.leader import LeaseElector
+from composer.shell.leader import Handover, LeaseElector
 from composer.shell.metrics import Metrics
+from dynamic_providers.director import client as client_mod
 
 
 class FakeLeases:
@@ -84,6 +87,39 @@ def test_one_leader_then_takeover_after_the_lease_expires():
     assert b.try_acquire_or_renew() and b.is_leader
     assert api.lease["spec"]["holderIdentity"] == "b"
     assert api.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_the_handover_annotations_go_with_every_write_and_reach_the_next_leader_only():
+    api, mono = FakeLeases(), Mono()
+    left_open = {"composer.liqid.io/director-edits-left-open": '{"machine:1": 1.5}'}
+    got: list[dict[str, str]] = []
+    a = elector(api, "a", mono)
+    a.handover = Handover(annotations=lambda: left_open, inherit=got.append)
+    b = elector(api, "b", mono)
+    b.handover = Handover(annotations=dict, inherit=got.append)
+    assert a.try_acquire_or_renew()
+    assert api.lease["metadata"]["annotations"] == left_open
+    mono.t += 5
+    assert a.try_acquire_or_renew() and got == []  # its own renewal inherits nothing
+    assert not b.try_acquire_or_renew() and got == []  # a follower takes nothing over
+    mono.t += 16  # a died
+    assert b.try_acquire_or_renew() and b.is_leader
+    assert got == [left_open]
+    assert api.lease["metadata"]["annotations"] == {}  # b's own (none left open) from now on
+
+
+def test_the_director_edits_a_leader_left_open_reach_the_next_leaders_client(monkeypatch):
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    url = "http://director:8080"
+    client_mod._left_open(url, "machine:3", mark=True)
+    handover = edit_handover(url + "/")
+    written = dict(handover.annotations())
+    assert list(json.loads(written[EDITS_ANNOTATION])) == ["machine:3"]
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})  # the next leader's process
+    assert edit_handover(url).annotations() == {}
+    edit_handover(url).inherit(written)
+    assert client_mod._left_open(url, "machine:3") is not None
+    edit_handover(url).inherit({EDITS_ANNOTATION: "not json"})  # ignored, logged
 
 
 def test_racing_candidates_get_one_winner():

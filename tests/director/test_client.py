@@ -9,8 +9,10 @@ import time
 import pytest
 import requests
 
+from composer.shell.edit_handover import sweep
+from dynamic_providers.director import client as client_mod
 from dynamic_providers.director import errors
-from dynamic_providers.director.client import DirectorClient
+from dynamic_providers.director.client import DirectorClient, edits_left_open, inherit_edits_left_open
 
 from .conftest import Sim, make_client
 
@@ -255,6 +257,54 @@ def test_edit_whose_answer_was_lost_while_its_job_ran_is_cancelled_at_the_next_o
         assert _names(c.attached_gpus("blade-slot-1")) == ["gpu2"]
     assert sim.state()["edits"] == {}
     assert sim.state()["violations"] == []
+
+
+def test_an_edit_left_open_by_a_process_that_died_is_cancelled_by_the_one_it_handed_over_to(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old leader's fabric/edit answer is lost and it dies before its next opening: what it
+    # hands over (edits_left_open, written into the Lease) lets the new leader cancel the edit once
+    # no job of it can still run; without it the new leader gets 409 for good.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="delay", method="POST", path="fabric/edit", delay_seconds=0.6, after=True, times=1)
+    with make_client(sim.url, timeout=0.3, retries=0) as old, pytest.raises(errors.DirectorUnavailableError):
+        old.compose("blade-slot-1", ["gpu2"])
+    handed = edits_left_open(sim.url)
+    assert list(handed) == [f"machine:{sim.machine_id('blade-slot-1')}"]
+    assert abs(handed[f"machine:{sim.machine_id('blade-slot-1')}"] - time.time()) < 5
+    time.sleep(0.4)  # the Director opened the edit after the old leader gave up on the answer
+    assert sim.state()["edits"] != {}
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})  # a new process
+    with make_client(sim.url, edit_wait=0.5, job_timeout=1.0) as new:
+        with pytest.raises(errors.DirectorConflictError, match="still open on machine blade-slot-1"):
+            new.compose("blade-slot-1", ["gpu2"])
+        inherit_edits_left_open(sim.url + "/", handed)
+        new.compose("blade-slot-1", ["gpu2"])
+        assert _names(new.attached_gpus("blade-slot-1")) == ["gpu2"]
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.state()["edits"] == {}
+
+
+def test_edits_handed_over_that_no_opening_comes_to_are_cancelled_by_the_sweep(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Killed while a fabric edit and a pool edit were open (jobs past the old leader's patience):
+    # the new leader opens neither, and the sweep cancels both once no job of them can run.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="open_edit", machine="blade-slot-2")
+    slot2 = sim.machine_id("blade-slot-2")
+    group = next(m["grp_id"] for m in sim.state()["machines"] if m["name"] == "blade-slot-2")
+    name = next(g["name"] for g in sim.state()["groups"] if g["grp_id"] == group)
+    sim.fault(kind="open_pool_edit", group=name)
+    handed = {f"machine:{slot2}": time.time(), f"group:{group}": time.time()}
+    inherit_edits_left_open(sim.url, handed)
+    with make_client(sim.url, job_timeout=0.6) as c:
+        assert c.cancel_edits_left_open() == []  # a job of them may still run
+    assert sim.state()["edits"] != {}
+    sweep(sim.url, lambda: make_client(sim.url, job_timeout=0.6), every=0.1, give_up_after=10)
+    assert sim.state()["edits"] == {} and sim.state()["pool_edits"] == {}
+    assert sim.calls("POST fabric/edit/cancel") == 1 and sim.calls("POST pool/cancel") == 1
+    assert edits_left_open(sim.url) == {}
 
 
 def test_reprogram_failing_half_way_once_converges(sim: Sim, client: DirectorClient) -> None:
