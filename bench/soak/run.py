@@ -39,10 +39,15 @@ COMPOSER_SETTINGS = {
     "reservation_timeout_seconds": 45.0,
     "unserved_wait_seconds": 20.0,
     "orphan_grace_seconds": 30.0,
+    # Longer than the longest job the plan draws (8 x the 5 s Director timeout): after a lost answer
+    # the composer leaves the edit alone this long, then cancels it.
+    "director_job_timeout_seconds": 60.0,
 }
 RECLAIM_SLACK = 40.0  # reclaim's own time: taint, decompose (retries under faults), pool moves
 WAIT_SLACK = 15.0
-EDIT_BOUND = 90.0  # longer than the longest stuck job drawn (8 x the 5 s Director timeout)
+#: An edit may stay open the composer's job timeout after a lost answer, then the next opening or
+#: the sweep of edits handed over by a dead leader (every 5 s) cancels it.
+EDIT_BOUND = COMPOSER_SETTINGS["director_job_timeout_seconds"] + 30.0
 
 
 @dataclass

@@ -279,21 +279,26 @@ STATUS_REUSE_SECONDS = 60.0
 
 
 def director_factory(
-    base_url: str, *, username: str, password: str, timeout: float, retries: int
+    base_url: str,
+    *,
+    username: str,
+    password: str,
+    timeout: float,
+    retries: int,
+    job_timeout: float | None = None,
 ) -> FabricFactory:
     """A factory of real ``DirectorClient`` objects (imported lazily so tests need not); their
-    composes reuse status records up to :data:`STATUS_REUSE_SECONDS` old."""
+    composes reuse status records up to :data:`STATUS_REUSE_SECONDS` old. ``job_timeout``: the
+    client's longest job wait in seconds (None: LIQID's default)."""
 
     def make() -> FabricClient:
         from dynamic_providers.director.client import DirectorClient
 
-        return DirectorClient(
-            base_url,
-            username=username,
-            password=password,
-            timeout=timeout,
-            retries=retries,
-            reuse_statuses_seconds=STATUS_REUSE_SECONDS,
-        )
+        if job_timeout is None:
+            return DirectorClient(base_url, username=username, password=password, timeout=timeout,
+                                  retries=retries, reuse_statuses_seconds=STATUS_REUSE_SECONDS)
+        return DirectorClient(base_url, username=username, password=password, timeout=timeout,
+                              retries=retries, reuse_statuses_seconds=STATUS_REUSE_SECONDS,
+                              job_timeout=job_timeout)
 
     return make

@@ -193,13 +193,14 @@ def wire_dra(
 
 
 def fabric_factory(settings: Settings) -> FabricFactory:
-    """Director clients with the composer's URL, credentials, timeout and retries."""
+    """Director clients with the composer's URL, credentials, timeout, retries and job timeout."""
     return director_factory(
         settings.director_url,
         username=settings.director_username,
         password=settings.password(),
         timeout=settings.director_timeout_seconds,
         retries=settings.director_retries,
+        job_timeout=settings.director_job_timeout_seconds,
     )
 
 

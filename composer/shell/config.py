@@ -187,6 +187,13 @@ class Settings(BaseSettings):
     )
     director_timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="per-request timeout")
     director_retries: int = Field(default=2, ge=0, le=10, description="client retries per call")
+    director_job_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        le=3600,
+        description="longest wait for a Director job (HTTP 202), and how long after a lost answer an "
+        "edit it may have opened is left alone before it is cancelled (LIQID's SDK: 300 s)",
+    )
 
     kubeconfig: str | None = Field(default=None, description="kubeconfig path; unset = in-cluster config")
     namespace: str = Field(

@@ -273,3 +273,12 @@ def test_the_composer_shortens_the_interpreters_switch_interval(monkeypatch, cap
     assert entry.main(["--idle-timeout-seconds", "-5"]) == 2
     assert "bad configuration" in capsys.readouterr().err
     assert calls == [entry.SWITCH_INTERVAL_SECONDS] and entry.SWITCH_INTERVAL_SECONDS == 0.001
+
+
+def test_the_director_job_timeout_setting_reaches_the_director_client():
+    from composer.run.wiring import fabric_factory
+
+    settings = Settings(director_url="http://d", director_password="pw", director_job_timeout_seconds=60)
+    client = fabric_factory(settings)()
+    assert client._t.job_timeout == 60  # type: ignore[attr-defined]
+    assert fabric_factory(Settings(director_url="http://d", director_password="pw"))()._t.job_timeout == 300  # type: ignore[attr-defined]
