@@ -16,7 +16,7 @@ from components.manifests import common_labels
 from components.tenant import sharing_name
 from domain.cluster_api import KUBECONFIG_DATA_KEY
 from domain.composer_mode import DRA_DRIVER
-from domain.gpu_sharing import SharingError
+from domain.gpu_sharing import PASSTHROUGH, SharingError, passthrough_offer
 from domain.placement import OBJECT_LABEL
 from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
@@ -177,6 +177,28 @@ def composer_sharing(estate: EstateConfig, composer: ComposerConfig) -> list[dic
         if s.strategy != "mig":
             entry["namespaces"] = [t.namespace_name]
         out.append({**entry, "offers": offers})
+    return out + _passthrough_entries(estate, composer)
+
+
+def _passthrough_entries(estate: EstateConfig, composer: ComposerConfig) -> list[dict[str, Any]]:
+    """``composer.sharing`` entries of the ``vm-passthrough`` hypervisor clusters, for a composer
+    targeting the mothership (which sees every host; the stack rules let no composer target a
+    ``vm-passthrough`` cluster itself, ``composer.target_cluster``): one per
+    cluster, ``name`` ``<cluster>-vm-passthrough``, ``strategy`` ``vm-passthrough``, its ``hosts``,
+    and per GPU model of the composer's pool one offer of the model's catalogue
+    ``passthrough_resource`` (:func:`domain.gpu_sharing.passthrough_offer`); a model the catalogue
+    does not know is left out, so the composer never composes it there. Pure."""
+    pool = estate.pool(composer.pool)
+    models = pool.models if pool is not None else []
+    catalogue = estate.gpu_catalogue()
+    out: list[dict[str, Any]] = []
+    for hv in estate.hypervisor_clusters:
+        if composer.target_cluster != MOTHERSHIP or hv.gpu_workload_mode != PASSTHROUGH or not hv.hosts:
+            continue
+        offers = {m: [passthrough_offer(m, catalogue[m].passthrough_resource).to_json()]
+                  for m in models if m in catalogue}
+        out.append({"name": f"{hv.name}-{PASSTHROUGH}", "strategy": PASSTHROUGH, "hosts": list(hv.hosts),
+                    "offers": offers})
     return out
 
 

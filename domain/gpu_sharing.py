@@ -47,6 +47,19 @@ runs ``k8s-device-plugin`` ``v0.17.1`` for both the device plugin and GFD, and `
   environment wins over the config file's ``flags.migStrategy`` (k8s-device-plugin v0.17.1
   ``api/config/v1/flags.go`` ``updateFromCLIFlag``): one MIG strategy per cluster.
 
+A host of a hypervisor cluster whose GPU workload mode is ``vm-passthrough`` shares nothing: its
+GPUs go to KubeVirt VMs whole, bound to VFIO. What one GPU yields there is
+:func:`passthrough_offer`: one unit of the product's passthrough resource, never ``nvidia.com/gpu``.
+Facts: the GPU Operator reads the node label ``nvidia.com/gpu.workload.config`` (``container``,
+``vm-passthrough``, ``vm-vgpu``; ClusterPolicy ``sandboxWorkloads.defaultWorkload`` when unset) and
+deploys on a ``vm-passthrough`` node the sandbox (KubeVirt) device plugin, the VFIO manager and the
+sandbox validator, not the container device plugin or GFD (gpu-operator
+``controllers/state_manager.go``, ``gpuStateLabels``: only ``nvidia.com/gpu.deploy.sandbox-device-plugin``,
+``vfio-manager``, ``sandbox-validator``, ``kata-manager``, ``cc-manager`` for ``vm-passthrough``).
+The sandbox device plugin (NVIDIA/kubevirt-gpu-device-plugin) advertises each VFIO-bound GPU as one
+unit of ``nvidia.com/<chip>_<PCI device name>`` (``nvidia.com/GA100_A100_PCIE_40GB``), the names the
+catalogue holds as ``passthrough_resource`` (:mod:`stack_config.gpus`).
+
 Pure, standard library only.
 """
 
@@ -60,6 +73,9 @@ from typing import Any, Literal
 from domain.labels import GPU_RESOURCE, NVIDIA_RESOURCE_PREFIX
 
 Strategy = Literal["time-slicing", "mps", "mig"]
+#: The ``composer.sharing`` strategy of hosts whose GPUs go to VMs whole (the GPU Operator's workload
+#: config of the same name, node label ``nvidia.com/gpu.workload.config``).
+PASSTHROUGH = "vm-passthrough"
 MigStrategy = Literal["single", "mixed"]
 
 #: Suffix of a renamed shared resource (k8s-device-plugin ``DefaultSharedResourceNameSuffix``).
@@ -155,6 +171,23 @@ class Offer:
 def plain_offer(product: str) -> Offer:
     """A whole, unshared GPU: one ``nvidia.com/gpu`` unit, labelled with its own product."""
     return Offer(GPU_RESOURCE, 1, product)
+
+
+def passthrough_offer(product: str, resource: str) -> Offer:
+    """What one GPU of ``product`` yields on a ``vm-passthrough`` host: one unit of ``resource``,
+    its passthrough resource (catalogue ``passthrough_resource``, ``nvidia.com/GA100_A100_PCIE_40GB``),
+    advertised by the sandbox device plugin; no ``nvidia.com/gpu`` (the container device plugin does
+    not run there). ``product`` stays the model's own name: GFD does not run on such a node either,
+    so no pod can select a product label there.
+
+    Raises:
+        SharingError: ``resource`` is not an ``nvidia.com/`` resource or is ``nvidia.com/gpu``.
+    """
+    if not resource.startswith(NVIDIA_RESOURCE_PREFIX) or resource == GPU_RESOURCE:
+        raise SharingError(
+            f"{resource!r} is not a passthrough resource of {product} (nvidia.com/<chip>_<name>)"
+        )
+    return Offer(resource, 1, product)
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,8 @@ class SharingSetting(BaseModel):
 
     Attributes:
         name: the setting's name (its device-plugin config, ``nvidia.com/device-plugin.config``).
-        strategy: ``time-slicing``, ``mps`` or ``mig``.
+        strategy: ``time-slicing``, ``mps`` or ``mig``; ``vm-passthrough`` for hosts whose GPUs go to
+            KubeVirt VMs whole (offers: the model's passthrough resource, one unit per GPU).
         hosts: Node names whose GPUs are shared this way.
         offers: GPU model (GFD product name) -> what one GPU of it yields there; a model missing
             is never composed onto these hosts.
@@ -115,7 +116,7 @@ class SharingSetting(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=253)
-    strategy: Literal["time-slicing", "mps", "mig"]
+    strategy: Literal["time-slicing", "mps", "mig", "vm-passthrough"]
     hosts: list[str] = Field(min_length=1)
     offers: dict[str, list[OfferSpec]] = Field(default_factory=dict)
     tenant: str | None = Field(default=None, min_length=1, max_length=63)

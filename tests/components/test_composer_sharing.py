@@ -109,13 +109,27 @@ def test_a_composer_of_another_cluster_gets_none_of_these_hosts() -> None:
     raw["composer"].pop("pools")
     cfg = load_estate(raw)
     assert cfg.composer is not None
-    assert [e["hosts"] for e in composer_sharing(cfg, cfg.composer)] == [["bm-1"], ["bm-2"]]
+    # the mothership's composer serves every cluster: the shared hosts and the passthrough host hv-1
+    assert [e["hosts"] for e in composer_sharing(cfg, cfg.composer)] == [["bm-1"], ["bm-2"], ["hv-1"]]
     raw = valid_estate()
     for t in raw["tenants"]:
         t.pop("gpu_sharing", None)
     cfg = load_estate(raw)
     assert cfg.composer is not None and composer_sharing(cfg, cfg.composer) == []
     assert "sharing" not in _values(cfg)["composer"]  # no key: the chart's default, as before
+
+
+def _rendered_sharing(values: dict[str, Any], tmp_path: Path) -> str:
+    """``COMPOSER_SHARING`` of the composer's container in ``helm template`` of ``values``."""
+    (tmp_path / "values.json").write_text(json.dumps(values))
+    rendered = subprocess.run(
+        ["helm", "template", "composer", str(CHART), "-n", "composer-system",
+         "-f", str(tmp_path / "values.json")],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    dep = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    return str({e["name"]: e["value"] for e in container["env"] if "value" in e}["COMPOSER_SHARING"])
 
 
 def test_the_values_match_the_chart_schema() -> None:
@@ -149,16 +163,7 @@ def test_the_rendered_chart_hands_the_sharing_to_the_composer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     values = _values(_estate(rename_by_default=True))
-    (tmp_path / "values.json").write_text(json.dumps(values))
-    rendered = subprocess.run(
-        ["helm", "template", "composer", str(CHART), "-n", "composer-system",
-         "-f", str(tmp_path / "values.json")],
-        check=True, capture_output=True, text=True, timeout=60,
-    ).stdout
-    dep = next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
-    container = dep["spec"]["template"]["spec"]["containers"][0]
-    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
-    monkeypatch.setenv("COMPOSER_SHARING", env["COMPOSER_SHARING"])
+    monkeypatch.setenv("COMPOSER_SHARING", _rendered_sharing(values, tmp_path))
     policy = Settings(director_url="http://d", director_password="pw").policy()
     assert policy.sharing["bm-1"].offer(T4, "nvidia.com/gpu.shared") == Offer("nvidia.com/gpu.shared", 4, T4)
     assert policy.sharing_only == {"nvidia.com/gpu.shared"}
@@ -169,3 +174,58 @@ def test_pulumi_up_deploys_the_composer_with_the_sharing(mocks: Recorder, tmp_pa
     run(lambda: Estate("estate", EstateArgs(config=cfg, stack="test", project_root=tmp_path)))
     chart = mocks.named("composer", "kubernetes:helm.sh/v4:Chart")
     assert chart.inputs["values"]["composer"]["sharing"] == [BLUE, GREEN]
+
+
+PT_A100 = "nvidia.com/GA100_A100_PCIE_40GB"
+HV = {
+    "name": "hv-vm-passthrough",
+    "strategy": "vm-passthrough",
+    "hosts": ["hv-1"],
+    # the sandbox device plugin's resource per model (catalogue passthrough_resource), one per GPU
+    "offers": {
+        T4: [{"resource": "nvidia.com/TU104GL_TESLA_T4", "units": 1, "product": T4}],
+        A100: [{"resource": "nvidia.com/GA100_A100_PCIE_40GB", "units": 1, "product": A100}],
+    },
+}
+
+
+def _passthrough_composer() -> EstateConfig:
+    raw = valid_estate()
+    raw["composer"]["target_cluster"] = "mothership"
+    raw["composer"].pop("pools")
+    return load_estate(raw)
+
+
+def test_a_passthrough_hosts_gpus_are_offered_as_their_passthrough_resource_only() -> None:
+    """The mothership's composer gets the ``vm-passthrough`` cluster ``hv``'s host with each model's
+    catalogue passthrough resource, one unit per GPU, and no ``nvidia.com/gpu``, after the tenants'
+    shared hosts; a composer of cluster ``workers`` gets no passthrough entry."""
+    cfg = _passthrough_composer()
+    assert cfg.composer is not None
+    catalogue = cfg.gpu_catalogue()
+    assert HV["offers"] == {m: [{"resource": catalogue[m].passthrough_resource, "units": 1, "product": m}]
+                            for m in (T4, A100)}
+    assert composer_sharing(cfg, cfg.composer)[-1] == HV
+    workers = _estate()
+    assert workers.composer is not None
+    assert all(e["strategy"] != "vm-passthrough" for e in composer_sharing(workers, workers.composer))
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (make setup)")
+def test_the_chart_and_the_composer_accept_the_passthrough_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = _values(_passthrough_composer())
+    assert values["composer"]["sharing"][-1] == HV
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    merged = {**defaults, **values, "composer": {**defaults["composer"], **values["composer"]}}
+    assert [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(merged)] == []
+    monkeypatch.setenv("COMPOSER_SHARING", _rendered_sharing(values, tmp_path))
+    policy = Settings(director_url="http://d", director_password="pw").policy()
+    hs = policy.sharing["hv-1"]
+    assert hs.strategy == "vm-passthrough"
+    assert hs.offer(A100, PT_A100) == Offer(PT_A100, 1, A100)
+    assert hs.offer(A100, "nvidia.com/gpu") is None
+    # only the passthrough host advertises it: a host without a sharing entry never serves it
+    assert PT_A100 in policy.sharing_only

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.gpu_sharing import Offer, SharingError, SharingSpec, mig_resource
+from domain.gpu_sharing import Offer, SharingError, SharingSpec, mig_resource, passthrough_offer
 from stack_config import load_estate
 from stack_config.gpus import BUILTIN_GPU_PRODUCTS
 from stack_config.models import GpuSharingConfig
@@ -129,3 +129,13 @@ def test_the_estates_sharing_settings_derive_both_sides() -> None:
     assert blue.spec().device_plugin_config()["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
     assert blue.offers(T4, catalogue) == (Offer("nvidia.com/gpu", 4, "Tesla-T4-SHARED"),)
     assert green.offers(A100, catalogue) == (Offer("nvidia.com/gpu", 7, "NVIDIA-A100-PCIE-40GB-MIG-1g.5gb"),)
+
+
+def test_a_passthrough_gpu_yields_one_unit_of_its_passthrough_resource() -> None:
+    a100 = BUILTIN_GPU_PRODUCTS["NVIDIA-A100-PCIE-40GB"]
+    assert passthrough_offer(a100.product, a100.passthrough_resource) == Offer(
+        "nvidia.com/GA100_A100_PCIE_40GB", 1, "NVIDIA-A100-PCIE-40GB"
+    )
+    for resource in ("nvidia.com/gpu", "example.com/GA100_A100_PCIE_40GB"):
+        with pytest.raises(SharingError, match="not a passthrough resource"):
+            passthrough_offer(a100.product, resource)
