@@ -76,6 +76,16 @@ Strategy = Literal["time-slicing", "mps", "mig"]
 #: The ``composer.sharing`` strategy of hosts whose GPUs go to VMs whole (the GPU Operator's workload
 #: config of the same name, node label ``nvidia.com/gpu.workload.config``).
 PASSTHROUGH = "vm-passthrough"
+#: How the sandbox device plugin spells a passthrough resource, ``nvidia.com/<chip>_<PCI device
+#: name>`` upper-cased, spaces as ``_`` (``nvidia.com/GA100_A100_PCIE_40GB``); vGPU type resources
+#: (``nvidia.com/GRID_T4-1Q``) carry a ``-`` and do not match.
+PASSTHROUGH_RESOURCE_PATTERN = r"^nvidia\.com/[A-Z0-9_]+$"
+_PASSTHROUGH_RESOURCE = re.compile(PASSTHROUGH_RESOURCE_PATTERN)
+
+
+def is_passthrough_resource(name: str) -> bool:
+    """``name`` is a passthrough resource of the sandbox device plugin (one VFIO-bound GPU each)."""
+    return _PASSTHROUGH_RESOURCE.match(name) is not None
 MigStrategy = Literal["single", "mixed"]
 
 #: Suffix of a renamed shared resource (k8s-device-plugin ``DefaultSharedResourceNameSuffix``).
@@ -183,7 +193,7 @@ def passthrough_offer(product: str, resource: str) -> Offer:
     Raises:
         SharingError: ``resource`` is not an ``nvidia.com/`` resource or is ``nvidia.com/gpu``.
     """
-    if not resource.startswith(NVIDIA_RESOURCE_PREFIX) or resource == GPU_RESOURCE:
+    if not is_passthrough_resource(resource):
         raise SharingError(
             f"{resource!r} is not a passthrough resource of {product} (nvidia.com/<chip>_<name>)"
         )

@@ -69,6 +69,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from domain.gfd import GFD_PRODUCT_PATTERN, gfd_name_problem
+from domain.gpu_sharing import PASSTHROUGH_RESOURCE_PATTERN
 
 #: PCI vendor ID of NVIDIA (pci-ids).
 NVIDIA_PCI_VENDOR = "10de"
@@ -129,7 +130,7 @@ class GpuProduct(BaseModel):
     unquoted ``2321`` is read as the text ``2321``)."""
     memory_mib: int = Field(gt=0)
     """Frame-buffer size in MiB as NVML reports it (GFD label ``nvidia.com/gpu.memory``)."""
-    passthrough_resource: str = Field(pattern=r"^nvidia\.com/[A-Z0-9_]+$")
+    passthrough_resource: str = Field(pattern=PASSTHROUGH_RESOURCE_PATTERN)
     """Extended resource the GPU Operator's sandbox device plugin advertises for VFIO passthrough
     (``nvidia.com/<chip>_<PCI_NAME>``, e.g. ``nvidia.com/GH100_H100_NVL``)."""
     mig_profiles: tuple[Annotated[str, Field(pattern=MIG_PROFILE_PATTERN)], ...] = ()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from domain.gpu_sharing import Offer
+from domain.gpu_sharing import Offer, is_passthrough_resource
 
 # Resource and label names are declared once in domain.labels; re-exported for the composer.
 from domain.labels import COUNT_LABEL as COUNT_LABEL
@@ -32,8 +32,11 @@ MIXED_MODELS = "<mixed>"
 
 def is_gpu_resource(name: str) -> bool:
     """True for NVIDIA GPU resource names: ``nvidia.com/gpu``, ``nvidia.com/gpu.shared``
-    (time-slicing/MPS with ``renameByDefault``) and MIG slices ``nvidia.com/mig-<profile>``."""
-    return name == GPU_RESOURCE or name.startswith(("nvidia.com/gpu.", "nvidia.com/mig-"))
+    (time-slicing/MPS with ``renameByDefault``), MIG slices ``nvidia.com/mig-<profile>`` and the
+    sandbox device plugin's passthrough resources ``nvidia.com/<chip>_<name>`` that a KubeVirt
+    virt-launcher pod asks for (:func:`domain.gpu_sharing.is_passthrough_resource`)."""
+    return (name == GPU_RESOURCE or name.startswith(("nvidia.com/gpu.", "nvidia.com/mig-"))
+            or is_passthrough_resource(name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,8 @@ T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
         ("nvidia.com/gpu.shared", True),
         ("nvidia.com/mig-1g.5gb", True),
         ("nvidia.com/gpu-foo", False),
+        ("nvidia.com/GA100_A100_PCIE_40GB", True),  # passthrough (sandbox device plugin)
+        ("nvidia.com/GRID_T4-1Q", False),  # a vGPU type: the composer composes none for it
         ("amd.com/gpu", False),
         ("cpu", False),
     ],
