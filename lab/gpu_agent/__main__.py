@@ -101,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         help="also keep DIR/<machine>/<DRA device name> device files of the attached GPUs "
         "(what the DRA kubelet plugin's --device-dir DIR/<node> reads)",
     )
+    ap.add_argument(
+        "--passthrough-resources",
+        type=Path,
+        default=None,
+        help="YAML/JSON file: GPU product -> the sandbox device plugin's resource "
+        "(nvidia.com/GA100_A100_PCIE_40GB); with --plugin-configs, a node labelled "
+        "nvidia.com/gpu.workload.config=vm-passthrough advertises its GPUs under it only",
+    )
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     if args.dra and args.plugin_configs:
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         )
         layouts = _load(args.mig_layouts) if args.mig_layouts else {}
+        passthrough = _load(args.passthrough_resources) if args.passthrough_resources else {}
     except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"gpu-agent: {exc}", file=sys.stderr)
         return 2
@@ -141,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         mig_apply_seconds=args.mig_apply_delay,
         mig_reapply_on_hotplug=args.mig_reapply_on_hotplug,
         dra=args.dra,
+        passthrough_resources={str(k): str(v) for k, v in passthrough.items()},
         plugin_namespace=args.plugin_namespace,
         adverts=adverts,
         device_files=DeviceFiles(args.device_dir) if args.device_dir else None,

@@ -30,10 +30,12 @@ from lab.gpu_agent.nvidia import (
     MIG_CONFIG_STATE_LABEL,
     MIG_PENDING,
     MIG_SUCCESS,
+    VM_PASSTHROUGH,
     MigStrategy,
     NodeView,
     PluginConfig,
     node_view,
+    passthrough_view,
 )
 
 log = logging.getLogger("lab.gpu_agent")
@@ -44,6 +46,7 @@ COUNT = labels.COUNT_LABEL
 PRESENT = labels.PRESENT_LABEL
 PLUGIN_CONFIG = labels.DEVICE_PLUGIN_CONFIG_LABEL
 MIG_CONFIG = labels.MIG_CONFIG_LABEL
+WORKLOAD = labels.GPU_WORKLOAD_LABEL
 MIG_FAILED = "failed"
 MERGE = "application/merge-patch+json"
 PLUGIN_NAMESPACE = "gpu-operator"
@@ -157,10 +160,16 @@ def current_advert(node: Mapping[str, Any]) -> Advert:
     return Advert(count, labels.get(PRODUCT) if count else None)
 
 
-def selection(node: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The node's ``nvidia.com/device-plugin.config`` and ``nvidia.com/mig.config`` labels."""
+#: A node's ``nvidia.com/device-plugin.config``, ``nvidia.com/mig.config`` and
+#: ``nvidia.com/gpu.workload.config`` labels.
+Selection = tuple[str | None, str | None, str | None]
+
+
+def selection(node: Mapping[str, Any]) -> Selection:
+    """The node's ``nvidia.com/device-plugin.config``, ``nvidia.com/mig.config`` and
+    ``nvidia.com/gpu.workload.config`` labels."""
     lbl = (node.get("metadata") or {}).get("labels") or {}
-    return lbl.get(PLUGIN_CONFIG), lbl.get(MIG_CONFIG)
+    return lbl.get(PLUGIN_CONFIG), lbl.get(MIG_CONFIG), lbl.get(WORKLOAD)
 
 
 @dataclass(frozen=True)
@@ -192,7 +201,7 @@ class NodeAdverts:
     def __init__(self, api: client.ApiClient, label_selector: str = "") -> None:
         self._lock = threading.Lock()
         self._adverts: dict[str, Advert] = {}
-        self._selections: dict[str, tuple[str | None, str | None]] = {}
+        self._selections: dict[str, Selection] = {}
         list_node = client.CoreV1Api(api).list_node
 
         def listing(**kw: Any) -> Any:
@@ -221,8 +230,8 @@ class NodeAdverts:
             self._adverts.pop(_meta_namespace_key(obj), None)  # a Node's key is its name
             self._selections.pop(_meta_namespace_key(obj), None)
 
-    def selections(self) -> dict[str, tuple[str | None, str | None]]:
-        """Node name -> its device-plugin and MIG config labels (:func:`selection`), a copy."""
+    def selections(self) -> dict[str, Selection]:
+        """Node name -> its device-plugin, MIG and workload config labels (:func:`selection`), a copy."""
         with self._lock:
             return dict(self._selections)
 
@@ -272,6 +281,11 @@ class GpuAgent:
         dra: the node's GPUs reach pods through DRA (NVIDIA's DRA driver takes the device
             plugin's place): only GFD's labels are written, no ``nvidia.com/gpu`` capacity (the
             scheduler sends ``nvidia.com/gpu`` requests to DRA only where that capacity is 0).
+        passthrough_resources: GPU product -> the sandbox device plugin's resource for it (the
+            catalogue's ``passthrough_resource``); when set (sharing mode), a node labelled
+            ``nvidia.com/gpu.workload.config=vm-passthrough`` advertises its GPUs under it and
+            nothing else (:func:`lab.gpu_agent.nvidia.passthrough_view`). Empty: such a node is
+            served like any other.
         plugin_namespace: namespace of the fake device-plugin pods (quirk mode).
         clock: monotonic seconds.
         adverts: node name -> current advert (e.g. a :class:`NodeAdverts`); None = list the
@@ -293,6 +307,7 @@ class GpuAgent:
     mig_apply_seconds: float = 1.0
     mig_reapply_on_hotplug: bool = False
     dra: bool = False
+    passthrough_resources: Mapping[str, str] = field(default_factory=dict)
     plugin_namespace: str = PLUGIN_NAMESPACE
     clock: Callable[[], float] = time.monotonic
     adverts: Callable[[], Mapping[str, Advert]] | None = None
@@ -315,7 +330,9 @@ class GpuAgent:
         current = self._current()
         names: Iterable[str] = current
         if not self.plugin_restart_quirk:  # only a node with GPUs (had or to have) can change
-            names = [n for n in current if n in attached or n in self._seen or current[n].count]
+            # (in sharing mode a node's GPUs may show under none of GFD's labels: passthrough)
+            names = [n for n in current if n in attached or n in self._seen or current[n].count
+                     or (n in self._physical and self._physical[n].count)]
         for name in names:
             have = current[name] if self.plugin_configs is None else self._physical.get(name, Advert())
             if self.plugin_restart_quirk:
@@ -371,7 +388,7 @@ class GpuAgent:
         self.core.patch_node(node, {"metadata": {"labels": labels}}, _content_type=MERGE)
         log.info("node %s advertises %d GPU(s) %s", node, a.count, a.product or "")
 
-    def _selections(self) -> Mapping[str, tuple[str | None, str | None]]:
+    def _selections(self) -> Mapping[str, Selection]:
         if isinstance(self.adverts, NodeAdverts):
             return self.adverts.selections()
         nodes = self.core.list_node(label_selector=self.node_selector or None, _preload_content=False)
@@ -379,10 +396,16 @@ class GpuAgent:
 
     def _share(self, now: float) -> None:
         """Sharing mode: run the stand-in mig-manager, then write each node's resources and labels
-        as the device plugin and GFD would (:func:`lab.gpu_agent.nvidia.node_view`)."""
+        as the device plugin and GFD would (:func:`lab.gpu_agent.nvidia.node_view`); a node labelled
+        ``nvidia.com/gpu.workload.config=vm-passthrough`` as the sandbox device plugin would
+        (:func:`lab.gpu_agent.nvidia.passthrough_view`)."""
         assert self.plugin_configs is not None
-        for name, (config_name, mig_config) in self._selections().items():
+        for name, (config_name, mig_config, workload) in self._selections().items():
             a = self._physical.get(name, Advert())
+            if workload == VM_PASSTHROUGH and self.passthrough_resources:
+                self._write(name, passthrough_view(
+                    gpus=a.count, resource=self.passthrough_resources.get(a.product or "")))
+                continue
             mig = self._run_mig_manager(name, mig_config, a, now)
             config = self.plugin_configs.get(config_name or self.default_config or "", PluginConfig())
             if self.mig_strategy is not None:

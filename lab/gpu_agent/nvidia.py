@@ -42,6 +42,16 @@ Rules, each with its source (k8s-device-plugin v0.17.1 unless named):
 - ``nvidia.com/mig.config.state``: mig-parted v0.12.1 ``deployments/container/reconfigure-mig.sh``
   sets ``pending`` before it changes the GPUs and ``success`` (or ``failed``) when done.
 
+- A node labelled ``nvidia.com/gpu.workload.config=vm-passthrough`` (KubeVirt passthrough): the GPU
+  Operator deploys there the sandbox device plugin, the VFIO manager and the sandbox validator,
+  not the container device plugin or GFD (gpu-operator ``controllers/state_manager.go``
+  ``gpuStateLabels``: for ``vm-passthrough`` only ``nvidia.com/gpu.deploy.sandbox-device-plugin``,
+  ``vfio-manager``, ``sandbox-validator``, ``kata-manager``, ``cc-manager``). The sandbox device
+  plugin (NVIDIA kubevirt-gpu-device-plugin) advertises each VFIO-bound GPU as one unit of
+  ``nvidia.com/<chip>_<PCI device name>`` (``nvidia.com/GA100_A100_PCIE_40GB``): given here per
+  product (the catalogue's ``passthrough_resource``), no ``nvidia.com/gpu``, no GFD labels
+  (:func:`passthrough_view`).
+
 Not modelled: GFD's memory, architecture, CUDA and MIG attribute labels (nothing here reads them),
 and an invalid ``single`` node's device plugin (the stand-in advertises no ``nvidia.com/gpu``).
 """
@@ -57,6 +67,9 @@ from domain.labels import GPU_RESOURCE
 SharingStrategy = Literal["none", "time-slicing", "mps"]
 MigStrategy = Literal["none", "single", "mixed"]
 
+#: The GPU Operator's ``nvidia.com/gpu.workload.config`` value of KubeVirt passthrough nodes
+#: (``controllers/state_manager.go`` ``gpuWorkloadConfigVMPassthrough``).
+VM_PASSTHROUGH = "vm-passthrough"
 #: mig-manager's state label and its values (reconfigure-mig.sh).
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_PENDING, MIG_SUCCESS = "pending", "success"
@@ -212,3 +225,10 @@ def node_view(
             )
             resources[res] = per_gpu * mig_gpus
     return NodeView(resources, labels)
+
+
+def passthrough_view(*, gpus: int, resource: str | None) -> NodeView:
+    """What a ``vm-passthrough`` node advertises for ``gpus`` GPUs: ``gpus`` units of ``resource``
+    (the sandbox device plugin's name for their product), nothing when there are none or the
+    product has no known resource; no labels (GFD does not run there)."""
+    return NodeView({resource: gpus} if gpus and resource else {}, {})

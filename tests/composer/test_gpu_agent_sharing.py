@@ -22,10 +22,13 @@ from lab.gpu_agent.nvidia import (
     PluginConfigError,
     node_view,
     parse_plugin_config,
+    passthrough_view,
 )
 from tests.composer.test_gpu_agent import Clock, FakeCore, FakeDirector
 
 T4, A100 = "Tesla-T4", "NVIDIA-A100-PCIE-40GB"
+#: the sandbox device plugin's resource of an A100 PCIe 40GB (catalogue passthrough_resource)
+PT_A100 = "nvidia.com/GA100_A100_PCIE_40GB"
 
 
 def _ts(replicas: int, *, rename: bool = False, key: str = "timeSlicing") -> dict:
@@ -272,3 +275,30 @@ def test_a_product_without_a_layout_fails_the_mig_run():
 
 def test_node_view_default_is_empty():
     assert NodeView().resources == {} and NodeView().labels == {}
+
+
+def test_passthrough_view_is_the_sandbox_device_plugins_resource_only():
+    # gpu-operator controllers/state_manager.go gpuStateLabels: vm-passthrough nodes run the
+    # sandbox device plugin, not the container device plugin or GFD
+    assert passthrough_view(gpus=2, resource=PT_A100) == NodeView({PT_A100: 2}, {})
+    assert passthrough_view(gpus=0, resource=PT_A100) == NodeView()
+    assert passthrough_view(gpus=1, resource=None) == NodeView()  # a product without a known resource
+
+
+def test_a_vm_passthrough_node_advertises_its_gpus_as_their_passthrough_resource():
+    core, director, clock = FakeCore(["hv-1", "plain"]), FakeDirector(), Clock()
+    core.nodes["hv-1"]["metadata"]["labels"]["nvidia.com/gpu.workload.config"] = "vm-passthrough"
+    agent = _agent(core, director, clock, passthrough_resources={A100: PT_A100})
+    director.machines.update({"hv-1": [A100, A100], "plain": [A100]})
+    _steps(agent, clock, 0.0, 1.0)
+    alloc, labels = _node(core, "hv-1")
+    assert alloc[PT_A100] == "2" and "nvidia.com/gpu" not in alloc
+    assert "nvidia.com/gpu.product" not in labels  # no GFD there
+    alloc, labels = _node(core, "plain")  # a container node: whole GPUs as before
+    assert alloc["nvidia.com/gpu"] == "1" and PT_A100 not in alloc
+    director.machines["hv-1"] = [A100]
+    _steps(agent, clock, 2.0, 3.0)
+    assert _node(core, "hv-1")[0][PT_A100] == "1"
+    director.machines.pop("hv-1")
+    _steps(agent, clock, 4.0, 5.0)
+    assert PT_A100 not in _node(core, "hv-1")[0]
