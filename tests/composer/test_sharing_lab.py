@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from components.manifests import device_plugin_config, host_node_labels
+from domain.gpu_sharing import passthrough_offer
 from stack_config.gpus import merge_catalogue
 from stack_config.models import GpuSharingConfig
 from tests.composer.harness import Scenario, wait_for
@@ -256,6 +257,43 @@ def test_a_time_sliced_gpu_never_serves_two_tenants(make_scenario):
             assert sc.running_on("blue-pinned") is None
             assert _alloc(sc, host)["nvidia.com/gpu"] == "4" and _alloc(sc, other)["nvidia.com/gpu"] == "1"
             assert len(sc.attached()[host]) == 1
+        except AssertionError:
+            print(sc.diagnostics())
+            raise
+
+
+def test_vm_passthrough_a_vm_pod_gets_an_a100_advertised_as_its_passthrough_resource(make_scenario):
+    """A ``vm-passthrough`` host (docs/gpu-sharing.md "KubeVirt passthrough"): a pod asking the A100's
+    passthrough resource, as KubeVirt's virt-launcher does, gets an A100 composed onto that host and
+    runs; the stand-in advertises it as the sandbox device plugin would, under that resource and not
+    ``nvidia.com/gpu``. Without the stand-in's passthrough rule (no ``--passthrough-resources``) the
+    node advertises ``nvidia.com/gpu`` and the pod never runs."""
+    resource = CATALOGUE[A100].passthrough_resource
+    with make_scenario(inventory="rich.yaml") as sc:
+        host = sc.node("blade-slot-3")
+        labels = host_node_labels(gpu_workload_mode="vm-passthrough")
+        sc.core.patch_node(host, {"metadata": {"labels": labels}})
+        (sc.tmp / "plugin-configs.yaml").write_text(yaml.safe_dump({}))
+        (sc.tmp / "mig-layouts.yaml").write_text(yaml.safe_dump({}))
+        (sc.tmp / "passthrough.yaml").write_text(
+            yaml.safe_dump({p.product: p.passthrough_resource for p in CATALOGUE.values()})
+        )
+        entry = {
+            "name": "hv-vm-passthrough",
+            "strategy": "vm-passthrough",
+            "hosts": [host],
+            "offers": {
+                m: [passthrough_offer(m, CATALOGUE[m].passthrough_resource).to_json()] for m in (T4, A100)
+            },
+        }
+        _start(sc, [entry], "--passthrough-resources", str(sc.tmp / "passthrough.yaml"))
+        try:
+            sc.gpu_pod("vm-a100", 1, resource=resource)
+            assert wait_for(lambda: sc.running_on("vm-a100"), timeout=60, what="vm-a100 running") == host
+            assert len(sc.attached()[host]) == 1  # one A100: a T4 would be advertised as its own resource
+            alloc = _alloc(sc, host)
+            assert alloc[resource] == "1" and alloc.get("nvidia.com/gpu", "0") == "0"
+            assert "nvidia.com/gpu.product" not in _labels(sc, host)  # no GFD on a passthrough node
         except AssertionError:
             print(sc.diagnostics())
             raise
