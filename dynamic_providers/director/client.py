@@ -99,6 +99,9 @@ def group_pool_lock(director: str, grp_id: int) -> threading.Lock:
 #: that never arrived), so nothing is sent about it until the longest job wait (``job_timeout``)
 #: has passed since; then the next opening cancels it first.
 _LEFT_OPEN: dict[tuple[str, str], float] = {}
+#: Those of :data:`_LEFT_OPEN` handed over by another process: most were closed before it stopped,
+#: so an opening is tried first and the wait-and-cancel applies only when the Director refuses it.
+_INHERITED: set[tuple[str, str]] = set()
 _LEFT_OPEN_GUARD = threading.Lock()
 
 
@@ -110,6 +113,7 @@ def _left_open(director: str, key: str, *, mark: bool | None = None) -> float | 
             _LEFT_OPEN[(director, key)] = time.monotonic()
         elif mark is False:
             _LEFT_OPEN.pop((director, key), None)
+            _INHERITED.discard((director, key))
         return _LEFT_OPEN.get((director, key))
 
 
@@ -153,7 +157,9 @@ def inherit_edits_left_open(director: str, edits: Mapping[str, float]) -> None:
     offset = time.time() - time.monotonic()
     with _LEFT_OPEN_GUARD:
         for key, at in edits.items():
-            _LEFT_OPEN.setdefault((director, key), float(at) - offset)
+            if (director, key) not in _LEFT_OPEN:
+                _LEFT_OPEN[(director, key)] = float(at) - offset
+                _INHERITED.add((director, key))
 
 
 def _waits(first: float, most: float) -> Iterable[float]:
@@ -868,6 +874,14 @@ class DirectorClient:
                 method, path, status and Director message kept, and chained).
         """
         if left_open is not None:
+            if (self._director, left_open[0]) in _INHERITED:
+                try:
+                    open_edit()
+                except DirectorConflictError:
+                    pass
+                else:
+                    _left_open(self._director, left_open[0], mark=False)
+                    return
             self._clear_left_open(*left_open, busy=busy, machine=machine)
         deadline = time.monotonic() + self.edit_wait
         waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)

@@ -285,6 +285,22 @@ def test_an_edit_left_open_by_a_process_that_died_is_cancelled_by_the_one_it_han
     assert sim.state()["edits"] == {}
 
 
+def test_an_edit_handed_over_but_closed_does_not_hold_up_the_new_leader(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old leader closed its edit before it stopped: the new one's opening goes through at once,
+    # not after the job timeout, and nothing is cancelled.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    monkeypatch.setattr(client_mod, "_INHERITED", set())
+    inherit_edits_left_open(sim.url, {f"machine:{sim.machine_id('blade-slot-1')}": time.time()})
+    t0 = time.monotonic()
+    with make_client(sim.url, edit_wait=0.5, job_timeout=300) as c:
+        c.compose("blade-slot-1", ["gpu2"])
+    assert time.monotonic() - t0 < 10
+    assert sim.calls("POST fabric/edit/cancel") == 0
+    assert edits_left_open(sim.url) == {}
+
+
 def test_edits_handed_over_that_no_opening_comes_to_are_cancelled_by_the_sweep(
     sim: Sim, monkeypatch: pytest.MonkeyPatch
 ) -> None:
