@@ -53,21 +53,22 @@ def sweep(
     stop: threading.Event | None = None,
 ) -> None:
     """Until no edit is recorded as left open on ``director_url`` (or ``give_up_after`` seconds or
-    ``stop``), every ``every`` seconds let a client from ``client()`` cancel the due ones
+    ``stop``), every ``every`` seconds let one client from ``client()`` cancel the due ones
     (``DirectorClient.cancel_edits_left_open``); a failed call is logged and tried again."""
     stop = stop or threading.Event()
     deadline = time.monotonic() + give_up_after
-    while edits_left_open(director_url) and time.monotonic() < deadline and not stop.is_set():
-        c = client()
-        try:
-            cancelled = c.cancel_edits_left_open()
-            if cancelled:
-                log.info("cancelled Director edits left open: %s", ", ".join(cancelled))
-        except DirectorError as exc:
-            log.warning("could not cancel the Director edits left open yet: %s", exc)
-        finally:
-            c.close()
-        stop.wait(every)
+    c = client()
+    try:
+        while edits_left_open(director_url) and time.monotonic() < deadline and not stop.is_set():
+            try:
+                cancelled = c.cancel_edits_left_open()
+                if cancelled:
+                    log.info("cancelled Director edits left open: %s", ", ".join(cancelled))
+            except DirectorError as exc:
+                log.warning("could not cancel the Director edits left open yet: %s", exc)
+            stop.wait(every)
+    finally:
+        c.close()
 
 
 def edit_handover(director_url: str, client: Callable[[], EditCanceller] | None = None) -> Handover:

@@ -111,6 +111,7 @@ def _left_open(director: str, key: str, *, mark: bool | None = None) -> float | 
     with _LEFT_OPEN_GUARD:
         if mark is True:
             _LEFT_OPEN[(director, key)] = time.monotonic()
+            _INHERITED.discard((director, key))  # this process's own lost answer from now on
         elif mark is False:
             _LEFT_OPEN.pop((director, key), None)
             _INHERITED.discard((director, key))
@@ -769,13 +770,7 @@ class DirectorClient:
         the edit, and an edit left open refuses every later one on the machine: it is recorded
         (:func:`_left_open`) and cancelled by a later opening once no job of it can still run."""
         with _editing(self._director, f"machine:{m.mach_id}"):
-            try:
-                self._open_edit(m)
-            except DirectorJobRunningError:
-                raise
-            except DirectorUnavailableError:
-                _left_open(self._director, f"machine:{m.mach_id}", mark=True)
-                raise
+            self._open_edit(m)
             try:
                 for n in attach:
                     relate_api.attach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
@@ -805,13 +800,7 @@ class DirectorClient:
         answer to ``pool/edit`` itself is handled as in :meth:`_transaction`."""
         pool = self._group_pool(grp)
         with group_pool_lock(self._director, grp.grp_id), _editing(self._director, f"group:{grp.grp_id}"):
-            try:
-                self._open_pool_edit(pool, grp)
-            except DirectorJobRunningError:
-                raise
-            except DirectorUnavailableError:
-                _left_open(self._director, f"group:{grp.grp_id}", mark=True)
-                raise
+            self._open_pool_edit(pool, grp)
             try:
                 for n in add:
                     predevice_api.add_gpu_to_group(self._t, status=gpus[n].status, group=grp)
@@ -867,16 +856,28 @@ class DirectorClient:
         ``busy`` says what is still open (``"... after <edit_wait> s"`` follows it), ``clear``
         names the DirectorClient method that clears a left-over edit, ``machine`` goes on the error.
         ``left_open``: (key, cancel) of this edit, cleared first when this process may have left
-        it open (:meth:`_clear_left_open`).
+        it open (:meth:`_clear_left_open`), and recorded as maybe left open when an opening loses
+        its answer (timeout, connection reset).
 
         Raises:
             DirectorConflictError: still refused after ``edit_wait`` seconds (the last refusal's
                 method, path, status and Director message kept, and chained).
         """
+
+        def attempt() -> None:
+            try:
+                open_edit()
+            except DirectorJobRunningError:
+                raise
+            except DirectorUnavailableError:
+                if left_open is not None:  # the Director may have opened it: see _left_open
+                    _left_open(self._director, left_open[0], mark=True)
+                raise
+
         if left_open is not None:
             if (self._director, left_open[0]) in _INHERITED:
                 try:
-                    open_edit()
+                    attempt()
                 except DirectorConflictError:
                     pass
                 else:
@@ -887,7 +888,7 @@ class DirectorClient:
         waits = _waits(FIRST_EDIT_POLL_SECONDS, self.poll_interval)
         while True:
             try:
-                open_edit()
+                attempt()
                 return
             except DirectorConflictError as exc:
                 if time.monotonic() >= deadline:
