@@ -202,15 +202,28 @@ def remove_lab_nodes(api: client.ApiClient, keep: Sequence[str]) -> list[str]:
     return gone
 
 
+#: Taints the node lifecycle controller keeps on a Node until it reports Ready (the admission
+#: plugin ``TaintNodesByCondition`` puts ``not-ready`` on every new Node): kube-scheduler skips a
+#: Node carrying them, so a Node is not usable before they are gone, Ready or not.
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
 def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:
-    """True when every named Node reports condition Ready=True."""
-    core = client.CoreV1Api(api)
-    for name in names:
-        node = core.read_node(name)
+    """True when every named Node reports condition Ready=True and carries none of
+    :data:`NOT_READY_TAINTS` (one list call; at 1,000 kwok Nodes the controller-manager removes
+    those taints some time after Ready, and a pod scheduled meanwhile finds those Nodes tainted)."""
+    wanted = set(names)
+    seen = set()
+    for node in client.CoreV1Api(api).list_node().items:
+        if node.metadata.name not in wanted:
+            continue
         conds = {c.type: c.status for c in (node.status.conditions or [])}
         if conds.get("Ready") != "True":
             return False
-    return True
+        if any(t.key in NOT_READY_TAINTS for t in (node.spec.taints or [])):
+            return False
+        seen.add(node.metadata.name)
+    return seen == wanted
 
 
 def default_serviceaccount_ready(api: client.ApiClient, namespace: str = "default") -> bool:

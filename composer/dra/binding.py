@@ -91,6 +91,13 @@ def _was_visible(claim: ClaimView, device: str) -> bool:
     return any(c.type == VISIBLE_ON_NODE and c.status == "True" for c in claim.conditions.get(device, ()))
 
 
+def _holds_attached(claim: ClaimView) -> bool:
+    """``Attached`` is True on one of the claim's devices: of two claims allocated the same GPU
+    (from two pools, while it moved between them), the one it was composed for keeps it."""
+    conds = (c for cs in claim.conditions.values() for c in cs)
+    return any(c.type == ATTACHED and c.status == "True" for c in conds)
+
+
 def _failed(reason: str, message: str, generation: int) -> tuple[Condition, ...]:
     return (Condition(ATTACH_FAILED, "True", reason, message, generation),)
 
@@ -137,8 +144,8 @@ def plan_binding(
     keys: dict[str, ClaimView] = {}
     conditions: dict[tuple[str, str], dict[str, tuple[Condition, ...]]] = {}
     claimed: dict[str, set[str]] = {}
-    planned: set[str] = set()
-    for claim in sorted(claims, key=lambda c: (c.namespace, c.name)):
+    holders: dict[str, str] = {}
+    for claim in sorted(claims, key=lambda c: (not _holds_attached(c), c.namespace, c.name)):
         node = claim.node
         if node is None or not claim.devices:
             continue
@@ -148,6 +155,8 @@ def plan_binding(
             want: tuple[Condition, ...] | None
             if gpu is None:
                 want = _failed("UnknownDevice", f"the Director shows no GPU published as {device}", gen)
+            elif holders.setdefault(gpu.name, claim.uid) != claim.uid:
+                want = _failed("AllocatedTwice", f"{gpu.name} is allocated to another claim too", gen)
             elif gpu.machine == node:
                 claimed.setdefault(node, set()).add(gpu.name)
                 seen = visible.get(node, 0) >= len(view.attached(node)) or _was_visible(claim, device)
@@ -161,11 +170,8 @@ def plan_binding(
                 want = _failed("Unhealthy", f"the Director reports {gpu.name} unhealthy", gen)
             elif node not in view.machines:
                 want = _failed("NodeNotOnFabric", f"{node} is no machine of the Director", gen)
-            elif gpu.name in planned:
-                want = _failed("AllocatedTwice", f"{gpu.name} is allocated to another claim too", gen)
             else:
                 claimed.setdefault(node, set()).add(gpu.name)
-                planned.add(gpu.name)
                 want = None  # the conditions follow the compose
                 if gpu.name not in in_flight:
                     to_compose.setdefault((node, claim.uid), []).append(gpu)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from composer.dra.slices import DRIVER, POOL
+from composer.dra.slices import DRIVER, POOL, is_driver_pool
 from composer.model.models import HOSTNAME_LABEL
 
 #: ``AllocatedDeviceStatus.conditions`` holds at most this many (``resource/v1/types.go``).
@@ -52,8 +52,10 @@ class ClaimView:
         resource_version: ``metadata.resourceVersion`` (the status write is conditional on it).
         node: the node of the allocation (``status.allocation.nodeSelector``), None when the
             claim is not allocated or the selector names no single node.
-        devices: DRA device names of this driver's pool allocated to the claim, in result order.
-        conditions: DRA device name -> its conditions in ``status.devices`` (this driver's pool).
+        devices: DRA device names of this driver's fabric pools allocated to the claim, in result
+            order (a device name names one GPU whatever its pool: :mod:`composer.dra.slices`).
+        pools: DRA device name -> the pool it was allocated from.
+        conditions: DRA device name -> its conditions in ``status.devices`` (this driver's pools).
         status_devices: every entry of ``status.devices`` as read (other drivers' included).
     """
 
@@ -64,6 +66,7 @@ class ClaimView:
     resource_version: str = ""
     node: str | None = None
     devices: tuple[str, ...] = ()
+    pools: Mapping[str, str] = field(default_factory=dict)
     conditions: Mapping[str, tuple[Condition, ...]] = field(default_factory=dict)
     status_devices: tuple[Mapping[str, Any], ...] = ()
 
@@ -106,21 +109,22 @@ def _condition(raw: Mapping[str, Any]) -> Condition:
 
 
 def claim_view(obj: Mapping[str, Any], *, driver: str = DRIVER, pool: str = POOL) -> ClaimView:
-    """Parse one ``resource.k8s.io/v1`` ResourceClaim JSON object (never raises on missing fields)."""
+    """Parse one ``resource.k8s.io/v1`` ResourceClaim JSON object (never raises on missing fields);
+    ``pool``: the prefix of the driver's pool names (:func:`composer.dra.slices.is_driver_pool`)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     allocation = status.get("allocation") or {}
     results = (allocation.get("devices") or {}).get("results") or ()
-    ours = tuple(
-        str(r.get("device") or "")
-        for r in results
-        if r.get("driver") == driver and r.get("pool") == pool and r.get("device")
-    )
+    mine = [
+        r for r in results
+        if r.get("driver") == driver and is_driver_pool(r.get("pool"), pool) and r.get("device")
+    ]
+    ours = tuple(str(r["device"]) for r in mine)
     entries = tuple(status.get("devices") or ())
     conditions = {
         str(e.get("device")): tuple(_condition(c) for c in e.get("conditions") or ())
         for e in entries
-        if e.get("driver") == driver and e.get("pool") == pool and not e.get("shareID")
+        if e.get("driver") == driver and is_driver_pool(e.get("pool"), pool) and not e.get("shareID")
     }
     return ClaimView(
         namespace=str(meta.get("namespace") or ""),
@@ -130,6 +134,7 @@ def claim_view(obj: Mapping[str, Any], *, driver: str = DRIVER, pool: str = POOL
         resource_version=str(meta.get("resourceVersion") or ""),
         node=allocation_node(allocation.get("nodeSelector")) if allocation else None,
         devices=ours,
+        pools={str(r["device"]): str(r["pool"]) for r in mine},
         conditions=conditions,
         status_devices=entries,
     )
@@ -231,7 +236,7 @@ def status_patch(
         return None
     entries: list[dict[str, Any]] = []
     for e in claim.status_devices:
-        mine = e.get("driver") == driver and e.get("pool") == pool and not e.get("shareID")
+        mine = e.get("driver") == driver and is_driver_pool(e.get("pool"), pool) and not e.get("shareID")
         if mine and str(e.get("device")) in merged:
             device = str(e.get("device"))
             entries.append({**e, "conditions": [_condition_json(c) for c in merged.pop(device)]})
@@ -241,5 +246,6 @@ def status_patch(
         if device in merged:
             conds = merged.pop(device)
             listed = [_condition_json(c) for c in conds]
-            entries.append({"driver": driver, "pool": pool, "device": device, "conditions": listed})
+            entry_pool = claim.pools.get(device, pool)
+            entries.append({"driver": driver, "pool": entry_pool, "device": device, "conditions": listed})
     return {"metadata": {"resourceVersion": claim.resource_version}, "status": {"devices": entries}}

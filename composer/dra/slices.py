@@ -1,37 +1,44 @@
 """The driver's ResourceSlices from one read of the fabric: pure functions returning JSON-ready dicts.
 
 Every free fabric GPU the composer may hand out (:meth:`composer.model.fabric.FabricView.free`: healthy,
-on no machine, without an owner tag, not excluded) is one device of the driver :data:`DRIVER` in
-the pool :data:`POOL`. A device carries the GPU's identity and attributes, ``bindsToNode: true``,
-the binding conditions :data:`BINDING_CONDITIONS` (the composer sets them True once the GPU is
-attached to the chosen node and the node sees it) and the failure condition
-:data:`BINDING_FAILURE_CONDITIONS` (set when the attach failed). The scheduler then records the
-node in the claim's ``allocation.nodeSelector`` and waits in PreBind until every binding
-condition is True (docs/dra.md "Binding conditions").
+on no machine, without an owner tag, not excluded) is one device of the driver :data:`DRIVER`. A
+device carries the GPU's identity and attributes, ``bindsToNode: true``, the binding conditions
+:data:`BINDING_CONDITIONS` (the composer sets them True once the GPU is attached to the chosen node
+and the node sees it) and the failure condition :data:`BINDING_FAILURE_CONDITIONS` (set when the
+attach failed). The scheduler then records the node in the claim's ``allocation.nodeSelector``
+and waits in PreBind until every binding condition is True (docs/dra.md "Binding conditions").
 
 Node selection: a GPU can go to the hosts that reach the fabric (nodes the caller serves in DRA
 mode that are also Director machines), that its Director group allows (a GPU in a group's pool
 only to machines of that group, as the Director's ``predevice`` allows) and that its pool allows
 (a GPU reserved to a pool only to hosts of that pool; a shared GPU to any host), the planner's
-rules (:mod:`composer.decide.planner`). Devices with the same allowed hosts share slices whose
-``spec.nodeSelector`` lists those hosts by ``kubernetes.io/hostname`` (the label the composer's
-gate release also pins pods with). The API's per-device selection
-(``perDeviceNodeSelection``) would express the same, but it repeats the host list on every device
-(at 1,000 hosts about 2 MB for 128 devices, over etcd's 1.5 MiB request limit) and needs the
-``DRAPartitionableDevices`` gate, which is off before 1.36.
+rules (:mod:`composer.decide.planner`). A slice's ``spec.nodeSelector`` selects those hosts by the
+driver's node labels (:func:`reach_labels`: reaches the fabric, Director group, pool), which the
+driver writes on the hosts before the slices; an idle composed GPU's slice names its node by
+``kubernetes.io/hostname``. A host list would cost the scheduler a parse of the whole list for
+every node it filters and every slice.
 
-Slices hold at most :data:`MAX_DEVICES` devices, :data:`MAX_DEVICES_WITH_TAINTS` when any device of
-the slice carries a taint (``k8s.io/api`` v0.36.3 ``resource/v1/types.go``
-``ResourceSliceMaxDevices``, ``ResourceSliceMaxDevicesWithAdvancedFeatures``). All slices of the
-pool carry one generation and the pool's slice count; :func:`plan_rewrite` raises the generation
-when the content changes, so consumers drop the old slices (``ResourcePool.generation``), and names
-the old slices to delete.
+Pools: the scheduler's allocator takes no device from a pool it sees half rewritten (fewer slices
+of the newest generation than ``resourceSliceCount``), so every change of a pool of many slices
+would stop allocation from all of them until the last slice is written. Each pool is therefore one
+slice (:func:`pool_name`): the free GPUs with the same allowed hosts are spread over
+:func:`bucket_count` pools by a stable hash of their name, an idle composed GPU is in its node's
+pool, and a compose, a taint or a reclaim rewrites the one pool it touches in one write.
+
+A pool holds at most :data:`MAX_DEVICES` devices per slice, :data:`MAX_DEVICES_WITH_TAINTS` when any
+device of the slice carries a taint (``k8s.io/api`` v0.36.3 ``resource/v1/types.go``
+``ResourceSliceMaxDevices``, ``ResourceSliceMaxDevicesWithAdvancedFeatures``); a pool above that
+(an uneven hash) takes more slices. All slices of a pool carry one generation and the pool's
+slice count; :func:`plan_rewrite` raises a pool's generation when its content changes, so
+consumers drop its old slices (``ResourcePool.generation``), and names the old slices to delete.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
+import zlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -55,12 +62,21 @@ ATTACH_FAILED = "AttachFailed"
 BINDING_FAILURE_CONDITIONS: tuple[str, ...] = (ATTACH_FAILED,)
 #: Taint key of a device kept from new claims (value: the reason), effect NoSchedule.
 TAINT_KEY = DRIVER + "/unusable"
+#: Node labels the driver writes on each host that reaches the fabric (:func:`reach_labels`), so
+#: a slice selects its hosts by label: ``"true"``; the host's Director group; its pool.
+REACH_LABEL = DRIVER + "/reaches-fabric"
+GROUP_LABEL = DRIVER + "/director-group"
+HOST_POOL_LABEL = DRIVER + "/pool"
+DRIVER_LABELS: tuple[str, ...] = (REACH_LABEL, GROUP_LABEL, HOST_POOL_LABEL)
 
 #: API limits, ``k8s.io/api`` v0.36.3 ``resource/v1/types.go``.
 MAX_DEVICES = 128
 MAX_DEVICES_WITH_TAINTS = 64
 MAX_ATTRIBUTE_VALUE_LENGTH = 64
 MAX_NAME_LENGTH = 253
+#: Free GPUs per pool, on average (:func:`bucket_count`): a pool is one slice, even when some of
+#: its devices carry a taint (:data:`MAX_DEVICES_WITH_TAINTS`), but for a rare uneven spread.
+DEVICES_PER_POOL = 32
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
@@ -107,15 +123,18 @@ class SliceSet:
 
 @dataclass(frozen=True, slots=True)
 class Rewrite:
-    """How to bring the pool's ResourceSlices from what is stored to what is wanted.
+    """How to bring the driver's ResourceSlices from what is stored to what is wanted.
 
     Attributes:
-        generation: the pool generation the wanted slices carry.
-        apply: slices to create or replace (every wanted slice when anything changed, else none).
-        delete: names of stored slices of the pool that are not wanted any more.
+        generations: pool name -> the generation its wanted slices carry (every wanted pool).
+        apply: slices to create or replace: every slice of each pool whose content changed, the
+            pools that lose a device before the others (a GPU moving from one pool to another is
+            withdrawn before it is offered again).
+        delete: names of stored slices that are not wanted any more (slices of pools that are
+            gone, and a changed pool's surplus slices).
     """
 
-    generation: int
+    generations: Mapping[str, int] = field(default_factory=dict)
     apply: tuple[dict[str, Any], ...] = ()
     delete: tuple[str, ...] = ()
 
@@ -208,6 +227,107 @@ def _node_selector(hosts: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _label_value(value: str | None) -> bool:
+    return bool(value) and bool(_LABEL_VALUE.match(str(value)))
+
+
+def reach_labels(view: FabricView, hosts: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Node name -> the driver's labels it should carry, for each host that reaches the fabric
+    (a node of ``hosts`` that is a Director machine): :data:`REACH_LABEL` ``"true"``, its Director
+    group as :data:`GROUP_LABEL` and its pool as :data:`HOST_POOL_LABEL` (each only when it is
+    a label value)."""
+    out: dict[str, dict[str, str]] = {}
+    for host, pool in hosts.items():
+        if host not in view.machines:
+            continue
+        labels = {REACH_LABEL: "true"}
+        group = view.machine_groups.get(host)
+        if group is not None and _label_value(group):
+            labels[GROUP_LABEL] = group
+        if _label_value(pool):
+            labels[HOST_POOL_LABEL] = pool
+        out[host] = labels
+    return out
+
+
+def label_changes(
+    current: Mapping[str, Mapping[str, str]], wanted: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str | None]]:
+    """Node name -> JSON merge patch of its labels (None deletes) that brings the driver's labels
+    of ``current`` (node name -> its labels, every node the driver serves) to ``wanted``
+    (:func:`reach_labels`); nodes with nothing to change are left out."""
+    out: dict[str, dict[str, str | None]] = {}
+    for node, labels in current.items():
+        want = wanted.get(node, {})
+        change: dict[str, str | None] = {k: v for k, v in want.items() if labels.get(k) != v}
+        change.update({k: None for k in DRIVER_LABELS if k in labels and k not in want})
+        if change:
+            out[node] = change
+    return out
+
+
+def _label_selector(group: str | None, pool: str | None) -> dict[str, Any] | None:
+    """The hosts that reach the fabric, of ``group`` and ``pool`` when set, by the driver's node
+    labels (:func:`reach_labels`); None when a value is no label value (the caller lists hosts).
+    Few values per selector: the scheduler parses a slice's selector again for every node it
+    filters (``k8s.io/dynamic-resource-allocation`` v0.36.3 ``NodeMatches`` calls
+    ``nodeaffinity.NewNodeSelector``), so a 1,000-host list costs that much per node and slice."""
+    exprs = [{"key": REACH_LABEL, "operator": "In", "values": ["true"]}]
+    for key, value in ((GROUP_LABEL, group), (HOST_POOL_LABEL, pool)):
+        if value is None:
+            continue
+        if not _label_value(value):
+            return None
+        exprs.append({"key": key, "operator": "In", "values": [value]})
+    return {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+
+
+def _segment(value: str) -> str:
+    """``value`` as one segment of a pool name (a DNS label): itself when it is one, else ``x``
+    and a digest of it (stable, so the pool's name is)."""
+    if _DNS_LABEL.match(value):
+        return value
+    return "x" + hashlib.sha1(value.encode()).hexdigest()[:16]
+
+
+def bucket_count(gpus: int) -> int:
+    """How many pools the free GPUs that share one set of allowed hosts are spread over: one per
+    :data:`DEVICES_PER_POOL` GPUs the Director shows (``gpus``: all of them, attached or not, so
+    the count changes only when the fabric's hardware does), at least 1."""
+    return max(1, -(-gpus // DEVICES_PER_POOL))
+
+
+def pool_name(gpu: FreeGpu, *, buckets: int, node: str | None = None, prefix: str = POOL) -> str:
+    """The pool a published GPU belongs to (a ``ResourcePool.name``: DNS labels joined by ``/``).
+
+    A GPU offered to one node only (an idle composed GPU) is in ``<prefix>/node/<node>``; a free
+    GPU in ``<prefix>[/group-<group>]/<pool-<pool> | shared>/b<k>``, ``k`` a stable hash of its
+    Director name modulo ``buckets``: every GPU of a pool has the same allowed hosts (one slice
+    node selector), and a GPU stays in the same pool while it stays free, so a claim's
+    ``driver/pool/device`` keeps naming the same GPU.
+    """
+    if node is not None:
+        return f"{prefix}/node/{_segment(node)}"
+    parts = [prefix]
+    if gpu.group is not None:
+        parts.append("group-" + _segment(gpu.group))
+    parts.append("pool-" + _segment(gpu.pool) if gpu.pool is not None else "shared")
+    parts.append(f"b{zlib.crc32(gpu.name.encode()) % buckets}")
+    return "/".join(parts)
+
+
+def is_driver_pool(name: object, prefix: str = POOL) -> bool:
+    """A pool name of the driver's fabric GPUs (:func:`pool_name`, or the one pool ``prefix``
+    earlier versions published)."""
+    return isinstance(name, str) and (name == prefix or name.startswith(prefix + "/"))
+
+
+def slice_name(driver: str, pool: str, index: int) -> str:
+    """The name of the ``index``-th slice of ``pool``: ``<driver>-<digest of the pool>-<index>``
+    (a DNS subdomain whatever the pool's length; the pool name itself is in the spec)."""
+    return f"{driver}-{hashlib.sha1(pool.encode()).hexdigest()[:12]}-{index}"
+
+
 def build_slices(
     view: FabricView,
     *,
@@ -228,7 +348,8 @@ def build_slices(
         view: one read of the fabric.
         hosts: node name -> pool, of the nodes served in DRA mode; only those that are Director
             machines (``view.machines``) reach the fabric.
-        generation: the pool generation every slice carries (>= 0).
+        generation: the pool generation every slice carries (>= 0; :func:`plan_rewrite` sets
+            each pool's own).
         device_pools: Director device name -> pool it is reserved to (the composer's
             configuration); GPUs not named are shared.
         excluded: Director device names not to publish (reserved by the composer otherwise).
@@ -243,15 +364,15 @@ def build_slices(
             failed compose or an interrupted reclaim until the orphan clean-up clears it) is
             free like an untagged one, as the planner counts it.
         driver: the driver name (a DNS subdomain of at most 63 characters).
-        pool: the pool name (a DNS label).
+        pool: the prefix of the pool names (a DNS label; :func:`pool_name`).
 
     Returns:
-        The slices, named ``<driver>-<pool>-<n>`` from 0, in that order; devices sorted by name
-        within a slice, slices by their host list; and the free GPUs left out, with why.
+        The slices, one per pool (more only when a pool holds more devices than a slice may),
+        named by :func:`slice_name`, each pool's ``resourceSliceCount`` its own; devices sorted
+        by name within a slice, slices by pool name; and the free GPUs left out, with why.
 
     Raises:
-        ValueError: ``generation`` is negative, ``pool`` is not a DNS label, or a slice name would
-            be longer than 253 characters.
+        ValueError: ``generation`` is negative, or ``pool`` is not a DNS label.
     """
     if generation < 0:
         raise ValueError(f"generation must be >= 0, got {generation}")
@@ -260,20 +381,22 @@ def build_slices(
     facts = facts or {}
     tainted = tainted or {}
     reach = {h: p for h, p in hosts.items() if h in view.machines}
+    buckets = bucket_count(len(view.gpus))
     omitted: dict[str, str] = {}
     seen: dict[str, str] = {}
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    pools: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     free = view.free(excluded=frozenset(excluded), device_pools=device_pools or {})
-    pinned: dict[str, tuple[str, ...]] = {}
+    pinned: dict[str, str] = {}
     for g in view.gpus:
         if not g.healthy or g.name in excluded:
             continue
         host = (idle or {}).get(g.name)
         if host is not None and g.machine == host and host in reach:
-            pinned[g.name] = (host,)
+            pinned[g.name] = host
         elif not (own_tag and g.machine is None and g.owner_tag == own_tag):
             continue
         free.append(FreeGpu(g.name, g.model, g.switch, (device_pools or {}).get(g.name), g.group))
+    allowed: dict[tuple[str | None, str | None], tuple[str, ...]] = {}
     for gpu in sorted(free, key=lambda g: _natural(g.name)):
         name = device_name(gpu.name)
         if name is None:
@@ -282,9 +405,16 @@ def build_slices(
         if name in seen:
             omitted[gpu.name] = f"device name {name!r} is also {seen[name]!r}'s"
             continue
-        targets = pinned.get(gpu.name) or tuple(
-            allowed_hosts(gpu, reach=reach, machine_groups=view.machine_groups)
-        )
+        host = pinned.get(gpu.name)
+        if host is not None:
+            targets: tuple[str, ...] = (host,)
+            selector = _node_selector(targets)
+        else:
+            key = (gpu.group, gpu.pool)
+            if key not in allowed:  # the same for every GPU of a group and pool: sorted once
+                allowed[key] = tuple(allowed_hosts(gpu, reach=reach, machine_groups=view.machine_groups))
+            targets = allowed[key]
+            selector = _label_selector(gpu.group, gpu.pool) or _node_selector(targets)
         if not targets:
             omitted[gpu.name] = "no host that reaches the fabric may take it"
             continue
@@ -293,30 +423,29 @@ def build_slices(
             omitted[gpu.name] = str(why)
             continue
         seen[name] = gpu.name
-        groups.setdefault(targets, []).append(device)
-    chunks: list[tuple[tuple[str, ...], list[dict[str, Any]]]] = []
-    for targets in sorted(groups, key=lambda t: [_natural(h) for h in t]):
-        devices = groups[targets]
-        size = MAX_DEVICES_WITH_TAINTS if any("taints" in d for d in devices) else MAX_DEVICES
-        chunks.extend((targets, devices[i : i + size]) for i in range(0, len(devices), size))
+        pool_of = pool_name(gpu, buckets=buckets, node=host, prefix=pool)
+        pools.setdefault(pool_of, (selector, []))[1].append(device)
     slices = []
-    for index, (targets, devices) in enumerate(chunks):
-        name = f"{driver}-{pool}-{index}"
-        if len(name) > MAX_NAME_LENGTH:
-            raise ValueError(f"slice name {name[:40]}... is longer than {MAX_NAME_LENGTH} characters")
-        slices.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": name},
-                "spec": {
-                    "driver": driver,
-                    "pool": {"name": pool, "generation": generation, "resourceSliceCount": len(chunks)},
-                    "nodeSelector": _node_selector(targets),
-                    "devices": devices,
-                },
-            }
-        )
+    for pool_of in sorted(pools):
+        selector, devices = pools[pool_of]
+        size = MAX_DEVICES_WITH_TAINTS if any("taints" in d for d in devices) else MAX_DEVICES
+        chunks = [devices[i : i + size] for i in range(0, len(devices), size)]
+        for index, chunk in enumerate(chunks):
+            slices.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": slice_name(driver, pool_of, index)},
+                    "spec": {
+                        "driver": driver,
+                        "pool": {
+                            "name": pool_of, "generation": generation, "resourceSliceCount": len(chunks)
+                        },
+                        "nodeSelector": copy.deepcopy(selector),
+                        "devices": chunk,
+                    },
+                }
+            )
     return SliceSet(tuple(slices), omitted)
 
 
@@ -342,32 +471,58 @@ def _without_time_added(device: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**device, "taints": [{k: v for k, v in t.items() if k != "timeAdded"} for t in taints]}
 
 
+def _by_pool(slices: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for s in slices:
+        out.setdefault(str(s["spec"]["pool"]["name"]), []).append(s)
+    return out
+
+
+def _device_names(slices: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {str(d.get("name")) for s in slices for d in (s.get("spec") or {}).get("devices") or ()}
+
+
 def plan_rewrite(stored: Sequence[Mapping[str, Any]], wanted: SliceSet) -> Rewrite:
-    """What to write so the pool holds ``wanted``.
+    """What to write so the driver's pools hold ``wanted``, pool by pool.
+
+    Each pool is compared on its own (a pool of one slice is replaced by one write, so the
+    scheduler never sees it half written: the allocator takes no device from an incomplete pool,
+    ``k8s.io/dynamic-resource-allocation`` v0.36.3 ``structured/internal/*/allocator_*.go``).
 
     Args:
-        stored: the ResourceSlices of the driver's pool as read from the API (dicts with
-            ``metadata.name`` and ``spec.pool.generation``); slices of other drivers or pools must
-            not be passed.
+        stored: the driver's ResourceSlices as read from the API (dicts with ``metadata.name``,
+            ``spec.pool.name`` and ``spec.pool.generation``); only the driver's fabric pools
+            (:func:`is_driver_pool`) may be passed.
         wanted: :func:`build_slices` output (any generation).
 
     Returns:
-        Unchanged content (same names, same specs but the generation, all stored slices at one
-        generation): the stored generation and nothing to write. Otherwise the wanted slices at one
-        more than the highest stored generation (0 when nothing is stored), and the stored names
-        not wanted. A half-written pool (slices at different generations) is written again.
+        For a pool whose content is unchanged (same slice names, same specs but the generation,
+        all stored slices at one generation): its stored generation and nothing to write.
+        Otherwise its wanted slices at one more than its highest stored generation (0 when new);
+        pools that lose a device come first in ``apply``. Stored slices not wanted are deleted.
     """
-    generations = {int(s["spec"]["pool"]["generation"]) for s in stored}
-    current = max(generations, default=-1)
-    if len(generations) == 1 and _content(stored) == _content(wanted.slices):
-        return Rewrite(generation=current)
-    generation = current + 1
-    apply = []
-    for wanted_slice in wanted.slices:
-        new = copy.deepcopy(wanted_slice)
-        new["spec"]["pool"]["generation"] = generation
-        apply.append(new)
+    old = _by_pool(stored)
+    new = _by_pool(wanted.slices)
+    generations: dict[str, int] = {}
+    shrinking: list[dict[str, Any]] = []
+    growing: list[dict[str, Any]] = []
+    for pool_of, want in new.items():
+        have = old.get(pool_of, [])
+        gens = {int(s["spec"]["pool"]["generation"]) for s in have}
+        current = max(gens, default=-1)
+        if len(gens) == 1 and _content(have) == _content(want):
+            generations[pool_of] = current
+            continue
+        generations[pool_of] = current + 1
+        loses = bool(_device_names(have) - _device_names(want))
+        for wanted_slice in want:
+            body = copy.deepcopy(dict(wanted_slice))
+            body["spec"]["pool"]["generation"] = current + 1
+            (shrinking if loses else growing).append(body)
     names = {str(s["metadata"]["name"]) for s in wanted.slices}
     gone = {str(s["metadata"]["name"]) for s in stored} - names
-    delete = tuple(sorted(gone, key=_natural))
-    return Rewrite(generation=generation, apply=tuple(apply), delete=delete)
+    return Rewrite(
+        generations=generations,
+        apply=tuple(shrinking + growing),
+        delete=tuple(sorted(gone, key=_natural)),
+    )

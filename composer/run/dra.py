@@ -71,6 +71,8 @@ class DraKube(Protocol):
 
     def list_nodes(self, label_selector: str = "") -> list[dict[str, Any]]: ...
 
+    def patch_node_labels(self, node: str, changes: Mapping[str, str | None]) -> dict[str, Any] | None: ...
+
     def namespace_pools(self) -> dict[str, str]: ...
 
     def list_resource_claims(self) -> list[dict[str, Any]]: ...
@@ -268,6 +270,7 @@ class DraDriver:
         composing: frozenset[str],
     ) -> slices.Rewrite:
         hosts = {n.name: n.labels.get(ann.POOL_LABEL, self.policy.default_pool) for n in snap.nodes}
+        self._write_labels(snap, view, hosts)
         idle = dict(dd.idle)
         reclaiming = dict(dd.reclaiming)
         for kept in self._published.values():  # the busy nodes' GPUs, as their job's round had them
@@ -288,14 +291,26 @@ class DraDriver:
             log.debug("GPU %s not published: %s", name, why)
         stored = [
             s for s in self.kube.list_resource_slices(slices.DRIVER)
-            if (s.get("spec") or {}).get("pool", {}).get("name") == slices.POOL
+            if slices.is_driver_pool((s.get("spec") or {}).get("pool", {}).get("name"))
         ]
         rewrite = slices.plan_rewrite(stored, wanted)
-        for body in rewrite.apply:
-            self.kube.apply_resource_slice(body)
+        # Deletes first, then the pools that lose a device: a GPU moving between pools is
+        # withdrawn before it is offered again.
         for name in rewrite.delete:
             self.kube.delete_resource_slice(name)
+        for body in rewrite.apply:
+            self.kube.apply_resource_slice(body)
         return rewrite
+
+    def _write_labels(self, snap: Snapshot, view: FabricView, hosts: Mapping[str, str]) -> None:
+        """Bring the driver's node labels (:func:`composer.dra.slices.reach_labels`: which hosts
+        reach the fabric, their group and pool) to what the Director and the pools say, before
+        the slices that select hosts by them are written."""
+        current = {n.name: dict(n.labels) for n in snap.nodes}
+        for node, change in sorted(slices.label_changes(current, slices.reach_labels(view, hosts)).items()):
+            answer = self.kube.patch_node_labels(node, change)
+            if self.source is not None and answer is not None:
+                self.source.assume(answer)
 
     def _write_statuses(
         self, read: list[claims.ClaimView], plan: binding.BindingPlan, now: float

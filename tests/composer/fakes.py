@@ -281,6 +281,16 @@ class FakeKube:
                 a[k] = v
         return self._written(node_name)
 
+    def patch_node_labels(self, node_name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
+        self.writes.append(("labels", node_name, dict(changes)))
+        labels = self.nodes[node_name]["metadata"].setdefault("labels", {})
+        for k, v in changes.items():
+            if v is None:
+                labels.pop(k, None)
+            else:
+                labels[k] = v
+        return self._written(node_name)
+
     def set_taint(self, node_name: str, taint: Taint, present: bool) -> dict[str, Any]:
         self.writes.append(("taint", node_name, present))
         taints = [t for t in self.nodes[node_name]["spec"].get("taints") or [] if t["key"] != taint.key]

@@ -95,6 +95,23 @@ def test_claim_view_keeps_this_drivers_devices_and_conditions_only():
     assert claims.claim_view(claim(node=None)).devices == ()
 
 
+def test_claim_view_reads_devices_from_every_pool_of_the_driver_and_the_patch_names_each_pool():
+    c = claim(devices=())
+    c["status"]["allocation"]["devices"]["results"] = [
+        {"request": "gpu", "driver": DRIVER, "pool": "fabric/shared/b3", "device": "gpu0"},
+        {"request": "gpu", "driver": DRIVER, "pool": "fabric/node/blade-1", "device": "gpu1"},
+        {"request": "gpu", "driver": DRIVER, "pool": "fabricated", "device": "gpu2"},
+    ]
+    cv = claims.claim_view(c)
+    assert cv.devices == ("gpu0", "gpu1")
+    assert cv.pools == {"gpu0": "fabric/shared/b3", "gpu1": "fabric/node/blade-1"}
+    want = {d: (Condition(ATTACHED, "True", "Composed", "attached", 2),) for d in cv.devices}
+    patch = claims.status_patch(cv, want, now=NOW)
+    assert patch is not None
+    assert [(e["pool"], e["device"]) for e in patch["status"]["devices"]] == [
+        ("fabric/shared/b3", "gpu0"), ("fabric/node/blade-1", "gpu1")]
+
+
 # -- writing device status -----------------------------------------------------------------
 
 def test_status_patch_sets_conditions_and_keeps_other_drivers_entries():
@@ -224,6 +241,19 @@ def test_a_gpu_in_two_claims_is_composed_for_the_first_only():
     p = plan([claim("c2", node="blade-2"), claim("c1")], v)
     assert [pl.key for pls in p.composes.values() for pl in pls] == ["ml/c1"]
     assert p.conditions[("ml", "c2")]["gpu0"][0].reason == "AllocatedTwice"
+
+
+def test_a_gpu_attached_for_one_claim_and_allocated_to_another_stays_the_first_ones():
+    """One GPU in two claims on the same node (allocated from two pools while it moved between
+    them): the claim it was composed for keeps it whatever the names' order, the other fails."""
+    v = view(FabricGpu("gpu0", "Tesla-T4", "sw1", machine="blade-1"))
+    attached = [{"driver": DRIVER, "pool": POOL, "device": "gpu0",
+                 "conditions": [{"type": ATTACHED, "status": "True", "reason": "Composed", "message": "m",
+                                 "observedGeneration": 2, "lastTransitionTime": "2026-12-05T07:00:00Z"}]}]
+    p = plan([claim("a-new"), claim("b-old", status_devices=attached)], v, visible={"blade-1": 1})
+    assert p.conditions[("ml", "a-new")]["gpu0"][0].reason == "AllocatedTwice"
+    assert [c.type for c in p.conditions[("ml", "b-old")]["gpu0"]] == [ATTACHED, VISIBLE_ON_NODE]
+    assert p.claimed == {"blade-1": frozenset({"gpu0"})}
 
 
 def test_a_cleared_allocation_holds_no_gpu():

@@ -59,15 +59,17 @@ def _allocated(claim: dict[str, Any]) -> list[str]:
 
 
 def _slice_devices(d: dep.Deployed) -> dict[str, dict[str, Any]]:
-    """Device name -> device entry of the driver's published slices (highest generation)."""
+    """Device name -> device entry of the driver's published slices (each pool's highest
+    generation)."""
     res = client.ResourceV1Api(d.sc.api)
     items = [client.ApiClient().sanitize_for_serialization(s)
              for s in res.list_resource_slice(field_selector=f"spec.driver={DRA_DRIVER}").items]
-    if not items:
-        return {}
-    top = max(s["spec"]["pool"]["generation"] for s in items)
-    return {dev["name"]: dev for s in items if s["spec"]["pool"]["generation"] == top
-            for dev in s["spec"].get("devices") or ()}
+    top: dict[str, int] = {}
+    for s in items:
+        pool = s["spec"]["pool"]
+        top[pool["name"]] = max(top.get(pool["name"], -1), pool["generation"])
+    newest = [s for s in items if s["spec"]["pool"]["generation"] == top[s["spec"]["pool"]["name"]]]
+    return {dev["name"]: dev for s in newest for dev in s["spec"].get("devices") or ()}
 
 
 def _ready(d: dep.Deployed) -> None:

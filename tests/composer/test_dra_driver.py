@@ -79,10 +79,15 @@ class FakeDraKube(FakeKube):
         out = {}
         for s in self.slices.values():
             (term,) = s["spec"]["nodeSelector"]["nodeSelectorTerms"]
-            hosts = term["matchExpressions"][0]["values"]
+            hosts = [name for name in sorted(self.nodes) if all(
+                self.node_labels(name).get(e["key"]) in e["values"] for e in term["matchExpressions"])]
             for d in s["spec"]["devices"]:
                 out[d["name"]] = (hosts, d.get("taints", []))
         return out
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        """The node's labels as the scheduler matches them (with its hostname label)."""
+        return {"kubernetes.io/hostname": name, **(self.nodes[name]["metadata"].get("labels") or {})}
 
     def conditions(self, key: str, device: str) -> dict[str, tuple[str, str]]:
         for e in (self.claims[key].get("status") or {}).get("devices") or ():
