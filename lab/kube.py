@@ -203,8 +203,9 @@ def remove_lab_nodes(api: client.ApiClient, keep: Sequence[str]) -> list[str]:
 
 
 #: Taints the node lifecycle controller keeps on a Node until it reports Ready (the admission
-#: plugin ``TaintNodesByCondition`` puts ``not-ready`` on every new Node): kube-scheduler skips a
-#: Node carrying them, so a Node is not usable before they are gone, Ready or not.
+#: plugin ``TaintNodesByCondition`` puts ``not-ready`` on every new Node: ``k8s.io/kubernetes``
+#: v1.36.3 ``plugin/pkg/admission/nodetaint/admission.go``): kube-scheduler skips a Node carrying
+#: them, so a Node is not usable before they are gone, Ready or not.
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 
 

@@ -73,7 +73,6 @@ DRIVER_LABELS: tuple[str, ...] = (REACH_LABEL, GROUP_LABEL, HOST_POOL_LABEL)
 MAX_DEVICES = 128
 MAX_DEVICES_WITH_TAINTS = 64
 MAX_ATTRIBUTE_VALUE_LENGTH = 64
-MAX_NAME_LENGTH = 253
 #: Free GPUs per pool, on average (:func:`bucket_count`): a pool is one slice, even when some of
 #: its devices carry a taint (:data:`MAX_DEVICES_WITH_TAINTS`), but for a rare uneven spread.
 DEVICES_PER_POOL = 32

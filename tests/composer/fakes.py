@@ -271,25 +271,25 @@ class FakeKube:
         meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
         return copy.deepcopy(self.nodes[node_name])
 
-    def patch_node_annotations(self, node_name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
-        self.writes.append(("annotations", node_name, dict(changes)))
-        a = self.nodes[node_name]["metadata"].setdefault("annotations", {})
+    def _patch_metadata(
+        self, node_name: str, field: str, changes: Mapping[str, str | None]
+    ) -> dict[str, Any]:
+        """A JSON merge patch of the node's ``metadata.<field>`` (None deletes), recorded in
+        ``writes`` as ``(field, node, changes)``."""
+        self.writes.append((field, node_name, dict(changes)))
+        meta = self.nodes[node_name]["metadata"].setdefault(field, {})
         for k, v in changes.items():
             if v is None:
-                a.pop(k, None)
+                meta.pop(k, None)
             else:
-                a[k] = v
+                meta[k] = v
         return self._written(node_name)
 
+    def patch_node_annotations(self, node_name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
+        return self._patch_metadata(node_name, "annotations", changes)
+
     def patch_node_labels(self, node_name: str, changes: Mapping[str, str | None]) -> dict[str, Any]:
-        self.writes.append(("labels", node_name, dict(changes)))
-        labels = self.nodes[node_name]["metadata"].setdefault("labels", {})
-        for k, v in changes.items():
-            if v is None:
-                labels.pop(k, None)
-            else:
-                labels[k] = v
-        return self._written(node_name)
+        return self._patch_metadata(node_name, "labels", changes)
 
     def set_taint(self, node_name: str, taint: Taint, present: bool) -> dict[str, Any]:
         self.writes.append(("taint", node_name, present))

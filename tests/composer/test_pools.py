@@ -81,19 +81,12 @@ def test_gpus_the_composer_did_not_attach_count_as_static() -> None:
     assert hs.static_gpus == 1 and hs.attached == 2
 
 
-class _LabellingKube(fakes.FakeKube):
-    def patch_node_labels(self, node_name: str, changes: dict[str, str | None]) -> dict:
-        self.writes.append(("labels", node_name, dict(changes)))
-        self.nodes[node_name]["metadata"]["labels"].update(changes)
-        return self._written(node_name)
-
-
 def test_the_controller_writes_the_configured_pool_label_once(clock) -> None:
     from composer.run.controller import Controller
     from composer.shell.act import Executor
     from composer.shell.metrics import Metrics
 
-    kube = _LabellingKube()
+    kube = fakes.FakeKube()
     for name in ("blade-slot-1", "blade-slot-2", "blade-slot-3"):
         kube.add_node(fakes.node(name, labels={ann.POOL_LABEL: "old"} if name == "blade-slot-3" else None))
     fabric = fakes.FakeFabric([fakes.FakeGpu("gpu0")], ["blade-slot-1", "blade-slot-2", "blade-slot-3"])
