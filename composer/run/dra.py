@@ -183,6 +183,7 @@ class DraDriver:
     failures: dict[str, binding.Failure] = field(default_factory=dict)
     jobs: NodeJobs = field(init=False, repr=False)
     _published: dict[str, _Published] = field(default_factory=dict, repr=False)
+    _labelled: set[str] | None = field(default=None, repr=False)
     fabric: FabricCache = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -305,12 +306,30 @@ class DraDriver:
     def _write_labels(self, snap: Snapshot, view: FabricView, hosts: Mapping[str, str]) -> None:
         """Bring the driver's node labels (:func:`composer.dra.slices.reach_labels`: which hosts
         reach the fabric, their group and pool) to what the Director and the pools say, before
-        the slices that select hosts by them are written."""
+        the slices that select hosts by them are written.
+
+        Nodes this driver does not serve lose the labels too, or the slices would offer them GPUs
+        the composer never composes there: on the first round every Node carrying
+        :data:`~composer.dra.slices.REACH_LABEL` (an earlier run's, before the node selector
+        changed or the node left DRA mode), later the nodes labelled that have left the served
+        set. A removal that fails (not 404) is tried again next round."""
         current = {n.name: dict(n.labels) for n in snap.nodes}
-        for node, change in sorted(slices.label_changes(current, slices.reach_labels(view, hosts)).items()):
+        wanted = slices.reach_labels(view, hosts)
+        if self._labelled is None:
+            self._labelled = {n["metadata"]["name"] for n in self.kube.list_nodes(slices.REACH_LABEL)}
+        kept: set[str] = set()
+        for node in sorted(self._labelled - current.keys()):
+            try:
+                self.kube.patch_node_labels(node, dict.fromkeys(slices.DRIVER_LABELS))
+            except KubeError as exc:
+                if exc.status != 404:
+                    log.warning("driver labels of node %s (not served) not removed: %s", node, exc)
+                    kept.add(node)
+        for node, change in sorted(slices.label_changes(current, wanted).items()):
             answer = self.kube.patch_node_labels(node, change)
             if self.source is not None and answer is not None:
                 self.source.assume(answer)
+        self._labelled = set(wanted) | kept
 
     def _write_statuses(
         self, read: list[claims.ClaimView], plan: binding.BindingPlan, now: float

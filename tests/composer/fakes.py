@@ -253,7 +253,10 @@ class FakeKube:
         ]
 
     def list_nodes(self, label_selector: str = "") -> list[dict[str, Any]]:
-        return [copy.deepcopy(n) for n in self.nodes.values()]
+        """Nodes matching ``label_selector``: comma-separated ``key``, ``key=value`` and
+        ``key!=value`` terms, as the API server reads them."""
+        return [copy.deepcopy(n) for n in self.nodes.values()
+                if _selects(label_selector, n["metadata"].get("labels") or {})]
 
     def namespace_pools(self) -> dict[str, str]:
         return dict(self.pools)
@@ -476,3 +479,20 @@ class Clock:
 
     def tick(self, s: float) -> None:
         self.t += s
+
+
+def _selects(selector: str, labels: dict[str, str]) -> bool:
+    """Whether ``labels`` match the label selector's ``key``, ``key=value`` and ``key!=value``
+    terms (the equality-based selectors of the Kubernetes API)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key) != value.lstrip("="):
+                return False
+        elif term not in labels:
+            return False
+    return True

@@ -333,3 +333,25 @@ def test_the_facts_come_with_the_rounds_one_director_read_and_rewrite_nothing_un
     assert len(reads) == 4  # one GPU read per round, the facts' included
     assert len(kube.slice_writes) == writes  # the same facts every round: the pool is not rewritten
     assert devices(kube)["gpu1"]["capacity"] == {"memory": {"value": "15Gi"}}
+
+
+def test_nodes_the_driver_no_longer_serves_lose_its_labels_so_no_slice_offers_them_a_gpu():
+    """A node an earlier run labelled (reaches the fabric) but this driver does not serve, and a
+    served node that leaves the node selector while it runs: both lose the driver's labels, so
+    the slices' label selectors stop offering them GPUs; the served nodes keep theirs."""
+    from composer.dra.slices import DRIVER_LABELS, REACH_LABEL
+
+    _, kube, driver, _ = setup()
+    for name in ("blade-1", "blade-2"):
+        kube.nodes[name]["metadata"].setdefault("labels", {})["composer"] = "yes"
+    kube.add_node(node("blade-3", labels={REACH_LABEL: "true", "team": "a"}))  # an earlier run's
+    driver.node_selector = "composer=yes"
+    run(driver)
+    assert {n: bool(set(DRIVER_LABELS) & kube.node_labels(n).keys()) for n in kube.nodes} == {
+        "blade-1": True, "blade-2": True, "blade-3": False}
+    assert kube.node_labels("blade-3")["team"] == "a"  # only the driver's labels go
+
+    kube.nodes["blade-2"]["metadata"]["labels"]["composer"] = "no"  # leaves the served set
+    run(driver)
+    assert REACH_LABEL in kube.node_labels("blade-1")
+    assert not set(DRIVER_LABELS) & kube.node_labels("blade-2").keys()
