@@ -23,13 +23,16 @@ POLICY := --policy-pack policies --policy-pack-config policies/config/$(POLICY_E
 # stopped before the policies judged anything.
 CHECK := python -m stack_config validate Pulumi.$(STACK).yaml &&
 
-.PHONY: setup image demo lab-up lab-down lab-status preview drift review up destroy test lint bench soak ci
+.PHONY: setup image kubelet-plugin-image demo lab-up lab-down lab-status preview drift review up destroy test lint bench soak ci
 
 setup:  ## Build/cache the toolchain and virtualenv (idempotent; seconds when warm)
 	bash lab/setup.sh
 
 image: setup  ## Build the composer image (Containerfile) with podman; the lab's Debian bases are made if missing
 	$(ENV) python -m lab.image build --also-tag lab --ref-file .lab/composer-image
+
+kubelet-plugin-image: setup  ## Build the DRA kubelet plugin's image (node/kubeletplugin/Containerfile, FROM scratch)
+	$(ENV) python -m lab.image kubelet-plugin --ref-file .lab/kubelet-plugin-image
 
 demo: setup  ## The main job: lab up, `pulumi up` of the dev stack, readable summary
 	$(ENV) $(PASS) python -m lab.demo --stack $(STACK)

@@ -259,6 +259,7 @@ def composer_values(
     API server address for clusters without kube-proxy, and the Pods' placement when given;
     ``config.director_endpoint`` replaces ``director_url`` as the Pods' Director URL;
     ``config.namespaces`` limits the namespaces served (and gated by the webhook).
+    ``config.kubelet_plugin_image`` (mode ``dra`` only) becomes ``kubeletPlugin.image``.
 
     ``target_kubeconfig_secret`` (a composer that runs on the mothership, ``config.runs_on``): the
     Secret holding the target cluster's kubeconfig (key ``value``), the chart's
@@ -287,6 +288,9 @@ def composer_values(
     elif config.api_server:
         host, port = config.api_server.rsplit(":", 1)
         placement["kubernetesService"] = {"host": host, "port": int(port)}
+    if config.mode == "dra" and config.kubelet_plugin_image:
+        repository, tag = config.kubelet_plugin_image.rsplit(":", 1)
+        placement["kubeletPlugin"] = {"image": {"repository": repository, "tag": tag}}
     if config.node_selector:
         placement["nodeSelector"] = dict(config.node_selector)
     if config.tolerations:

@@ -41,6 +41,9 @@ from lab.settings import ROOT
 CACHE = Path(os.environ.get("COMPOSABLE_GPU_CACHE", Path.home() / ".cache" / "composable-gpu")) / "images"
 #: Local image name of the composer (the chart's default repository is the published one).
 IMAGE_REPOSITORY = "localhost/composable-gpu/composer"
+#: The DRA kubelet plugin's image (``node/kubeletplugin/Containerfile``), run by the chart's DaemonSet.
+KUBELET_PLUGIN_REPOSITORY = "localhost/composable-gpu/kubelet-plugin"
+KUBELET_PLUGIN_BINARY = "composer-kubelet-plugin"
 #: The tag the dev stack names (Pulumi.dev.yaml): the lab's current build.
 LAB_TAG = "lab"
 SUITE = "bookworm"
@@ -186,6 +189,42 @@ def build(*, tag: str | None = None, base: str | None = None, builder: str | Non
     return Built(ref=ref, image_id=image_id, seconds=time.monotonic() - t0)
 
 
+def build_kubelet_plugin(binary: Path | None = None, *, log: Callable[[str], None] = print) -> Built:
+    """Build the kubelet plugin's image from ``node/kubeletplugin/Containerfile``: the static
+    binary ``make setup`` built (``binary``, default ``<toolchain>/bin/composer-kubelet-plugin``)
+    copied into an otherwise empty context, FROM scratch. Tagged
+    ``localhost/composable-gpu/kubelet-plugin:<appVersion>-<12 hex of the image id>`` and
+    ``:<appVersion>``.
+
+    Raises:
+        ImageError: the binary is missing (run ``make setup``) or podman failed.
+    """
+    t0 = time.monotonic()
+    binary = binary or settings.LabConfig().bin_dir / KUBELET_PLUGIN_BINARY
+    if not binary.is_file():
+        raise ImageError(f"{binary} missing: run `make setup` (it builds node/kubeletplugin)")
+    version = chart_app_version()
+    labels = {"source": source_url(), "version": version, "revision": git_revision()}
+    label_flags = [f for k, v in labels.items() for f in ("--label", f"org.opencontainers.image.{k}={v}")]
+    with tempfile.TemporaryDirectory() as tmp:
+        context = Path(tmp) / "context"
+        context.mkdir()
+        (context / KUBELET_PLUGIN_BINARY).write_bytes(binary.read_bytes())
+        (context / KUBELET_PLUGIN_BINARY).chmod(0o755)
+        iidfile = Path(tmp) / "iid"
+        _run([*PODMAN, "build", "--pull=never", *ULIMITS, "--layers",
+              "-f", str(ROOT / "node" / "kubeletplugin" / "Containerfile"), "--iidfile", str(iidfile),
+              "--build-arg", f"VERSION={version}", "--build-arg", f"REVISION={labels['revision']}",
+              "--build-arg", f"SOURCE={labels['source']}", *label_flags,
+              "-t", f"{KUBELET_PLUGIN_REPOSITORY}:{version}", str(context)],
+             what="podman build kubelet plugin")
+        image_id = iidfile.read_text().strip()
+    ref = f"{KUBELET_PLUGIN_REPOSITORY}:{version}-{image_id.removeprefix('sha256:')[:12]}"
+    _run([*PODMAN, "tag", image_id, ref], what="podman tag")
+    log(f"built {ref}")
+    return Built(ref=ref, image_id=image_id, seconds=time.monotonic() - t0)
+
+
 def _ca_secret() -> list[str]:
     """``--secret id=pip-ca,...`` with the host's CA bundle (pip inside the build trusts what the
     host trusts, e.g. a TLS-intercepting egress proxy's CA); the secret is not stored in a layer."""
@@ -317,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="labels, user, entrypoint and no credentials")
     c.add_argument("image")
     sub.add_parser("base", help="make the lab's Debian base images only")
+    k = sub.add_parser("kubelet-plugin", help="build the DRA kubelet plugin's image (node/kubeletplugin)")
+    k.add_argument("--ref-file", type=Path, help="write the built image reference here")
     args = ap.parse_args(argv)
 
     def log(msg: str) -> None:
@@ -326,6 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "base":
             print(ensure_base("python-base", RUNTIME_PACKAGES, log=log))
             print(ensure_base("python-builder", BUILDER_PACKAGES, log=log))
+            return 0
+        if args.cmd == "kubelet-plugin":
+            built = build_kubelet_plugin(log=log)
+            if args.ref_file:
+                args.ref_file.parent.mkdir(parents=True, exist_ok=True)
+                args.ref_file.write_text(built.ref + "\n")
+            print(built.ref)
             return 0
         if args.cmd == "build":
             built = build(tag=args.tag, base=args.base, builder=args.builder, extra_tags=args.also_tag,

@@ -379,13 +379,30 @@ def start(cfg: LabConfig, *, images: tuple[str, ...] = ()) -> NodePaths:
     ])
     processes.wait_until(_kubelet_healthy, what="kubelet /healthz", timeout_seconds=90,
                          lab_dir=cfg.lab_dir, name="kubelet")
-    processes.start(cfg.lab_dir, "kubelet-plugin", kubelet_plugin_argv(cfg, p))
-    processes.wait_until(p.plugin_registration_socket.exists, what=f"{KUBELET_PLUGIN} registration socket",
-                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="kubelet-plugin")
+    start_kubelet_plugin(cfg)
     api = kube.admin_client(cfg)
     processes.wait_until(lambda: kube.nodes_ready(api, (NODE_NAME,)), what=f"Node {NODE_NAME} Ready",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="kubelet")
     return p
+
+
+def start_kubelet_plugin(cfg: LabConfig) -> None:
+    """Start the DRA kubelet plugin as a process beside the kubelet (idempotent) and wait for its
+    registration socket.
+
+    Raises:
+        processes.LabProcessError: it did not register within 30 s (the message quotes its log).
+    """
+    p = paths(cfg)
+    processes.start(cfg.lab_dir, "kubelet-plugin", kubelet_plugin_argv(cfg, p))
+    processes.wait_until(p.plugin_registration_socket.exists, what=f"{KUBELET_PLUGIN} registration socket",
+                         timeout_seconds=30, lab_dir=cfg.lab_dir, name="kubelet-plugin")
+
+
+def stop_kubelet_plugin(cfg: LabConfig) -> None:
+    """Stop the plugin process (it removes its sockets on SIGTERM), so that another copy of the
+    driver's plugin, the chart's DaemonSet, can register with this kubelet under the same name."""
+    processes.stop(cfg.lab_dir, "kubelet-plugin")
 
 
 def kubelet_plugin_argv(cfg: LabConfig, p: NodePaths) -> list[str]:

@@ -694,7 +694,8 @@ class ComposerConfig(_Model):
     creates with an older ``k0s_version`` (rule ``composer_mode_fits_cluster``); for the mothership
     and adopted clusters the config does not know the version, so the composer checks the API server
     at start and exits with an error naming the missing feature gate. One mode per node: the nodes a
-    ``dra`` composer serves must run no NVIDIA device plugin."""
+    ``dra`` composer serves must run no NVIDIA device plugin. ``dra`` runs in its target cluster
+    (not with ``runs_on: mothership``): the chart's DRA kubelet plugin runs on that cluster's nodes."""
     idle_timeout_seconds: _composer_seconds("idle_timeout_seconds") = _composer_default(  # type: ignore[valid-type]
         "idle_timeout_seconds"
     )
@@ -735,6 +736,10 @@ class ComposerConfig(_Model):
     image: str | None = Field(default=None, pattern=_IMAGE_REF)
     """Composer container image, ``registry/path:tag`` (default: the chart's
     ``ghcr.io/composable-gpu/composer:<appVersion>``); build it from ``Containerfile``."""
+    kubelet_plugin_image: str | None = Field(default=None, pattern=_IMAGE_REF)
+    """With ``mode: dra``: the DRA kubelet plugin's image, ``registry/path:tag`` (the chart's
+    ``kubeletPlugin.image``; default ``ghcr.io/composable-gpu/kubelet-plugin:<appVersion>``); build it
+    from ``node/kubeletplugin/Containerfile``. Not used in ``deviceplugin`` mode."""
     director_endpoint: HttpUrl | None = None
     """Director base URL as the composer's Pods reach it (default: ``fabric.director.endpoint``)."""
     api_server: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")

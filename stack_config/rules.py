@@ -830,8 +830,17 @@ def composer_mode_fits_cluster(estate: EstateConfig) -> Iterator[ConfigProblem]:
     """A composer in mode ``dra`` targets a cluster on Kubernetes :data:`DRA_MIN_KUBERNETES` or newer,
     where the program knows the version: a hypervisor cluster it creates (``k0s_version``). For the
     mothership and adopted clusters (``kubeconfig``) the version is not in the config: the composer
-    checks the API server at start (``docs/dra.md``)."""
+    checks the API server at start (``docs/dra.md``). Also: ``dra`` runs the composer in its target
+    cluster, because the chart's DRA kubelet plugin (a DaemonSet, ``kubeletPlugin``) must run on that
+    cluster's nodes, which a release on the mothership cannot place."""
     for key, c in estate.composer_entries():
+        if c.mode == "dra" and c.runs_on == MOTHERSHIP and c.target_cluster != MOTHERSHIP:
+            yield ConfigProblem(
+                f"{key}.runs_on",
+                "mode 'dra' needs the composer's chart in its target cluster: its DRA kubelet plugin "
+                "(a DaemonSet) must run on that cluster's nodes, which a release on the mothership "
+                "cannot place; drop runs_on or use mode 'deviceplugin'",
+            )
         if c.mode != "dra" or c.target_cluster == MOTHERSHIP:
             continue
         hv = estate.hypervisor_cluster(c.target_cluster)

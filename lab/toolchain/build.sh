@@ -194,13 +194,15 @@ build_pause() {
 
 # The DRA kubelet plugin (node/kubeletplugin): the project's own module, built from its committed
 # go.mod/go.sum (-mod=readonly: the pins there are what is built; GOFLAGS=-mod=mod above is for the
-# wrapper modules). Keyed on the module's files.
+# wrapper modules). Static (CGO_ENABLED=0): the same binary runs beside the lab's kubelet and in the
+# plugin's image, which has nothing else in it (node/kubeletplugin/Containerfile). Keyed on the
+# module's files.
 KUBELETPLUGIN_SRC="$here/../../node/kubeletplugin"
 build_kubeletplugin() {
-  local key; key="kubeletplugin=$(cd "$KUBELETPLUGIN_SRC" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+  local key; key="kubeletplugin=$(cd "$KUBELETPLUGIN_SRC" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)-static"
   stamp_ok kubeletplugin "$key" composer-kubelet-plugin && { log "composer-kubelet-plugin: cached"; return; }
   log "composer-kubelet-plugin: building (node/kubeletplugin)"
-  (cd "$KUBELETPLUGIN_SRC" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$BIN/composer-kubelet-plugin" .)
+  (cd "$KUBELETPLUGIN_SRC" && CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$BIN/composer-kubelet-plugin" .)
   stamp_write kubeletplugin "$key"
 }
 

@@ -99,6 +99,18 @@ def real_node(composer_lab: Any, composer_image: lab_image.Built) -> Iterator[An
     yield composer_lab
 
 
+@pytest.fixture(scope="module")
+def kubelet_plugin_image(real_node: Any) -> str:
+    """The DRA kubelet plugin's image (``node/kubeletplugin/Containerfile``), built and loaded into
+    ``mgmt-1``'s containerd; its reference."""
+    from lab import image as lab_image
+    from lab import node as lab_node
+
+    built = lab_image.build_kubelet_plugin(log=lambda _msg: None)
+    lab_node.load_image(lab_node.paths(real_node), built.ref)
+    return built.ref
+
+
 @pytest.fixture
 def make_deployed(real_node: Any, lab_api: Any, composer_image: lab_image.Built,
                   tmp_path: Path) -> Callable[..., AbstractContextManager[dep.Deployed]]:

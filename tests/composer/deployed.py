@@ -11,11 +11,18 @@ Used by ``test_deployed.py``. Per scenario:
   chart's Secret. The composer serves only this scenario's Nodes and namespace.
 
 The Pods are reached at their pod IPs (the bridge is on this host) for ``/metrics``.
+
+With ``real_node`` (DRA mode) the inventory also has a machine ``mgmt-1``, the lab's real node:
+the composer composes onto it like onto the kwok Nodes, the GPU-Operator stand-in keeps the
+attached GPUs' device files under ``<lab dir>/gpus/mgmt-1`` (playing the NVIDIA driver), and the
+chart's kubelet-plugin DaemonSet prepares the claims there (the lab's own plugin process is stopped
+meanwhile: two copies of one driver cannot register with one kubelet).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import uuid
@@ -32,7 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from domain.composer_mode import DRA_DRIVER
 from lab import node as lab_node
-from lab.settings import MOTHERSHIP_PORTS
+from lab.settings import MOTHERSHIP_PORTS, LabConfig
 from tests.composer.harness import (
     CHART,
     E2E_LABEL,
@@ -82,10 +89,16 @@ class Deployed:
 
     def pods(self) -> list[client.V1Pod]:
         """The Deployment's Pods (not terminating), oldest first."""
-        pods = self.sc.core.list_namespaced_pod(
-            self.sc.ns, label_selector=f"app.kubernetes.io/instance={self.release}").items
+        selector = f"app.kubernetes.io/name=composer,app.kubernetes.io/instance={self.release}"
+        pods = self.sc.core.list_namespaced_pod(self.sc.ns, label_selector=selector).items
         live = [p for p in pods if p.metadata.deletion_timestamp is None]
         return sorted(live, key=lambda p: p.metadata.creation_timestamp)
+
+    def plugin_pods(self) -> list[client.V1Pod]:
+        """The kubelet plugin DaemonSet's Pods (not terminating)."""
+        pods = self.sc.core.list_namespaced_pod(self.sc.ns, label_selector=(
+            f"app.kubernetes.io/name=composer-kubelet-plugin,app.kubernetes.io/instance={self.release}")).items
+        return [p for p in pods if p.metadata.deletion_timestamp is None]
 
     def ready_pods(self) -> list[client.V1Pod]:
         """Pods Running with every container ready (probes green)."""
@@ -181,6 +194,38 @@ def values_for(*, sid: str, image: str, director_url: str, plugin_namespace: str
     }
 
 
+#: Prefixes of what the composer and the GPU-Operator stand-in write on a Node they serve.
+SERVED_PREFIXES = ("nvidia.com/", "gpu.composer.liqid.io/", "composer.liqid.io/", E2E_LABEL)
+
+
+def real_node_values(node: LabConfig, plugin_image: str) -> dict[str, Any]:
+    """Chart values of the kubelet plugin's DaemonSet on ``mgmt-1``: its image, the node's kubelet
+    root, CDI and device directories (``lab.node.paths``), the node's taint tolerated."""
+    p = lab_node.paths(node)
+    repository, tag = plugin_image.rsplit(":", 1)
+    return {"kubeletPlugin": {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "kubeletDir": str(p.kubelet_root), "cdiDir": str(p.cdi_dir),
+        "deviceDir": str(lab_node.device_dir(node).parent), "deviceDirPerNode": True,
+        "nodeSelector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
+        "tolerations": [{"key": lab_node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+    }}
+
+
+def release_real_node(core: client.CoreV1Api) -> None:
+    """Remove from ``mgmt-1`` the labels, annotations and taints a scenario's composer and agent
+    wrote (:data:`SERVED_PREFIXES`), keeping the node's own."""
+    node = core.read_node(lab_node.NODE_NAME)
+    meta = node.metadata
+    labels = {k: None for k in meta.labels or {} if k.startswith(SERVED_PREFIXES)}
+    notes = {k: None for k in meta.annotations or {} if k.startswith(SERVED_PREFIXES)}
+    taints = [t for t in node.spec.taints or () if not t.key.startswith(SERVED_PREFIXES)]
+    body: dict[str, Any] = {"metadata": {"labels": labels, "annotations": notes}}
+    if len(taints) != len(node.spec.taints or ()):
+        body["spec"] = {"taints": [client.ApiClient().sanitize_for_serialization(t) for t in taints]}
+    core.patch_node(lab_node.NODE_NAME, body)
+
+
 def remove_dra_objects(api: client.ApiClient) -> None:
     """Delete the driver's ResourceSlices and its DeviceClass (both outlive ``helm uninstall``:
     docs/dra.md), so the next scenario starts without a stale pool or an extended-resource class."""
@@ -201,13 +246,18 @@ def remove_dra_objects(api: client.ApiClient) -> None:
 @contextmanager
 def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Path, *, image_id: str,
              inventory: str = "dev.yaml", hotplug_latency: float = 0.05,
-             install: bool = True, mode: str = "deviceplugin") -> Iterator[Deployed]:
+             install: bool = True, mode: str = "deviceplugin", real_node: LabConfig | None = None,
+             plugin_image: str = "") -> Iterator[Deployed]:
     """Start simulator, Nodes and agent, ``helm install`` the chart (unless ``install`` is
     False), yield; uninstall and clean up after.
 
     ``mode="dra"``: the chart's ``dra.mode: dra`` (the composer is the DRA driver), the GPU-Operator
     stand-in writes GFD's labels only (``--dra``: no ``nvidia.com/gpu`` capacity), and the
-    driver's slices and DeviceClass are removed after."""
+    driver's slices and DeviceClass are removed after. ``real_node`` (the lab, DRA mode only) adds
+    machine ``mgmt-1`` and the kubelet plugin's DaemonSet with image ``plugin_image`` (module
+    docstring)."""
+    if real_node is not None and (mode != "dra" or not plugin_image):
+        raise ValueError("real_node needs mode='dra' and the kubelet plugin's image")
     sid = uuid.uuid4().hex[:6]
     ns, plugin_ns, release = f"cdep-{sid}", f"cdep-plugin-{sid}", f"c{sid}"
     core = client.CoreV1Api(api)
@@ -217,6 +267,12 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
     hosts = {m["name"]: f"e{sid}-{m['name']}" for m in inv["machines"]}
     for m in inv["machines"]:
         m["name"] = hosts[m["name"]]
+    if real_node is not None:
+        first = inv["machines"][0]
+        inv["machines"].append({**first, "name": lab_node.NODE_NAME})
+    kwok_hosts = list(hosts.values())
+    if real_node is not None:
+        hosts[lab_node.NODE_NAME] = lab_node.NODE_NAME
     for g in inv["gpus"]:
         if g.get("attached_to"):
             g["attached_to"] = hosts[g["attached_to"]]
@@ -229,6 +285,8 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
     values = values_for(sid=sid, image=image, director_url=url, plugin_namespace=plugin_ns, namespace=ns)
     if mode == "dra":
         values = _merge(values, {"dra": {"mode": "dra"}, "devicePlugin": {"restart": False}})
+    if real_node is not None:
+        values = _merge(values, real_node_values(real_node, plugin_image))
     d = Deployed(sc, release, image, image_id, admin_kubeconfig, values)
     installed = False
     try:
@@ -239,8 +297,13 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
              "--hotplug-latency", str(hotplug_latency)],
             tmp, env={"DIRECTOR_SIM_USERNAME": SIM_USER, "DIRECTOR_SIM_PASSWORD": SIM_PASSWORD})
         wait_sim_ready(sim, url)
-        add_kwok_nodes(core, hosts.values(), sid)
-        sc.start_agent(*(["--dra"] if mode == "dra" else []))
+        add_kwok_nodes(core, kwok_hosts, sid)
+        agent_flags = ["--dra"] if mode == "dra" else []
+        if real_node is not None:
+            lab_node.stop_kubelet_plugin(real_node)
+            core.patch_node(lab_node.NODE_NAME, {"metadata": {"labels": {E2E_LABEL: sid}}})
+            agent_flags += ["--device-dir", str(lab_node.device_dir(real_node).parent)]
+        sc.start_agent(*agent_flags)
         if install:
             installed = True
             d.helm("install")
@@ -259,13 +322,18 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
                 core.delete_namespace(n)
             except ApiException:
                 pass
-        for name in hosts.values():
+        for name in kwok_hosts:
             try:
                 core.delete_node(name)
             except ApiException:
                 pass
         if mode == "dra":
             remove_dra_objects(api)
+        if real_node is not None:
+            release_real_node(core)
+            for name in kwok_hosts:  # the agent's device-file directories of the kwok Nodes
+                shutil.rmtree(lab_node.device_dir(real_node).parent / name, ignore_errors=True)
+            lab_node.start_kubelet_plugin(real_node)
 
 
 def compose_across_a_leader_kill(d: Deployed, pod: str, host: str, *, gpus: int = 2,

@@ -217,3 +217,74 @@ def test_leader_killed_while_the_pod_waits_in_prebind_new_leader_finishes_compos
         except AssertionError:
             print(d.describe(), sc.diagnostics(), _claims(d))
             raise
+
+
+#: What the real node's container prints: each of its GPU device files (character devices under
+#: /dev named like the driver's devices) and the variable the claim's CDI spec sets.
+PROBE = ("for f in /dev/gpu*; do test -c \"$f\" && echo \"device $f\"; done; "
+         "echo \"NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES\"; exec sleep 3600")
+
+
+def test_a_gpu_composed_onto_the_real_node_reaches_the_container_through_the_charts_kubelet_plugin(
+        make_deployed, real_node, kubelet_plugin_image):
+    """Machine ``mgmt-1`` is the lab's real node: an unmodified pod pinned there asks
+    ``nvidia.com/gpu: 1``; the composer composes the allocated GPU onto mgmt-1, the GPU-Operator
+    stand-in makes its device file, the binding conditions go True, the pod binds, the chart's
+    kubelet-plugin Pod prepares the claim (CDI spec) and the container sees the GPU's device node.
+    Once the pod is gone the spec goes, the GPU is reclaimed and its device file removed."""
+    from lab import node as lab_node
+
+    with make_deployed(mode="dra", real_node=real_node, plugin_image=kubelet_plugin_image) as d:
+        sc = d.sc
+        core = sc.core
+        try:
+            _ready(d)
+            wait_for(lambda: [p for p in d.plugin_pods() if p.status.phase == "Running"],
+                     timeout=60, what="the kubelet plugin's Pod Running on mgmt-1")
+            node_paths = lab_node.paths(real_node)
+            wait_for(node_paths.plugin_registration_socket.exists, timeout=30,
+                     what="the DaemonSet's plugin registered with the kubelet")
+            core.create_namespaced_pod(sc.ns, {
+                "metadata": {"name": "on-mgmt"},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
+                    "tolerations": [{"key": lab_node.TAINT_KEY, "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "cuda", "image": d.image, "imagePullPolicy": "Never",
+                                    "command": ["sh", "-c", PROBE],
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                },
+            })
+
+            def running() -> bool:
+                phase = core.read_namespaced_pod("on-mgmt", sc.ns).status.phase
+                assert phase in ("Pending", "Running"), (phase, sc.events("on-mgmt"))
+                return phase == "Running"
+
+            wait_for(running, timeout=150, what="the pod Running on mgmt-1")
+            attached = sc.attached()
+            assert list(attached) == [lab_node.NODE_NAME] and len(attached[lab_node.NODE_NAME]) == 1, attached
+            [gpu] = attached[lab_node.NODE_NAME]
+            [claim] = _pod_claims(d, "on-mgmt")
+            assert _allocated(claim) == [gpu]
+            assert _conditions(claim)[gpu] == {ATTACHED: "True", VISIBLE_ON_NODE: "True"}
+            device_file = lab_node.device_dir(real_node) / gpu
+            spec_file = node_paths.cdi_dir / f"{DRA_DRIVER}-gpu_{claim['metadata']['uid']}.json"
+            assert device_file.is_char_device() and spec_file.exists(), (device_file, spec_file)
+
+            def output() -> list[str]:
+                text = core.read_namespaced_pod_log("on-mgmt", sc.ns, _preload_content=False).data.decode()
+                lines = text.splitlines()
+                return lines if any(line.startswith("NVIDIA_VISIBLE_DEVICES=") for line in lines) else []
+
+            lines = wait_for(output, timeout=30, what="the container's output")
+            assert lines == [f"device /dev/{gpu}", f"NVIDIA_VISIBLE_DEVICES={gpu}"], lines
+
+            core.delete_namespaced_pod("on-mgmt", sc.ns, grace_period_seconds=0)
+            wait_for(lambda: not spec_file.exists(), timeout=60, what="the claim's CDI spec removed")
+            wait_for(lambda: sc.attached() == {}, timeout=90, what="the GPU reclaimed from mgmt-1")
+            wait_for(lambda: not device_file.exists(), timeout=30, what="the GPU's device file gone")
+        except AssertionError:
+            print(d.describe(), sc.diagnostics(), _claims(d))
+            raise

@@ -31,8 +31,10 @@ def _estate(mode: str | None, k0s: str = "v1.36.3+k0s.0") -> dict[str, Any]:
     return raw
 
 
-def _values(mode: str | None) -> dict[str, Any]:
-    composer = load_estate(_estate(mode)).composer
+def _values(mode: str | None, **composer_keys: Any) -> dict[str, Any]:
+    raw = _estate(mode)
+    raw["composer"].update(composer_keys)
+    composer = load_estate(raw).composer
     assert composer is not None
     return composer_values(
         config=composer,
@@ -94,6 +96,16 @@ def test_the_mode_reaches_the_chart_values(mode: str) -> None:
     assert _values(mode)["dra"] == {"mode": mode}
 
 
+def test_the_kubelet_plugin_image_reaches_the_chart_in_dra_mode_only() -> None:
+    image = "registry.example.net/gpu/kubelet-plugin:0.3.1"
+    assert _values("dra", kubelet_plugin_image=image)["kubeletPlugin"] == {
+        "image": {"repository": "registry.example.net/gpu/kubelet-plugin", "tag": "0.3.1"}}
+    assert "kubeletPlugin" not in _values("deviceplugin", kubelet_plugin_image=image)
+    assert "kubeletPlugin" not in _values("dra")
+    with pytest.raises(EstateConfigError, match="composer.kubelet_plugin_image"):
+        _values("dra", kubelet_plugin_image="kubelet-plugin")  # no registry path, no tag
+
+
 @pytest.mark.skipif(shutil.which("helm") is None, reason="helm not on PATH (make setup)")
 @pytest.mark.parametrize("mode", ["deviceplugin", "dra"])
 def test_the_rendered_chart_has_the_modes_rbac_and_webhook(tmp_path: Path, mode: str) -> None:
@@ -104,7 +116,12 @@ def test_the_rendered_chart_has_the_modes_rbac_and_webhook(tmp_path: Path, mode:
         check=True, capture_output=True, text=True, timeout=60,
     ).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
-    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    composer = [d for d in docs if not d["metadata"]["name"].endswith("-kubelet-plugin")]
+    rules = [r for d in composer if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
     assert rules == composer_rbac_rules(dra=mode == "dra")
+    # DRA mode's node side, the kubelet plugin's DaemonSet, comes with its own ServiceAccount
+    plugin = sorted(d["kind"] for d in docs if d["metadata"]["name"].endswith("-kubelet-plugin"))
+    assert plugin == (["ClusterRole", "ClusterRoleBinding", "DaemonSet", "ServiceAccount"]
+                      if mode == "dra" else [])
     hooks = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
     assert len(hooks) == (1 if mode == "deviceplugin" else 0)

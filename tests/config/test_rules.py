@@ -429,6 +429,20 @@ def test_composition_needs_count_or_names() -> None:
     ]
 
 
+def test_dra_mode_runs_the_composer_in_its_target_cluster() -> None:
+    """The DRA kubelet plugin's DaemonSet comes with the composer's chart, so a composer on the
+    mothership cannot serve a child cluster in mode ``dra``."""
+    mutation = _do(_set("composer.mode", "dra"), _set("composer.runs_on", "mothership"),
+                   _set("hypervisor_clusters[1].k0s_version", "v1.36.3+k0s.0"))
+    assert _rule_problems("composer_mode_fits_cluster", mutation) == [
+        "composer.runs_on: mode 'dra' needs the composer's chart in its target cluster: its DRA kubelet "
+        "plugin (a DaemonSet) must run on that cluster's nodes, which a release on the mothership cannot "
+        "place; drop runs_on or use mode 'deviceplugin'"
+    ]
+    assert _rule_problems("composer_mode_fits_cluster", _do(
+        _set("composer.mode", "dra"), _set("hypervisor_clusters[1].k0s_version", "v1.36.3+k0s.0"))) == []
+
+
 def test_composer_target_must_exist() -> None:
     assert _problems(_set("composer.target_cluster", "nowhere")) == [
         "composer.target_cluster: cluster 'nowhere' is not defined (use a hypervisor cluster or 'mothership')"

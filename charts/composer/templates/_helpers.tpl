@@ -53,3 +53,29 @@ devicePlugin.restart, and not in DRA mode (nodes served by DRA run no device plu
 {{- define "composer.restartPlugin" -}}
 {{- and .Values.devicePlugin.restart (ne .Values.dra.mode "dra") -}}
 {{- end -}}
+
+{{/* Env that points an in-cluster client at kubernetesService.host/port (declared env wins over the
+kubelet's service variables), for clusters where the kubernetes Service's ClusterIP is not
+routable; nothing when the host is empty. */}}
+{{- define "composer.apiServerEnv" -}}
+{{- with .Values.kubernetesService.host }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $.Values.kubernetesService.port | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The DRA kubelet plugin's DaemonSet is rendered: dra.mode dra, kubeletPlugin.enabled, and no
+targetCluster.kubeconfigSecret (the plugin's Pods belong on the target cluster's nodes). "true" or
+"false". */}}
+{{- define "composer.kubeletPluginOn" -}}
+{{- and (eq .Values.dra.mode "dra") .Values.kubeletPlugin.enabled (not .Values.targetCluster.kubeconfigSecret) -}}
+{{- end -}}
+
+{{/* Selector labels of the kubelet plugin's Pods: a name of their own, so that the composer's
+selectors (Deployment, Service, PodMonitor) never match them. */}}
+{{- define "composer.kubeletPluginSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-kubelet-plugin" (include "composer.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
