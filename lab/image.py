@@ -147,12 +147,43 @@ def source_url() -> str:
 
 @dataclass(frozen=True)
 class Built:
-    """A built composer image: ``ref`` (``repository:tag``), ``image_id`` (sha256 of its config),
-    ``seconds`` the build took."""
+    """A built image (the composer's or the kubelet plugin's): ``ref`` (``repository:tag``),
+    ``image_id`` (sha256 of its config), ``seconds`` the build took."""
 
     ref: str
     image_id: str
     seconds: float
+
+
+def _podman_build(containerfile: Path, context: Path, *, repository: str, extra_args: Sequence[str] = (),
+                  tag: str | None = None, extra_tags: Sequence[str] = (), what: str) -> Built:
+    """``podman build`` of ``containerfile`` in ``context`` with this checkout's OCI labels, then tag
+    it ``repository:<tag>`` (default ``<chart appVersion>-<12 hex of the image id>``, so a changed
+    image gets a new tag), ``:<appVersion>`` and ``extra_tags``.
+
+    The labels' values go in both as build arguments (``VERSION``, ``REVISION``, ``SOURCE``, which
+    the Containerfiles' LABEL uses) and as ``--label``: with ``--layers``, podman 4.3 (buildah)
+    reuses a cached LABEL step whose build argument changed, so the Containerfile's labels alone can
+    be stale; CLI labels are applied to the final image on every build.
+
+    Raises:
+        ImageError: podman failed.
+    """
+    t0 = time.monotonic()
+    version = chart_app_version()
+    labels = {"source": source_url(), "version": version, "revision": git_revision()}
+    label_flags = [f for k, v in labels.items() for f in ("--label", f"org.opencontainers.image.{k}={v}")]
+    with tempfile.TemporaryDirectory() as tmp:
+        iidfile = Path(tmp) / "iid"
+        _run([*PODMAN, "build", "--pull=never", *ULIMITS, "--layers", *extra_args,
+              "-f", str(containerfile), "--iidfile", str(iidfile),
+              "--build-arg", f"VERSION={version}", "--build-arg", f"REVISION={labels['revision']}",
+              "--build-arg", f"SOURCE={labels['source']}", *label_flags,
+              "-t", f"{repository}:{version}", str(context)], what=what)
+        image_id = iidfile.read_text().strip()
+    ref = f"{repository}:{tag or version + '-' + image_id.removeprefix('sha256:')[:12]}"
+    _run([*PODMAN, "tag", image_id, ref, *(f"{repository}:{t}" for t in extra_tags)], what="podman tag")
+    return Built(ref=ref, image_id=image_id, seconds=time.monotonic() - t0)
 
 
 def build(*, tag: str | None = None, base: str | None = None, builder: str | None = None,
@@ -168,25 +199,12 @@ def build(*, tag: str | None = None, base: str | None = None, builder: str | Non
     t0 = time.monotonic()
     base = base or ensure_base("python-base", RUNTIME_PACKAGES, log=log)
     builder = builder or ensure_base("python-builder", BUILDER_PACKAGES, log=log)
-    version = chart_app_version()
-    labels = {"source": source_url(), "version": version, "revision": git_revision()}
-    # The same values as --label too: with --layers, podman 4.3 (buildah) reuses a cached LABEL step
-    # whose build argument changed, so the Containerfile's labels alone can be stale; CLI labels are
-    # applied to the final image on every build.
-    label_flags = [f for k, v in labels.items() for f in ("--label", f"org.opencontainers.image.{k}={v}")]
-    with tempfile.TemporaryDirectory() as tmp:
-        iidfile = Path(tmp) / "iid"
-        _run([*PODMAN, "build", "--pull=never", "--network=host", *ULIMITS, "--layers",
-              "-f", str(ROOT / "Containerfile"), "--iidfile", str(iidfile),
-              "--build-arg", f"BASE={base}", "--build-arg", f"BUILDER={builder}",
-              "--build-arg", f"VERSION={version}", "--build-arg", f"REVISION={labels['revision']}",
-              "--build-arg", f"SOURCE={labels['source']}", *label_flags, *_ca_secret(),
-              "-t", f"{IMAGE_REPOSITORY}:{version}", str(ROOT)], what="podman build")
-        image_id = iidfile.read_text().strip()
-    ref = f"{IMAGE_REPOSITORY}:{tag or version + '-' + image_id.removeprefix('sha256:')[:12]}"
-    _run([*PODMAN, "tag", image_id, ref, *(f"{IMAGE_REPOSITORY}:{t}" for t in extra_tags)],
-         what="podman tag")
-    return Built(ref=ref, image_id=image_id, seconds=time.monotonic() - t0)
+    built = _podman_build(
+        ROOT / "Containerfile", ROOT, repository=IMAGE_REPOSITORY, tag=tag, extra_tags=extra_tags,
+        extra_args=["--network=host", "--build-arg", f"BASE={base}", "--build-arg", f"BUILDER={builder}",
+                    *_ca_secret()],
+        what="podman build")
+    return Built(ref=built.ref, image_id=built.image_id, seconds=time.monotonic() - t0)
 
 
 def build_kubelet_plugin(binary: Path | None = None, *, log: Callable[[str], None] = print) -> Built:
@@ -199,30 +217,17 @@ def build_kubelet_plugin(binary: Path | None = None, *, log: Callable[[str], Non
     Raises:
         ImageError: the binary is missing (run ``make setup``) or podman failed.
     """
-    t0 = time.monotonic()
     binary = binary or settings.LabConfig().bin_dir / KUBELET_PLUGIN_BINARY
     if not binary.is_file():
         raise ImageError(f"{binary} missing: run `make setup` (it builds node/kubeletplugin)")
-    version = chart_app_version()
-    labels = {"source": source_url(), "version": version, "revision": git_revision()}
-    label_flags = [f for k, v in labels.items() for f in ("--label", f"org.opencontainers.image.{k}={v}")]
     with tempfile.TemporaryDirectory() as tmp:
-        context = Path(tmp) / "context"
-        context.mkdir()
+        context = Path(tmp)
         (context / KUBELET_PLUGIN_BINARY).write_bytes(binary.read_bytes())
         (context / KUBELET_PLUGIN_BINARY).chmod(0o755)
-        iidfile = Path(tmp) / "iid"
-        _run([*PODMAN, "build", "--pull=never", *ULIMITS, "--layers",
-              "-f", str(ROOT / "node" / "kubeletplugin" / "Containerfile"), "--iidfile", str(iidfile),
-              "--build-arg", f"VERSION={version}", "--build-arg", f"REVISION={labels['revision']}",
-              "--build-arg", f"SOURCE={labels['source']}", *label_flags,
-              "-t", f"{KUBELET_PLUGIN_REPOSITORY}:{version}", str(context)],
-             what="podman build kubelet plugin")
-        image_id = iidfile.read_text().strip()
-    ref = f"{KUBELET_PLUGIN_REPOSITORY}:{version}-{image_id.removeprefix('sha256:')[:12]}"
-    _run([*PODMAN, "tag", image_id, ref], what="podman tag")
-    log(f"built {ref}")
-    return Built(ref=ref, image_id=image_id, seconds=time.monotonic() - t0)
+        built = _podman_build(ROOT / "node" / "kubeletplugin" / "Containerfile", context,
+                              repository=KUBELET_PLUGIN_REPOSITORY, what="podman build kubelet plugin")
+    log(f"built {built.ref}")
+    return built
 
 
 def _ca_secret() -> list[str]:
@@ -342,6 +347,14 @@ def summary(ref: str) -> Mapping[str, object]:
             "user": cfg.get("User"), "entrypoint": cfg.get("Entrypoint"), "labels": cfg.get("Labels")}
 
 
+def _emit(built: Built, ref_file: Path | None) -> None:
+    """Print the built image's reference, and write it to ``ref_file`` when given."""
+    if ref_file:
+        ref_file.parent.mkdir(parents=True, exist_ok=True)
+        ref_file.write_text(built.ref + "\n")
+    print(built.ref)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m lab.image build|check|base``; returns the exit code."""
     ap = argparse.ArgumentParser(prog="python -m lab.image", description=__doc__,
@@ -369,11 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_base("python-builder", BUILDER_PACKAGES, log=log))
             return 0
         if args.cmd == "kubelet-plugin":
-            built = build_kubelet_plugin(log=log)
-            if args.ref_file:
-                args.ref_file.parent.mkdir(parents=True, exist_ok=True)
-                args.ref_file.write_text(built.ref + "\n")
-            print(built.ref)
+            _emit(build_kubelet_plugin(log=log), args.ref_file)
             return 0
         if args.cmd == "build":
             built = build(tag=args.tag, base=args.base, builder=args.builder, extra_tags=args.also_tag,
@@ -381,10 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             info = summary(built.ref)
             log(f"built {built.ref} ({built.image_id[:19]}, {int(info['size'] or 0) / 1e6:.0f} MB) "
                 f"in {built.seconds:.0f} s")
-            if args.ref_file:
-                args.ref_file.parent.mkdir(parents=True, exist_ok=True)
-                args.ref_file.write_text(built.ref + "\n")
-            print(built.ref)
+            _emit(built, args.ref_file)
             return 0
         problems = check(args.image)
     except ImageError as exc:

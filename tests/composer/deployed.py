@@ -56,6 +56,8 @@ from tests.composer.harness import (
 )
 
 LEASE = "gpu-composer"
+#: What a Pod placed on ``mgmt-1`` tolerates: the node's system taint (``lab.node.TAINT_KEY``).
+SYSTEM_TOLERATIONS = [{"key": lab_node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 @dataclass
@@ -190,7 +192,7 @@ def values_for(*, sid: str, image: str, director_url: str, plugin_namespace: str
         "metrics": {"service": {"enabled": False}},
         "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}, "limits": {"memory": "384Mi"}},
         "nodeSelector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
-        "tolerations": [{"key": lab_node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": SYSTEM_TOLERATIONS,
     }
 
 
@@ -208,7 +210,7 @@ def real_node_values(node: LabConfig, plugin_image: str) -> dict[str, Any]:
         "kubeletDir": str(p.kubelet_root), "cdiDir": str(p.cdi_dir),
         "deviceDir": str(lab_node.device_dir(node).parent), "deviceDirPerNode": True,
         "nodeSelector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
-        "tolerations": [{"key": lab_node.TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": SYSTEM_TOLERATIONS,
     }}
 
 
@@ -267,11 +269,9 @@ def deployed(api: client.ApiClient, admin_kubeconfig: Path, image: str, tmp: Pat
     hosts = {m["name"]: f"e{sid}-{m['name']}" for m in inv["machines"]}
     for m in inv["machines"]:
         m["name"] = hosts[m["name"]]
-    if real_node is not None:
-        first = inv["machines"][0]
-        inv["machines"].append({**first, "name": lab_node.NODE_NAME})
     kwok_hosts = list(hosts.values())
     if real_node is not None:
+        inv["machines"].append({**inv["machines"][0], "name": lab_node.NODE_NAME})
         hosts[lab_node.NODE_NAME] = lab_node.NODE_NAME
     for g in inv["gpus"]:
         if g.get("attached_to"):

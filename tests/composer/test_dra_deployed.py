@@ -248,8 +248,7 @@ def test_a_gpu_composed_onto_the_real_node_reaches_the_container_through_the_cha
                 "metadata": {"name": "on-mgmt"},
                 "spec": {
                     "nodeSelector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
-                    "tolerations": [{"key": lab_node.TAINT_KEY, "operator": "Exists",
-                                     "effect": "NoSchedule"}],
+                    "tolerations": dep.SYSTEM_TOLERATIONS,
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{"name": "cuda", "image": d.image, "imagePullPolicy": "Never",
                                     "command": ["sh", "-c", PROBE],
