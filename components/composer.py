@@ -20,7 +20,14 @@ from domain.gpu_sharing import PASSTHROUGH, SharingError, passthrough_offer
 from domain.placement import OBJECT_LABEL
 from dynamic_providers.director.destroy_guard import ComposerGpuGuard
 from dynamic_providers.director.endpoint import DirectorEndpoint
-from stack_config.models import MOTHERSHIP, ComposerConfig, DirectorConfig, EstateConfig, GpuPoolConfig
+from stack_config.models import (
+    MOTHERSHIP,
+    ComposerConfig,
+    DirectorConfig,
+    EstateConfig,
+    GpuPoolConfig,
+    HypervisorClusterConfig,
+)
 
 #: Leader-election Lease name (chart default ``leaderElection.leaseName``) of the composer with the
 #: default release name ``composer``.
@@ -180,6 +187,17 @@ def composer_sharing(estate: EstateConfig, composer: ComposerConfig) -> list[dic
     return out + _passthrough_entries(estate, composer)
 
 
+def composer_serves(composer: ComposerConfig, cluster: HypervisorClusterConfig) -> bool:
+    """``composer`` composes GPUs onto hosts of ``cluster``: it targets that cluster, or it targets
+    the mothership and the cluster runs GPUs in ``vm-passthrough`` VMs (the mothership's composer
+    serves those hosts' VM pods; the stack rules let no composer target such a cluster itself).
+    Pure."""
+    if composer.target_cluster == cluster.name:
+        return True
+    vm_hosts = cluster.gpu_workload_mode == PASSTHROUGH and bool(cluster.hosts)
+    return composer.target_cluster == MOTHERSHIP and vm_hosts
+
+
 def _passthrough_entries(estate: EstateConfig, composer: ComposerConfig) -> list[dict[str, Any]]:
     """``composer.sharing`` entries of the ``vm-passthrough`` hypervisor clusters, for a composer
     targeting the mothership (which sees every host; the stack rules let no composer target a
@@ -193,7 +211,7 @@ def _passthrough_entries(estate: EstateConfig, composer: ComposerConfig) -> list
     catalogue = estate.gpu_catalogue()
     out: list[dict[str, Any]] = []
     for hv in estate.hypervisor_clusters:
-        if composer.target_cluster != MOTHERSHIP or hv.gpu_workload_mode != PASSTHROUGH or not hv.hosts:
+        if hv.gpu_workload_mode != PASSTHROUGH or not composer_serves(composer, hv):
             continue
         offers = {m: [passthrough_offer(m, catalogue[m].passthrough_resource).to_json()]
                   for m in models if m in catalogue}

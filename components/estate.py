@@ -21,7 +21,7 @@ from components._base import (
     token,
 )
 from components.cluster_access import Clusters, cluster_targets
-from components.composer import Composer, ComposerArgs, composer_pools, composer_sharing
+from components.composer import Composer, ComposerArgs, composer_pools, composer_serves, composer_sharing
 from components.dpu import Dpu
 from components.dpu_cluster import DpuCluster, DpuClusterArgs, DpuMember
 from components.gpu_composition import GpuComposition, GpuCompositionArgs
@@ -101,8 +101,9 @@ def device_plugin_default(config: EstateConfig, cluster: str) -> str | None:
 
 
 def cluster_gpu_models(config: EstateConfig, cluster: str) -> list[str]:
-    """GPU products that may sit in a hypervisor cluster's hosts: models composed onto them (all pool
-    models when a composition names none) and models its tenant clusters ask for."""
+    """GPU products that may sit in a hypervisor cluster's hosts: models composed onto them
+    statically (all pool models when a composition names none), the pool models of every composer
+    that composes onto them (:func:`composer_serves`), and models its tenant clusters ask for."""
     hv = config.hypervisor_cluster(cluster)
     if hv is None:
         return []
@@ -111,6 +112,10 @@ def cluster_gpu_models(config: EstateConfig, cluster: str) -> list[str]:
         if g.host in hv.hosts:
             pool = config.pool(g.pool)
             models.update([g.model] if g.model else (pool.models if pool else []))
+    for c in config.all_composers():
+        pool = config.pool(c.pool)
+        if pool is not None and composer_serves(c, hv):
+            models.update(pool.models)
     for t in config.tenants:
         models.update(c.gpu_model for c in t.clusters if c.hypervisor_cluster == cluster and c.gpu_model)
     return sorted(models)

@@ -229,3 +229,23 @@ def test_the_chart_and_the_composer_accept_the_passthrough_entry(
     assert hs.offer(A100, "nvidia.com/gpu") is None
     # only the passthrough host advertises it: a host without a sharing entry never serves it
     assert PT_A100 in policy.sharing_only
+
+
+def test_kubevirt_permits_the_gpus_the_mothership_composer_composes_onto_a_passthrough_cluster() -> None:
+    """The mothership's composer composes its pool's models (T4, A100) onto ``hv``'s hosts, so the
+    cluster's KubeVirt values permit each model's passthrough resource: without that, KubeVirt would
+    refuse a VM asking for the GPU the composer put there. A composer of cluster ``workers`` adds
+    nothing to ``hv``."""
+    from components.manifests import kubevirt_values
+
+    cfg = _passthrough_composer()
+    hv = next(c for c in cfg.hypervisor_clusters if c.gpu_workload_mode == "vm-passthrough")
+    gpus = hypervisor_gpus(cfg, hv)
+    values = kubevirt_values(workload_mode=hv.gpu_workload_mode, gpu_models=gpus.models,
+                             catalogue=gpus.catalogue)
+    permitted = values["kubevirt"]["configuration"]["permittedHostDevices"]["pciHostDevices"]
+    assert {d["resourceName"] for d in permitted} >= {o["resource"] for offers in HV["offers"].values()
+                                                      for o in offers}
+    workers = _estate()
+    hv_of_workers = next(c for c in workers.hypervisor_clusters if c.name == hv.name)
+    assert hypervisor_gpus(workers, hv_of_workers).models == ["NVIDIA-A100-PCIE-40GB"]

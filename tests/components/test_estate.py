@@ -464,7 +464,8 @@ def test_hypervisor_gpus_gathers_the_cluster_gpu_settings_from_the_estate() -> N
     hv, workers = (hypervisor_gpus(cfg, c) for c in cfg.hypervisor_clusters)
     assert hv.models == ["NVIDIA-A100-PCIE-40GB"]
     assert not hv.device_plugin_configs and hv.mig_strategy is None
-    assert workers.models == ["Tesla-T4"] and workers.mig_strategy == "single"
+    # T4 composed statically; both models of pool-a by the composer, which targets workers
+    assert workers.models == ["NVIDIA-A100-PCIE-40GB", "Tesla-T4"] and workers.mig_strategy == "single"
     blue, green = (t.gpu_sharing for t in cfg.tenants[1:3])
     assert blue is not None and green is not None
     assert dict(workers.device_plugin_configs) == {

@@ -1,13 +1,13 @@
 """Lab stacks through ``pulumi up``, and the composer started as their Deployment configures it.
 
-Used by ``test_pools_lab.py`` and ``test_reclaim_lab.py``. A test builds an estate on its scenario's
-Director simulator and kwok Nodes (:func:`lab_estate`, the ``composer`` section its own), and
-:func:`lab_stack` applies it with the real pulumi CLI (Automation API, a throw-away project of this
-repository's program and a file backend): the program renders ``charts/composer`` into a Deployment
-on the lab's API server. The test then starts the composer of :mod:`tests.composer.harness` with
-the ``COMPOSER_*`` values read back from that Deployment (:func:`deployed_flags`), as its Pods would
-run it. The chart's Pods themselves go to kwok Nodes, which do not run them; the composer runs as a
-local process with the chart's ServiceAccount rights.
+Used by ``test_pools_lab.py``, ``test_reclaim_lab.py`` and ``test_sharing_lab.py``. A test builds an
+estate on its scenario's Director simulator and kwok Nodes (:func:`lab_estate`, the ``composer``
+section its own), and :func:`lab_stack` applies it with the real pulumi CLI (Automation API, a
+throw-away project of this repository's program and a file backend): the program renders
+``charts/composer`` into a Deployment on the lab's API server. The test then starts the composer of
+:mod:`tests.composer.harness` with the ``COMPOSER_*`` values read back from that Deployment
+(:func:`deployed_flags`), as its Pods would run it. The chart's Pods themselves go to kwok Nodes,
+which do not run them; the composer runs as a local process with the chart's ServiceAccount rights.
 
 Because those Pods never serve, the chart's gating webhook (failurePolicy Ignore) could only time
 out, 5 s per GPU pod: :func:`lab_stack` deletes it after each ``pulumi up``; the local composer
@@ -17,7 +17,7 @@ serves ungated pods.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +53,7 @@ BMC_PASSWORD = "lab-bmc-password"
 
 #: The Deployment's variables the local composer is started with (as flags, after the harness's own).
 DEPLOYED = ("POOLS", "NAMESPACES", "EXCLUDED_DEVICES", "IDLE_TIMEOUT_SECONDS", "RECLAIM_BUDGET",
-            "RECLAIM_WINDOWS_UTC", "OWNER_TAG", "ORPHAN_GRACE_SECONDS")
+            "RECLAIM_WINDOWS_UTC", "OWNER_TAG", "ORPHAN_GRACE_SECONDS", "SHARING")
 
 
 def lab_estate(
@@ -64,19 +64,24 @@ def lab_estate(
     composer: dict[str, Any],
     tenants: list[dict[str, Any]] | None = None,
     gpu_compositions: list[dict[str, Any]] | None = None,
+    machines: Sequence[str] = ("blade-slot-1", "blade-slot-2"),
+    models: Sequence[str] = ("Tesla-T4",),
+    label_nodes: bool = False,
 ) -> dict[str, Any]:
     """A small lab estate (``composable-gpu:estate``, plain values) on the scenario's Director and
-    Nodes: hosts ``blade-slot-1`` and ``blade-slot-2`` (the scenario's Node names) in one
-    ``container``-mode cluster ``workers``, the fabric pool ``gpu-pool`` (2 Tesla-T4), and a composer
-    targeting ``workers`` from that pool, in namespace ``<run>-composer`` (release of the same name),
-    without device-plugin restarts.
+    Nodes: the hosts of ``machines`` (at most 9; default ``blade-slot-1`` and ``blade-slot-2``, as the
+    scenario's Node names) in one ``container``-mode cluster ``workers``, the fabric pool
+    ``gpu-pool`` (2 GPUs of ``models``, default Tesla-T4), and a composer targeting ``workers`` from
+    that pool, in namespace ``<run>-composer`` (release of the same name), without device-plugin
+    restarts. ``label_nodes``: the program patches the hosts' GPU Operator labels (device-plugin
+    config, MIG config, workload) onto their Nodes (``mothership.label_nodes``).
 
     ``composer`` adds or overrides keys of the ``composer`` section (``namespaces``, ``pools``,
     ``idle_timeout_seconds``, ``reclaim_budget``, ...: :class:`stack_config.models.ComposerConfig`);
     ``tenants`` and ``gpu_compositions`` are the sections of those names (default: none). ``run``
     prefixes every namespace the stack creates (a DNS label of a few characters).
     """
-    n1, n2 = sc.node("blade-slot-1"), sc.node("blade-slot-2")
+    nodes = [sc.node(m) for m in machines]
     hosts = [
         {
             "name": n,
@@ -84,14 +89,15 @@ def lab_estate(
             "boot_mac": f"52:54:00:00:0e:0{i}",
             "bmc": {"endpoint": f"https://127.0.0.1:1845{i}", "username": "root", "verify_tls": False},
         }
-        for i, n in ((1, n1), (2, n2))
+        for i, n in enumerate(nodes, start=1)
     ]
     return {
         "environment": "lab",
-        "mothership": {"kubeconfig": str(kubeconfig), "namespace": f"{run}-infra"},
+        "mothership": {"kubeconfig": str(kubeconfig), "namespace": f"{run}-infra",
+                       **({"label_nodes": True} if label_nodes else {})},
         "fabric": {
             "director": {"endpoint": sc.director_url, "username": SIM_USER},
-            "pools": [{"name": "gpu-pool", "models": ["Tesla-T4"], "size": 2}],
+            "pools": [{"name": "gpu-pool", "models": list(models), "size": 2}],
         },
         "hosts": hosts,
         "hypervisor_clusters": [
@@ -100,7 +106,7 @@ def lab_estate(
                 # adopted with the mothership's kubeconfig: the scenario's Nodes are there (else
                 # the program reads Secret workers-kubeconfig, which nothing writes in this lab)
                 "kubeconfig": str(kubeconfig),
-                "hosts": [n1, n2],
+                "hosts": nodes,
                 "gpu_workload_mode": "container",
                 "kubevirt": False,
                 "control_plane_replicas": 1,
