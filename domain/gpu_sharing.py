@@ -73,6 +73,8 @@ from typing import Any, Literal
 from domain.labels import GPU_RESOURCE, NVIDIA_RESOURCE_PREFIX
 
 Strategy = Literal["time-slicing", "mps", "mig"]
+#: The strategy of hosts whose GPUs are partitioned into MIG devices by mig-manager.
+MIG: Strategy = "mig"
 #: The ``composer.sharing`` strategy of hosts whose GPUs go to VMs whole (the GPU Operator's workload
 #: config of the same name, node label ``nvidia.com/gpu.workload.config``).
 PASSTHROUGH = "vm-passthrough"

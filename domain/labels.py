@@ -69,3 +69,9 @@ GPU_WORKLOAD_LABEL = NVIDIA_RESOURCE_PREFIX + "gpu.workload.config"
 DEVICE_PLUGIN_CONFIG_LABEL = NVIDIA_RESOURCE_PREFIX + "device-plugin.config"
 #: GPU Operator (mig-manager) node label naming the MIG configuration.
 MIG_CONFIG_LABEL = NVIDIA_RESOURCE_PREFIX + "mig.config"
+#: mig-manager's node label of its last run: ``pending`` while mig-parted applies
+#: ``nvidia.com/mig.config`` (the device plugin and GFD paused), then ``success`` or ``failed``
+#: (mig-parted v0.12.1 ``deployments/container/reconfigure-mig.sh``).
+MIG_CONFIG_STATE_LABEL = NVIDIA_RESOURCE_PREFIX + "mig.config.state"
+#: The ``nvidia.com/mig.config.state`` of a run that partitioned every GPU of the node.
+MIG_SUCCESS = "success"

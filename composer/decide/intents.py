@@ -29,19 +29,40 @@ from composer.model.annotations import Intent, IntentPhase, NodeRecord
 from composer.model.models import GPU_RESOURCE, EventSpec
 from composer.model.nodestate import NodeUsage, NodeView
 from composer.model.podspec import PodView
+from domain.gpu_sharing import MIG
+from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_SUCCESS
 
 
-def _advertised_units(node: NodeView, usage: NodeUsage, resource: str) -> int:
+def _mig_settling(node: NodeView, policy: Policy) -> bool:
+    """The node is a MIG host (its sharing setting's strategy is ``mig``) whose mig-manager has not
+    reported ``nvidia.com/mig.config.state=success``: a run is ``pending`` (a GPU just composed is
+    being partitioned), ``failed``, or not reported yet. Until it succeeds, what the device plugin
+    advertises may be a GPU not yet partitioned (with MIG mode off, the ``single`` strategy
+    advertises it whole as one ``nvidia.com/gpu``): a pod released onto it would take a whole GPU,
+    and mig-parted cannot repartition a GPU in use."""
+    hs = policy.sharing.get(node.name)
+    return hs is not None and hs.strategy == MIG and node.labels.get(MIG_CONFIG_STATE_LABEL) != MIG_SUCCESS
+
+
+def _advertised_units(node: NodeView, usage: NodeUsage, resource: str, policy: Policy) -> int:
+    """Advertised units of ``resource`` on ``node`` that bound pods do not use; none on a MIG host
+    whose mig-manager has not succeeded (:func:`_mig_settling`)."""
+    if _mig_settling(node, policy):
+        return 0
     return node.gpu_allocatable.get(resource, 0) - usage.gpu.get(resource, 0)
 
 
-def _taken_by_others(node: NodeView, attached: Mapping[str, str], it: Intent) -> bool:
-    """True when every GPU attached to the node is advertised (whole ``nvidia.com/gpu`` only), yet
-    too few are free for the intent: pods bound meanwhile (the scheduler may bind a newly
-    advertised GPU to another pending pod) took the GPUs composed for it. Waiting or restarting
-    the device plugin cannot help; the intent must be planned again."""
+def _taken_by_others(node: NodeView, attached: Mapping[str, str], it: Intent, policy: Policy) -> bool:
+    """True when every GPU attached to the node is advertised, yet too few are free for the
+    intent: pods bound meanwhile (the scheduler may bind a newly advertised GPU to another
+    pending pod) took the GPUs composed for it. Waiting or restarting the device plugin cannot
+    help; the intent must be planned again. Only on a host without a sharing setting, where one
+    ``nvidia.com/gpu`` is one GPU: on a shared host that resource counts replicas or MIG devices,
+    so comparing it with the attached GPUs says nothing (there an intent waits, and a gated pod's
+    reservation expires)."""
     return (
         it.resource == GPU_RESOURCE
+        and node.name not in policy.sharing
         and len(attached) > 0
         and node.gpu_allocatable.get(GPU_RESOURCE, 0) >= len(attached)
     )
@@ -86,11 +107,15 @@ class _Node:
 
     def units_left(self, resource: str) -> int:
         """Advertised units of ``resource`` not yet spoken for (by bound pods or older intents)."""
-        return self.budget.setdefault(resource, _advertised_units(self.node, self.usage, resource))
+        if resource not in self.budget:
+            self.budget[resource] = _advertised_units(self.node, self.usage, resource, self.policy)
+        return self.budget[resource]
 
     def taken_by_others(self, uid: str, it: Intent) -> bool:
         """Drop ``it`` (its devices kept, an Event) when another pod got its GPUs; True if so."""
-        if self.units_left(it.resource) >= it.units or not _taken_by_others(self.node, self.attached, it):
+        if self.units_left(it.resource) >= it.units or not _taken_by_others(
+            self.node, self.attached, it, self.policy
+        ):
             return False
         self.keep_devices(it)
         self.events.append(_taken_event(self.node, it, uid))
@@ -166,6 +191,9 @@ def _attached(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
         return
     st.intents[uid] = replace(it, since=st.now, plugin_restarts=it.plugin_restarts + 1)
     message = f"{st.node.name} does not advertise {it.resource} after {wait:.0f} s"
+    if _mig_settling(st.node, st.policy):
+        state = st.node.labels.get(MIG_CONFIG_STATE_LABEL, "not set")
+        message += f" (MIG host: {MIG_CONFIG_STATE_LABEL} is {state}, not {MIG_SUCCESS})"
     if st.policy.restart_device_plugin:
         st.restart = True
         message += "; restarting its NVIDIA device-plugin pod"

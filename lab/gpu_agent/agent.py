@@ -25,11 +25,10 @@ from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_
 
 from domain import labels
 from domain.gfd import gfd_product_name
+from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_SUCCESS
 from lab.gpu_agent.device_files import DeviceFiles
 from lab.gpu_agent.nvidia import (
-    MIG_CONFIG_STATE_LABEL,
     MIG_PENDING,
-    MIG_SUCCESS,
     VM_PASSTHROUGH,
     MigStrategy,
     NodeView,

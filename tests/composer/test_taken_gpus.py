@@ -10,11 +10,13 @@ from composer.decide.gating import nomination_enabled
 from composer.decide.round_types import RoundContext
 from composer.model import annotations as ann
 from composer.model.annotations import Intent, IntentPhase, NodeRecord
+from composer.model.models import HostSharing
 from composer.model.nodestate import NodeUsage, NodeView
 from composer.model.podspec import PodView
 from composer.run.controller import Controller
 from composer.shell.act import Executor
 from composer.shell.metrics import Metrics
+from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_SUCCESS
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 NOW = 1_000.0
@@ -171,3 +173,54 @@ def test_the_next_reservation_is_nominated_while_its_compose_still_runs(clock):
         gate.set()
         assert ctrl.wait_idle(10)
     assert [wr[1:] for wr in w.kube.writes if wr[0] == "nominate"] == [("ml/a", "host-1"), ("ml/b", "host-1")]
+
+
+# -- shared hosts: nvidia.com/gpu counts replicas or MIG devices, not GPUs ---------------------------
+def _shared_reconcile(
+    strategy: str, labels: dict[str, str], allocatable: int, used: int
+) -> tuple[NodeRecord, list[str]]:
+    """blade-slot-1 shares its GPUs by ``strategy``; gpu0 serves bound pods, gpu1 was just composed
+    for pod ``a`` (1 unit, ``Attached``)."""
+    intent = Intent(pod="ml/a", resource="nvidia.com/gpu", units=1, model="NVIDIA-A100-PCIE-40GB",
+                    devices=("gpu1",), phase=IntentPhase.ATTACHED, since=NOW - 1)
+    node = NodeView(name="blade-slot-1", labels=labels, gpu_allocatable={"nvidia.com/gpu": allocatable},
+                    record=NodeRecord(frozenset({"gpu0", "gpu1"}), {"a": intent}, None))
+    sharing = {"blade-slot-1": HostSharing(name="green-gpu-sharing", strategy=strategy)}
+    ctx = RoundContext({"a": _pod("a")}, {"blade-slot-1": NodeUsage(gpu={"nvidia.com/gpu": used})}, NOW,
+                       Policy(sharing=sharing))
+    attached = {"gpu0": "NVIDIA-A100-PCIE-40GB", "gpu1": "NVIDIA-A100-PCIE-40GB"}
+    out = reconcile_record(node, ctx, attached=attached)
+    return out.record, [e.reason for e in out.events]
+
+
+def test_a_mig_host_releases_nothing_until_mig_manager_reports_success() -> None:
+    """gpu0's seven MIG devices are all used; gpu1 arrived unpartitioned and the device plugin shows
+    it whole (an 8th unit). Until ``nvidia.com/mig.config.state=success`` the pod is not released
+    onto it (it would take the whole A100) and nothing is called taken."""
+    for state in ({}, {MIG_CONFIG_STATE_LABEL: "pending"}, {MIG_CONFIG_STATE_LABEL: "failed"}):
+        record, reasons = _shared_reconcile("mig", state, allocatable=8, used=7)
+        assert record.intents["a"].phase == IntentPhase.ATTACHED, state
+        assert reasons == [], state
+    record, reasons = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=14, used=7)
+    assert record.intents["a"].phase == IntentPhase.ADVERTISED and reasons == []
+
+
+def test_a_time_sliced_gpu_not_yet_advertised_is_not_called_taken() -> None:
+    """Four replicas of gpu0 are used, gpu1 is attached but not advertised yet: 4 allocatable units
+    for 2 attached GPUs is not "every GPU advertised", so the intent waits."""
+    record, reasons = _shared_reconcile("time-slicing", {}, allocatable=4, used=4)
+    assert record.intents["a"].phase == IntentPhase.ATTACHED
+    assert reasons == []
+
+
+def test_a_mig_host_stuck_short_of_success_is_named_in_the_warning() -> None:
+    intent = Intent(pod="ml/a", resource="nvidia.com/gpu", units=1, model="NVIDIA-A100-PCIE-40GB",
+                    devices=("gpu1",), phase=IntentPhase.ATTACHED, since=NOW - 600)
+    node = NodeView(name="blade-slot-1", labels={MIG_CONFIG_STATE_LABEL: "failed"},
+                    gpu_allocatable={"nvidia.com/gpu": 1},
+                    record=NodeRecord(frozenset({"gpu1"}), {"a": intent}, None))
+    sharing = {"blade-slot-1": HostSharing(name="green-gpu-sharing", strategy="mig")}
+    ctx = RoundContext({"a": _pod("a")}, {}, NOW, Policy(sharing=sharing))
+    out = reconcile_record(node, ctx, attached={"gpu1": "NVIDIA-A100-PCIE-40GB"})
+    [warning] = [e.message for e in out.events if e.reason == "GpusNotAdvertised"]
+    assert "nvidia.com/mig.config.state is failed, not success" in warning
