@@ -59,6 +59,7 @@ from .api import status as status_api
 from .errors import (
     DirectorConflictError,
     DirectorError,
+    DirectorJobFailedError,
     DirectorJobRunningError,
     DirectorNotFoundError,
     DirectorServerError,
@@ -868,6 +869,12 @@ class DirectorClient:
             try:
                 open_edit()
             except DirectorJobRunningError:
+                raise
+            except DirectorJobFailedError:
+                # the opening's job ended in FAILURE, the edit maybe open: no job of it runs any
+                # more, so it is cancelled now (left open, it would refuse every later edit)
+                if left_open is not None:
+                    left_open[1]()
                 raise
             except DirectorUnavailableError:
                 if left_open is not None:  # the Director may have opened it: see _left_open

@@ -247,6 +247,31 @@ def test_pool_edit_opened_but_its_answer_lost_is_cancelled(sim: Sim) -> None:
     assert sim.state()["pool_edits"] == {} and sim.state()["edits"] == {}
 
 
+def test_a_fabric_edit_whose_opening_job_failed_is_cancelled(sim: Sim) -> None:
+    # fabric/edit answers 202 and its job ends in FAILURE, the edit open: the job is over, so the
+    # client cancels the edit at once. Left open, every later edit on the machine got 409 until
+    # something cancelled it (the soak found one open 91 s).
+    sim.fault(kind="async", method="POST", path="fabric/edit", delay_seconds=0.1, fail=True, times=1)
+    with make_client(sim.url, retries=0, edit_wait=0.5) as c:
+        with pytest.raises(errors.DirectorJobFailedError):
+            c.compose("blade-slot-1", ["gpu2"])
+        assert sim.state()["edits"] == {}
+        c.compose("blade-slot-1", ["gpu2"])  # the machine is free again
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu2"]
+    assert sim.calls("POST fabric/edit/cancel") == 1
+
+
+def test_a_pool_edit_whose_opening_job_failed_is_cancelled(sim: Sim) -> None:
+    sim.fault(kind="async", method="POST", path="pool/edit", delay_seconds=0.1, fail=True, times=1)
+    with make_client(sim.url, retries=0, edit_wait=0.5) as c:
+        with pytest.raises(errors.DirectorJobFailedError):
+            c.compose("blade-slot-1", ["gpu0"])  # from the system pool: a pool transaction first
+        assert sim.state()["pool_edits"] == {}
+        c.compose("blade-slot-1", ["gpu0"])
+        assert _names(c.attached_gpus("blade-slot-1")) == ["gpu0"]
+    assert sim.calls("POST pool/cancel") == 1
+
+
 def test_edit_whose_answer_was_lost_while_its_job_ran_is_cancelled_at_the_next_opening(sim: Sim) -> None:
     # fabric/edit answers 202 with a job, too late to be seen: no cancel while the job may run
     # (the simulator records one as a violation), one after the longest job wait.
