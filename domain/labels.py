@@ -73,5 +73,6 @@ MIG_CONFIG_LABEL = NVIDIA_RESOURCE_PREFIX + "mig.config"
 #: ``nvidia.com/mig.config`` (the device plugin and GFD paused), then ``success`` or ``failed``
 #: (mig-parted v0.12.1 ``deployments/container/reconfigure-mig.sh``).
 MIG_CONFIG_STATE_LABEL = NVIDIA_RESOURCE_PREFIX + "mig.config.state"
-#: The ``nvidia.com/mig.config.state`` of a run that partitioned every GPU of the node.
-MIG_SUCCESS = "success"
+#: The ``nvidia.com/mig.config.state`` of a run that partitioned every GPU of the node, and of one
+#: under way.
+MIG_SUCCESS, MIG_PENDING = "success", "pending"

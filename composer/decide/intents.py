@@ -29,25 +29,34 @@ from composer.model.annotations import Intent, IntentPhase, NodeRecord
 from composer.model.models import GPU_RESOURCE, EventSpec
 from composer.model.nodestate import NodeUsage, NodeView
 from composer.model.podspec import PodView
-from domain.gpu_sharing import MIG
-from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_SUCCESS
+from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_PENDING, MIG_SUCCESS
 
 
-def _mig_settling(node: NodeView, policy: Policy) -> bool:
-    """The node is a MIG host (its sharing setting's strategy is ``mig``) whose mig-manager has not
-    reported ``nvidia.com/mig.config.state=success``: a run is ``pending`` (a GPU just composed is
-    being partitioned), ``failed``, or not reported yet. Until it succeeds, what the device plugin
-    advertises may be a GPU not yet partitioned (with MIG mode off, the ``single`` strategy
-    advertises it whole as one ``nvidia.com/gpu``): a pod released onto it would take a whole GPU,
-    and mig-parted cannot repartition a GPU in use."""
+def _mig_settling(node: NodeView, policy: Policy, attached: Mapping[str, str], resource: str) -> bool:
+    """The node is a MIG host (its sharing setting's strategy is ``mig``) whose GPUs are not all
+    partitioned yet: mig-manager has not reported ``nvidia.com/mig.config.state=success`` (a run
+    is ``pending``, ``failed`` or not reported), or it has but the node advertises fewer units of
+    ``resource`` than its attached GPUs (device -> model) yield by the setting's offers (its
+    last run was before a GPU was composed: mig-manager runs when it starts or the label changes,
+    not on a hot-plug). Until then what the device plugin advertises may be a GPU not yet
+    partitioned (with MIG mode off the ``single`` strategy advertises it whole, as one
+    ``nvidia.com/gpu``): a pod released onto it would take the whole GPU, and mig-parted cannot
+    repartition a GPU in use."""
     hs = policy.sharing.get(node.name)
-    return hs is not None and hs.strategy == MIG and node.labels.get(MIG_CONFIG_STATE_LABEL) != MIG_SUCCESS
+    if hs is None or not policy.is_mig_host(node.name):
+        return False
+    if node.labels.get(MIG_CONFIG_STATE_LABEL) != MIG_SUCCESS:
+        return True
+    expected = sum(o.units for m in attached.values() if (o := hs.offer(m, resource)) is not None)
+    return node.gpu_allocatable.get(resource, 0) < expected
 
 
-def _advertised_units(node: NodeView, usage: NodeUsage, resource: str, policy: Policy) -> int:
+def _advertised_units(
+    node: NodeView, usage: NodeUsage, resource: str, policy: Policy, attached: Mapping[str, str]
+) -> int:
     """Advertised units of ``resource`` on ``node`` that bound pods do not use; none on a MIG host
-    whose mig-manager has not succeeded (:func:`_mig_settling`)."""
-    if _mig_settling(node, policy):
+    whose GPUs are not all partitioned (:func:`_mig_settling`)."""
+    if _mig_settling(node, policy, attached, resource):
         return 0
     return node.gpu_allocatable.get(resource, 0) - usage.gpu.get(resource, 0)
 
@@ -108,7 +117,9 @@ class _Node:
     def units_left(self, resource: str) -> int:
         """Advertised units of ``resource`` not yet spoken for (by bound pods or older intents)."""
         if resource not in self.budget:
-            self.budget[resource] = _advertised_units(self.node, self.usage, resource, self.policy)
+            self.budget[resource] = _advertised_units(
+                self.node, self.usage, resource, self.policy, self.attached
+            )
         return self.budget[resource]
 
     def taken_by_others(self, uid: str, it: Intent) -> bool:
@@ -185,15 +196,29 @@ def _attached(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
         if pod.created > 0:
             st.latencies.append(max(0.0, st.now - pod.created))
         return
+    mig = st.policy.is_mig_host(st.node.name)
+    state = st.node.labels.get(MIG_CONFIG_STATE_LABEL)
+    if mig and state == MIG_PENDING:  # mig-parted is at work: never interrupted
+        st.intents[uid] = it
+        return
+    if mig and it.plugin_restarts == 0 and st.policy.restart_device_plugin:
+        # mig-manager partitions only when it starts or nvidia.com/mig.config changes: restart it now
+        st.intents[uid] = replace(it, since=st.now, plugin_restarts=1)
+        st.restart = True
+        st.events.append(pod_event(it.pod, uid, "Normal", "MigReconfigure", (
+            f"restarting the mig-manager and device-plugin pods of MIG host {st.node.name} so that "
+            f"mig-parted partitions {', '.join(it.devices) or 'the GPUs'} composed for this pod")))
+        return
     wait = st.policy.advertise_timeout_seconds * (2 ** min(it.plugin_restarts, 4))
     if st.now - it.since < wait:
         st.intents[uid] = it
         return
     st.intents[uid] = replace(it, since=st.now, plugin_restarts=it.plugin_restarts + 1)
     message = f"{st.node.name} does not advertise {it.resource} after {wait:.0f} s"
-    if _mig_settling(st.node, st.policy):
-        state = st.node.labels.get(MIG_CONFIG_STATE_LABEL, "not set")
-        message += f" (MIG host: {MIG_CONFIG_STATE_LABEL} is {state}, not {MIG_SUCCESS})"
+    if _mig_settling(st.node, st.policy, st.attached, it.resource) and state != MIG_SUCCESS:
+        message += f" (MIG host: {MIG_CONFIG_STATE_LABEL} is {state or 'not set'}, not {MIG_SUCCESS})"
+    elif _mig_settling(st.node, st.policy, st.attached, it.resource):
+        message += " (MIG host: not every attached GPU is partitioned yet)"
     if st.policy.restart_device_plugin:
         st.restart = True
         message += "; restarting its NVIDIA device-plugin pod"

@@ -25,6 +25,7 @@ from composer.model.fabric import FabricView
 from composer.model.models import GPU_RESOURCE, EventSpec, GpuRequest, HostSharing, Placement, Plan
 from composer.model.nodestate import NodeUsage, NodeView, usage_by_node
 from composer.model.podspec import PodView
+from domain.gpu_sharing import MIG
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ class Policy:
         plain = {GPU_RESOURCE, *self.units_per_gpu}
         object.__setattr__(self, "sharing_only", frozenset(r for r in most if r not in plain))
         object.__setattr__(self, "most_units", most)
+
+    def is_mig_host(self, node: str) -> bool:
+        """``node`` partitions its GPUs into MIG devices (its sharing setting's strategy is ``mig``)."""
+        hs = self.sharing.get(node)
+        return hs is not None and hs.strategy == MIG
 
     def budget_of(self, pool: str) -> guard.Budget | None:
         """The reclaim budget of ``pool`` (its own, else the default; None = no limit)."""

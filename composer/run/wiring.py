@@ -220,6 +220,7 @@ def _executor(
         metrics,
         plugin_namespace=settings.device_plugin_namespace,
         plugin_selector=settings.device_plugin_selector,
+        mig_manager_selector=settings.mig_manager_selector,
         release_to_system_pool=settings.release_to_system_pool,
         clock=clock,
         async_events=True,

@@ -133,6 +133,11 @@ class Executor:
         policy: retry limits and backoff.
         metrics: where to count.
         plugin_namespace / plugin_selector: the NVIDIA device-plugin pods.
+        mig_manager_selector: the GPU Operator's mig-manager pods (in ``plugin_namespace``), also
+            restarted on a MIG host: mig-manager runs mig-parted when it starts or the node's
+            ``nvidia.com/mig.config`` changes, never when a GPU is hot-plugged (mig-parted v0.12.1
+            ``cmd/nvidia-mig-manager/main.go``, ``ContinuouslySyncMigConfigChanges``: the informer's
+            add sets the config, updates only on a label change).
         release_to_system_pool: move reclaimed GPUs from the group pool to the system pool.
         clock: seconds since the epoch.
         created: pod UID -> creation time, for the latency histograms (set each round).
@@ -153,6 +158,7 @@ class Executor:
     metrics: Metrics
     plugin_namespace: str = "gpu-operator"
     plugin_selector: str = "app=nvidia-device-plugin-daemonset"
+    mig_manager_selector: str = "app=nvidia-mig-manager"
     release_to_system_pool: bool = True
     clock: Callable[[], float] = time.time
     async_events: bool = False
@@ -266,6 +272,11 @@ class Executor:
             )
             self.metrics.plugin_restarts.inc(len(deleted))
             log.info("restarted device-plugin pod(s) %s on %s", deleted, job.node)
+            if self.policy.is_mig_host(job.node):
+                migs = self.kube.delete_device_plugin_pods(
+                    job.node, self.plugin_namespace, self.mig_manager_selector
+                )
+                log.info("restarted mig-manager pod(s) %s on MIG host %s", migs, job.node)
         if job.compose:
             rec = self._compose(job, rec, res, created or {}, fresh, intent)
         if job.reclaim is not None:

@@ -255,6 +255,11 @@ class Settings(BaseSettings):
     device_plugin_selector: str = Field(
         default="app=nvidia-device-plugin-daemonset", description="label selector of device-plugin pods"
     )
+    mig_manager_selector: str = Field(
+        default="app=nvidia-mig-manager",
+        description="label selector of the GPU Operator's mig-manager pods (same namespace), restarted on a "
+        "MIG host so that mig-parted partitions a hot-plugged GPU",
+    )
     release_to_system_pool: bool = Field(
         default=True, description="after reclaim, move GPUs back to the system free pool"
     )

@@ -21,9 +21,10 @@ MIG devices as ``nvidia.com/gpu``, product ``<name>-MIG-<profile>``; ``mixed``:
 ``nvidia.com/mig-<profile>``); ``--mig-layouts`` gives the MIG devices per GPU of each mig-parted
 config, and a node's ``nvidia.com/mig.config`` label starts a mig-parted run
 (``nvidia.com/mig.config.state`` ``pending`` for ``--mig-apply-delay`` seconds, then ``success``).
-Like mig-manager it runs again only when that label changes, so a GPU hot-plugged later stays
-whole; ``--mig-reapply-on-hotplug`` also runs it when a node's GPU count changes (what a
-composable host needs, not what NVIDIA's mig-manager does). With ``--dra`` the node's GPUs reach pods through
+Like mig-manager it runs again only when that label changes or the node's mig-manager pod
+starts (a fake pod ``nvidia-mig-manager-<node>``, label ``app=nvidia-mig-manager``, in the
+plugin namespace, recreated when deleted), so a GPU hot-plugged later stays whole until that pod
+is restarted (the composer restarts it on a MIG host). With ``--dra`` the node's GPUs reach pods through
 DRA (where NVIDIA's DRA driver replaces the device plugin): only GFD's labels are written, no
 ``nvidia.com/gpu`` capacity. With ``--plugin-restart-quirk`` it also reproduces
 a known behaviour of the real device plugin: hot-plugged GPUs are not advertised until the

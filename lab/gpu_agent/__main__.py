@@ -85,11 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--mig-apply-delay", type=float, default=1.0, help="seconds a mig-parted run takes")
     ap.add_argument(
-        "--mig-reapply-on-hotplug",
-        action="store_true",
-        help="also run mig-parted when a node's GPU count changes (NVIDIA's mig-manager does not)",
-    )
-    ap.add_argument(
         "--dra",
         action="store_true",
         help="GPUs reach pods through DRA: write GFD's labels only, no nvidia.com/gpu capacity",
@@ -148,7 +143,6 @@ def main(argv: list[str] | None = None) -> int:
         mig_strategy=args.mig_strategy,
         mig_layouts=layouts,
         mig_apply_seconds=args.mig_apply_delay,
-        mig_reapply_on_hotplug=args.mig_reapply_on_hotplug,
         dra=args.dra,
         passthrough_resources={str(k): str(v) for k, v in passthrough.items()},
         plugin_namespace=args.plugin_namespace,

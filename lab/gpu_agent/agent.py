@@ -25,10 +25,9 @@ from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer, _meta_
 
 from domain import labels
 from domain.gfd import gfd_product_name
-from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_SUCCESS
+from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_PENDING, MIG_SUCCESS
 from lab.gpu_agent.device_files import DeviceFiles
 from lab.gpu_agent.nvidia import (
-    MIG_PENDING,
     VM_PASSTHROUGH,
     MigStrategy,
     NodeView,
@@ -50,6 +49,9 @@ MIG_FAILED = "failed"
 MERGE = "application/merge-patch+json"
 PLUGIN_NAMESPACE = "gpu-operator"
 PLUGIN_LABELS = {"app": "nvidia-device-plugin-daemonset"}
+#: The GPU Operator's mig-manager DaemonSet pods
+#: (gpu-operator ``assets/state-mig-manager/0600_daemonset.yaml``).
+MIG_MANAGER_LABELS = {"app": "nvidia-mig-manager"}
 
 
 class DirectorReadError(RuntimeError):
@@ -179,7 +181,7 @@ class MigState:
         config: the ``nvidia.com/mig.config`` value it last ran for.
         partitioned: GPUs its last run partitioned.
         state: ``pending``, ``success`` or ``failed`` (the ``nvidia.com/mig.config.state`` label).
-        started: when the pending run started (clock seconds).
+        started: when the last run started (clock seconds).
     """
 
     config: str
@@ -273,10 +275,14 @@ class GpuAgent:
         mig_layouts: mig-parted config name -> GPU product -> profile -> MIG devices per GPU.
         mig_apply_seconds: how long a mig-parted run takes (``nvidia.com/mig.config.state``
             ``pending`` that long, then ``success``).
-        mig_reapply_on_hotplug: also run mig-parted when a node's GPU count changes. mig-manager
-            v0.12.1 does not (it runs at its start and when ``nvidia.com/mig.config`` changes,
-            ``cmd/nvidia-mig-manager/main.go`` ``ContinuouslySyncMigConfigChanges``), so a GPU
-            hot-plugged onto a MIG node stays a full GPU there unless this is set.
+            The stand-in mig-manager keeps one fake pod per node with a ``nvidia.com/mig.config``
+            (``nvidia-mig-manager-<node>`` in ``plugin_namespace``, label
+            ``app=nvidia-mig-manager``, recreated when deleted, as its DaemonSet would) and, like
+            mig-manager v0.12.1, runs mig-parted when that pod starts and when the label changes,
+            never on a hot-plug (``cmd/nvidia-mig-manager/main.go``: ``start`` applies the label
+            the informer's add handler read, ``ContinuouslySyncMigConfigChanges`` updates it only
+            on a change). A GPU hot-plugged onto a MIG node stays whole until something restarts
+            that pod (the composer does).
         dra: the node's GPUs reach pods through DRA (NVIDIA's DRA driver takes the device
             plugin's place): only GFD's labels are written, no ``nvidia.com/gpu`` capacity (the
             scheduler sends ``nvidia.com/gpu`` requests to DRA only where that capacity is 0).
@@ -285,7 +291,8 @@ class GpuAgent:
             ``nvidia.com/gpu.workload.config=vm-passthrough`` advertises its GPUs under it and
             nothing else (:func:`lab.gpu_agent.nvidia.passthrough_view`). Empty: such a node is
             served like any other.
-        plugin_namespace: namespace of the fake device-plugin pods (quirk mode).
+        plugin_namespace: namespace of the fake device-plugin pods (quirk mode) and mig-manager
+            pods.
         clock: monotonic seconds.
         adverts: node name -> current advert (e.g. a :class:`NodeAdverts`); None = list the
             Nodes every poll.
@@ -304,7 +311,6 @@ class GpuAgent:
     mig_strategy: MigStrategy | None = None
     mig_layouts: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
     mig_apply_seconds: float = 1.0
-    mig_reapply_on_hotplug: bool = False
     dra: bool = False
     passthrough_resources: Mapping[str, str] = field(default_factory=dict)
     plugin_namespace: str = PLUGIN_NAMESPACE
@@ -313,6 +319,7 @@ class GpuAgent:
     device_files: DeviceFiles | None = None
     _seen: dict[str, tuple[Advert, float]] = field(default_factory=dict)
     _plugin_started: dict[str, float] = field(default_factory=dict)
+    _mig_manager_started: dict[str, float] = field(default_factory=dict)
     _physical: dict[str, Advert] = field(default_factory=dict)
     _views: dict[str, NodeView] = field(default_factory=dict)
     _mig: dict[str, MigState] = field(default_factory=dict)
@@ -335,7 +342,7 @@ class GpuAgent:
         for name in names:
             have = current[name] if self.plugin_configs is None else self._physical.get(name, Advert())
             if self.plugin_restart_quirk:
-                self._ensure_plugin_pod(name, now)
+                self._ensure_pod(name, now, PLUGIN_LABELS, self._plugin_started)
             want = advert_for(attached.get(name, []))
             if want == have:
                 self._seen.pop(name, None)
@@ -424,22 +431,21 @@ class GpuAgent:
 
     def _run_mig_manager(self, node: str, config: str | None, a: Advert, now: float) -> MigState | None:
         """The node's mig-manager state after this poll: a run starts (``pending``) when the
-        node's ``nvidia.com/mig.config`` is first seen or changes (and, with
-        ``mig_reapply_on_hotplug``, when its GPU count differs from the last run's), and ends
-        ``mig_apply_seconds`` later: ``success`` with every GPU partitioned, or ``failed`` when the
-        config has no layout for the node's product (mig-parted v0.12.1 ``reconfigure-mig.sh``)."""
+        node's ``nvidia.com/mig.config`` is first seen or changes, or its mig-manager pod
+        started after the last run started, and ends ``mig_apply_seconds`` later: ``success``
+        with every GPU partitioned, or ``failed`` when the config has no layout for the node's
+        product (mig-parted v0.12.1 ``reconfigure-mig.sh``)."""
         st = self._mig.get(node)
         if config is None:
             self._mig.pop(node, None)
             return None
-        if st is None or st.config != config or (
-            self.mig_reapply_on_hotplug and st.state != MIG_PENDING and st.partitioned != a.count
-        ):
+        started = self._ensure_pod(node, now, MIG_MANAGER_LABELS, self._mig_manager_started)
+        if st is None or st.config != config or (st.state != MIG_PENDING and started > st.started):
             st = MigState(config, st.partitioned if st else 0, MIG_PENDING, now)
         elif st.state == MIG_PENDING and now - st.started >= self.mig_apply_seconds:
             known = a.product is not None and a.product in self.mig_layouts.get(config, {})
             done = MIG_SUCCESS if known or not a.count else MIG_FAILED
-            st = MigState(config, a.count if known else 0, done)
+            st = MigState(config, a.count if known else 0, done, st.started)
         self._mig[node] = st
         return st
 
@@ -466,12 +472,17 @@ class GpuAgent:
         self._views[node] = view
         log.info("node %s: %s", node, dict(view.resources) or "no GPUs")
 
-    def _ensure_plugin_pod(self, node: str, now: float) -> None:
-        name = f"nvidia-device-plugin-{node}"
+    def _ensure_pod(
+        self, node: str, now: float, labels: Mapping[str, str], started: dict[str, float]
+    ) -> float:
+        """Keep ``node``'s fake GPU Operator pod of ``labels`` (``<app>-<node>`` in
+        ``plugin_namespace``) as its DaemonSet would: recreate it when gone, recording the time
+        in ``started``. Returns when it last started (``now`` if first seen this run)."""
+        app = labels["app"].removesuffix("-daemonset")
+        name = f"{app}-{node}"
         try:
             self.core.read_namespaced_pod(name, self.plugin_namespace)
-            self._plugin_started.setdefault(node, now)
-            return
+            return started.setdefault(node, now)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -482,12 +493,10 @@ class GpuAgent:
                 raise
             self.core.create_namespace({"metadata": {"name": self.plugin_namespace}})
         body = {
-            "metadata": {"name": name, "namespace": self.plugin_namespace, "labels": dict(PLUGIN_LABELS)},
+            "metadata": {"name": name, "namespace": self.plugin_namespace, "labels": dict(labels)},
             "spec": {
                 "nodeName": node,
-                "containers": [
-                    {"name": "nvidia-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:stand-in"}
-                ],
+                "containers": [{"name": app, "image": f"nvcr.io/nvidia/{app}:stand-in"}],
                 "tolerations": [{"operator": "Exists"}],
             },
         }
@@ -496,6 +505,7 @@ class GpuAgent:
         except ApiException as exc:
             if exc.status != 409:  # still terminating: try again next poll
                 raise
-            return
-        self._plugin_started[node] = now
-        log.info("device-plugin pod for %s (re)created", node)
+            return started.get(node, 0.0)
+        started[node] = now
+        log.info("%s pod for %s (re)created", app, node)
+        return now

@@ -70,8 +70,6 @@ MigStrategy = Literal["none", "single", "mixed"]
 #: The GPU Operator's ``nvidia.com/gpu.workload.config`` value of KubeVirt passthrough nodes
 #: (``controllers/state_manager.go`` ``gpuWorkloadConfigVMPassthrough``).
 VM_PASSTHROUGH = "vm-passthrough"
-#: mig-manager's pending state (reconfigure-mig.sh; the label and ``success``: :mod:`domain.labels`).
-MIG_PENDING = "pending"
 #: GFD's label of the MIG strategy (``internal/lm/strategy.go``).
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 #: GFD's MPS label (``internal/lm/nvml.go``).

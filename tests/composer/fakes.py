@@ -231,6 +231,8 @@ class FakeKube:
     events: list[EventSpec] = field(default_factory=list)
     writes: list[tuple[str, str, Any]] = field(default_factory=list)
     plugin_restarts: list[str] = field(default_factory=list)
+    #: (node, label selector) of every pod deletion by selector (device plugin, mig-manager)
+    pod_restarts: list[tuple[str, str]] = field(default_factory=list)
     #: pods to "appear" on a node when gpu_pods_on_node is called (a race during reclaim)
     late_pods: dict[str, list[str]] = field(default_factory=dict)
     #: ``count`` of each series Event object, by its name
@@ -333,6 +335,9 @@ class FakeKube:
             status["nominatedNodeName"] = node
 
     def delete_device_plugin_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
+        self.pod_restarts.append((node_name, selector))
+        if selector != "app=nvidia-device-plugin-daemonset":
+            return [f"{selector.split('=')[-1]}-{node_name}"]
         self.plugin_restarts.append(node_name)
         return [f"nvidia-device-plugin-{node_name}"]
 

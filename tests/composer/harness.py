@@ -481,8 +481,11 @@ def scenario(
     *,
     inventory: str = "dev.yaml",
     hotplug_latency: float = 0.05,
+    director_host: str = "127.0.0.1",
 ) -> Iterator[Scenario]:
-    """Start the simulator (renamed inventory) and the Nodes; the caller starts agent/composer."""
+    """Start the simulator (renamed inventory) and the Nodes; the caller starts agent/composer.
+    ``director_host``: the address the simulator listens on (the lab node's, ``lab.node.NODE_IP``,
+    for a composer whose Pods run on ``mgmt-1``)."""
     sid = uuid.uuid4().hex[:6]
     inv = yaml.safe_load((INVENTORIES / inventory).read_text())
     hosts = {m["name"]: f"e{sid}-{m['name']}" for m in inv["machines"]}
@@ -501,7 +504,7 @@ def scenario(
         tmp,
         hosts,
         admin_kubeconfig,
-        director_url=f"http://127.0.0.1:{port}",
+        director_url=f"http://{director_host}:{port}",
         probe_port=free_port(),
     )
     sc.procs["director-sim"] = start_proc(
@@ -511,7 +514,7 @@ def scenario(
             "-m",
             "lab.director_sim",
             "--host",
-            "127.0.0.1",
+            director_host,
             "--port",
             str(port),
             "--inventory",

@@ -26,11 +26,12 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
 from domain.reclaim import DEFAULT_OWNER_TAG
 from dynamic_providers.director.client import DirectorClient
-from tests.composer.harness import SIM_PASSWORD, SIM_USER, Scenario
+from tests.composer.harness import SIM_PASSWORD, SIM_USER, Scenario, wait_for
 from tests.pulumi_project import file_backend, local_project
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,40 +147,76 @@ class LabStack:
     stack: auto.Stack
     api: client.ApiClient
     env: dict[str, str] = field(default_factory=dict)
+    #: the chart's Pods serve (on the lab's real node): its gating webhook stays
+    chart_serves: bool = False
 
     def up(self, estate: dict[str, Any]) -> dict[str, str]:
         """Configure the stack with ``estate`` (:func:`lab_estate`), ``pulumi up``, read the composer
         Deployment's ``COMPOSER_*`` values back (also kept in :attr:`env`) and delete the chart's
-        gating webhook. Raises ``auto.CommandError`` when ``pulumi up`` fails."""
+        gating webhook (kept when :attr:`chart_serves`). Raises ``auto.CommandError`` when ``pulumi up``
+        fails."""
         _configure(self.stack, estate)
         assert self.stack.up(on_output=lambda _line: None).summary.result == "succeeded"
         release, namespace = estate["composer"]["release_name"], estate["composer"]["namespace"]
         self.env = deployed_env(self.api, namespace, release)
-        drop_webhooks(self.api, release)
+        if not self.chart_serves:
+            drop_webhooks(self.api, release)
         return self.env
 
 
 @contextmanager
 def lab_stack(
-    sc: Scenario, tmp_path: Path, estate: dict[str, Any], api: client.ApiClient
+    sc: Scenario, tmp_path: Path, estate: dict[str, Any], api: client.ApiClient, *, chart_serves: bool = False
 ) -> Iterator[LabStack]:
     """``pulumi up`` of ``estate`` in a new stack under ``tmp_path/project``; yields the
     :class:`LabStack` (call :meth:`LabStack.up` again to apply a changed estate), prints the
-    scenario's process logs when an assertion fails, and destroys the stack at the end."""
+    scenario's process logs when an assertion fails, and destroys the stack at the end.
+    ``chart_serves``: the estate's composer runs from the chart on the lab's real node (its
+    ``image``, ``node_selector``, ...): the gating webhook stays, and the Deployment is scaled to 0
+    before the composer's GPUs are given back."""
     work = local_project(tmp_path)
     env = {"PULUMI_BACKEND_URL": file_backend(work), "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
     stack = auto.create_stack(STACK, work_dir=str(work), opts=auto.LocalWorkspaceOptions(env_vars=env))
     try:
-        lab = LabStack(stack, api)
+        lab = LabStack(stack, api, chart_serves=chart_serves)
         lab.up(estate)
         yield lab
     except AssertionError:
         print(sc.diagnostics())
         raise
     finally:
+        if chart_serves:
+            stop_deployed_composer(api, estate)
         release_composer_gpus(sc, estate)
         stack.destroy(on_output=lambda _line: None)
         stack.workspace.remove_stack(STACK)
+
+
+def stop_deployed_composer(api: client.ApiClient, estate: dict[str, Any], timeout: float = 60) -> None:
+    """Scale the estate's composer Deployment to 0 and wait until its Pods are gone (so none
+    composes while the test gives its GPUs back); a Deployment already gone is fine."""
+    c = estate["composer"]
+    namespace, name = c["namespace"], c["release_name"]
+    try:
+        client.AppsV1Api(api).patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}})
+    except ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+    wait_for(lambda: not composer_pods(api, estate), timeout=timeout,
+             what=f"composer {namespace}/{name} Pods gone")
+
+
+def composer_pods(
+    api: client.ApiClient, estate: dict[str, Any], *, ready: bool = False
+) -> list[client.V1Pod]:
+    """The Pods of the estate's composer Deployment (the chart's ``app.kubernetes.io/name=composer``
+    and instance labels); ``ready``: only those Running with every container ready."""
+    c = estate["composer"]
+    selector = f"app.kubernetes.io/name=composer,app.kubernetes.io/instance={c['release_name']}"
+    pods = client.CoreV1Api(api).list_namespaced_pod(c["namespace"], label_selector=selector).items
+    return [p for p in pods if not ready or (
+        p.status.phase == "Running" and all(cs.ready for cs in p.status.container_statuses or []))]
 
 
 def release_composer_gpus(sc: Scenario, estate: dict[str, Any]) -> list[str]:

@@ -89,7 +89,8 @@ def test_a_pod_selecting_a_mig_profile_gets_an_a100_on_the_mig_node(clock: Clock
     _serve(world, ctrl, sharing)
     assert world.fabric.attached() == {"bm-1": ["gpu0"]}  # 4 x 1g.10gb per A100: one GPU for two
     assert world.kube.pods["ml/mig"]["spec"]["nodeName"] == "bm-1"
-    assert world.kube.reasons("mig") == ["Composed"]
+    # once attached, the MIG node's mig-manager is restarted so that it partitions the new A100
+    assert world.kube.reasons("mig") == ["Composed", "MigReconfigure"]
 
 
 def test_a_pod_pinned_to_a_shared_node_with_the_plain_product_is_told_why(clock: Clock) -> None:

@@ -241,19 +241,27 @@ def test_mig_manager_goes_pending_then_success_and_a_hot_plugged_gpu_waits_for_a
     assert lbl["nvidia.com/mig.config.state"] == "success"
 
 
-def test_with_reapply_on_hotplug_a_new_gpu_is_partitioned_after_a_pending_run():
+def test_a_restarted_mig_manager_partitions_a_hot_plugged_gpu():
+    """As mig-manager v0.12.1: one (fake) pod per MIG node; a hot-plug alone runs nothing, the
+    pod's restart (deleted, recreated by its "DaemonSet") runs mig-parted again."""
     core, director, clock = FakeCore(["mig-host"]), FakeDirector(), Clock()
     lbl = core.nodes["mig-host"]["metadata"]["labels"]
     lbl |= {"nvidia.com/device-plugin.config": "mig", "nvidia.com/mig.config": "all-1g.5gb"}
-    agent = _agent(core, director, clock, mig_reapply_on_hotplug=True)
+    agent = _agent(core, director, clock)
     agent.step()
+    assert core.pods["nvidia-mig-manager-mig-host"]["metadata"]["labels"] == {"app": "nvidia-mig-manager"}
     clock.t = 2.5
     agent.step()
     assert lbl["nvidia.com/mig.config.state"] == "success"  # the run on no GPUs
     director.machines["mig-host"] = [A100]
-    _steps(agent, clock, 3.0, 3.6)
+    _steps(agent, clock, 3.0, 6.0)
+    assert lbl["nvidia.com/mig.config.state"] == "success"  # no run: the A100 stays whole
+    assert _node(core, "mig-host")[0]["nvidia.com/gpu"] == "1"
+    del core.pods["nvidia-mig-manager-mig-host"]  # the composer restarts it
+    clock.t = 6.5
+    agent.step()
     assert lbl["nvidia.com/mig.config.state"] == "pending"
-    clock.t = 6.0
+    clock.t = 9.0
     agent.step()
     alloc, lbl = _node(core, "mig-host")
     assert lbl["nvidia.com/mig.config.state"] == "success" and alloc["nvidia.com/gpu"] == "7"

@@ -14,7 +14,9 @@ written by hand afterwards:
   (which the operator ships and the stack does not write; the catalogue's ``mig_layouts`` are
   read from it), and reads the Node labels ``pulumi up`` patched on;
 - the composer is started with the Deployment's ``COMPOSER_*`` values, ``COMPOSER_SHARING``
-  among them (:func:`tests.composer.stack_lab.deployed_flags`), as its Pods would run it.
+  among them (:func:`tests.composer.stack_lab.deployed_flags`), as its Pods would run it; in one
+  test (time-slicing) the composer is the chart's Deployment itself, its Pods on the lab's real
+  node ``mgmt-1`` running the image built from ``Containerfile`` and gating the tenant's pods.
 
 The stand-in turns config and labels into resources and GFD labels by NVIDIA's rules
 (:mod:`lab.gpu_agent.nvidia`), on its own: were it to advertise whole GPUs, as without a config, the
@@ -33,10 +35,20 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from domain.reclaim import DEFAULT_OWNER_TAG
+from lab import node as lab_node
 from lab.scenario import local_gating_webhook, webhook_flags
 from stack_config.gpus import merge_catalogue
+from tests.composer.deployed import SYSTEM_TOLERATIONS
 from tests.composer.harness import Scenario, wait_for
-from tests.composer.stack_lab import PULUMI_LAB_MARKS, LabStack, deployed_flags, lab_estate, lab_stack
+from tests.composer.stack_lab import (
+    PULUMI_LAB_MARKS,
+    LabStack,
+    composer_pods,
+    deployed_flags,
+    lab_estate,
+    lab_stack,
+)
 
 pytestmark = PULUMI_LAB_MARKS
 
@@ -99,12 +111,14 @@ def _shared_stack(
     cluster: dict[str, Any] | None = None,
     host_role: str | None = None,
     composer: dict[str, Any] | None = None,
+    chart_serves: bool = False,
 ) -> Iterator[LabStack]:
     """``pulumi up`` of the lab estate with ``tenants`` (each a name, its ``gpu_sharing`` if any;
     namespace ``<run>-<name>``, quota 8 GPUs), the program labelling the Nodes, a composer serving
     every tenant's namespace (idle timeout 30 s); ``cluster`` overrides keys of cluster
-    ``workers``, ``host_role`` the hosts' role, ``composer`` keys of the composer section. Yields
-    the applied stack; its ``run`` prefix is ``sh<sid>``."""
+    ``workers``, ``host_role`` the hosts' role, ``composer`` keys of the composer section;
+    ``chart_serves``: the composer runs from the chart (:func:`tests.composer.stack_lab.lab_stack`).
+    Yields the applied stack; its ``run`` prefix is ``sh<sid>``."""
     run = f"sh{sc.sid}"
     ts = [{"namespace": f"{run}-{t['name']}", "gpu_quota": 8, **t} for t in tenants]
     estate = lab_estate(
@@ -114,7 +128,7 @@ def _shared_stack(
     estate["hypervisor_clusters"][0].update(cluster or {})
     for h in estate["hosts"] if host_role else ():
         h["role"] = host_role
-    with lab_stack(sc, tmp_path, estate, api) as lab:
+    with lab_stack(sc, tmp_path, estate, api, chart_serves=chart_serves) as lab:
         yield lab
 
 
@@ -178,6 +192,47 @@ def test_time_slicing_four_pods_share_one_gpu_and_the_fifth_gets_a_second(
             assert _alloc(sc, host)["nvidia.com/gpu"] == "8"
 
 
+def test_the_composer_pulumi_up_deploys_serves_time_sliced_pods_from_its_chart(
+    make_scenario, real_node, composer_image, lab_api, tmp_path
+):
+    """The time-slicing case with the composer ``pulumi up`` deployed, not a process: the chart's
+    Deployment runs the image built from ``Containerfile`` on the lab's real node ``mgmt-1``, reads
+    ``COMPOSER_SHARING`` from its own environment, reaches the Director simulator at the node's
+    address, and gates the tenant's pods through the chart's webhook. Four pods selecting
+    ``Tesla-T4-SHARED`` share one T4 it composes (tagged with the stack's owner tag), and a fifth
+    gets a second T4 on the same host."""
+    with make_scenario(inventory="dev.yaml", director_host=lab_node.NODE_IP) as sc:
+        host = sc.node("blade-slot-1")
+        share = {"strategy": "time-slicing", "hosts": [host], "replicas": 4}
+        composer = {
+            "image": composer_image.ref,
+            "api_server": f"{lab_node.NODE_IP}:{real_node.ports.apiserver}",
+            "director_endpoint": sc.director_url,
+            "node_selector": {"kubernetes.io/hostname": lab_node.NODE_NAME},
+            "tolerations": SYSTEM_TOLERATIONS,
+        }
+        blue = [{"name": "blue", "gpu_sharing": share}]
+        with _shared_stack(sc, tmp_path, lab_api, real_node.kubeconfig, blue, composer=composer,
+                           chart_serves=True) as lab:
+            ns = f"sh{sc.sid}-blue"
+            mine = {"composer": {"namespace": f"sh{sc.sid}-composer", "release_name": f"sh{sc.sid}-composer"}}
+            pods = wait_for(lambda: composer_pods(lab_api, mine, ready=True) or None,
+                            timeout=180, what="the chart's composer Pods Ready")
+            assert {p.spec.node_name for p in pods} == {lab_node.NODE_NAME}
+            assert json.loads(lab.env["COMPOSER_SHARING"])[0]["offers"][T4][0]["units"] == 4
+            assert not any(n.startswith("composer") for n in sc.procs)  # no local composer
+            sc.start_agent(*_gpu_operator_args(sc, lab_api, f"sh{sc.sid}"))
+            for i in range(4):
+                sc.gpu_pod(f"ts-{i}", 1, product=f"{T4}-SHARED", namespace=ns)
+            assert _running(sc, [f"ts-{i}" for i in range(4)], ns, timeout=90) == [host] * 4
+            [gpu] = sc.attached()[host]
+            assert sc.director_udesc()[gpu] == DEFAULT_OWNER_TAG  # composed by the chart's composer
+            sc.gpu_pod("ts-4", 1, product=f"{T4}-SHARED", namespace=ns)
+            assert _running(sc, ["ts-4"], ns) == [host]
+            assert {n: len(g) for n, g in sc.attached().items()} == {host: 2}
+            assert _alloc(sc, host)["nvidia.com/gpu"] == "8"
+
+
 def test_mps_four_pods_share_one_gpu_and_the_fifth_gets_a_second(
     make_scenario, composer_lab, lab_api, tmp_path
 ):
@@ -222,9 +277,10 @@ def _mig_states(sc: Scenario, host: str, until: Any, timeout: float) -> list[str
     raise AssertionError(f"timed out; mig.config.state seen: {seen}\n{sc.diagnostics()}")
 
 
-#: The stand-in re-runs mig-parted when a GPU is hot-plugged (``--mig-reapply-on-hotplug``): NVIDIA's
-#: mig-manager re-runs only on a change of ``nvidia.com/mig.config`` (docs/gpu-sharing.md).
-MIG_AGENT = ("--mig-apply-delay", "1", "--mig-reapply-on-hotplug")
+#: A mig-parted run takes 1 s. The stand-in, like NVIDIA's mig-manager, runs it only when the node's
+#: mig-manager pod starts or ``nvidia.com/mig.config`` changes: the composer restarts that pod once
+#: it has composed a GPU onto the node (docs/gpu-sharing.md).
+MIG_AGENT = ("--mig-apply-delay", "1")
 
 
 @contextmanager
@@ -255,6 +311,8 @@ def test_mig_single_one_a100_serves_seven_1g_5gb_pods(make_scenario, composer_la
                 sc, host, lambda: all(sc.running_on(f"mig-{i}", ns) == host for i in range(7)), 90
             )
             assert states[-2:] == ["pending", "success"]  # the hot-plugged A100 partitioned
+            restarts = [r for i in range(7) for _, r, _ in sc.events(f"mig-{i}", ns) if r == "MigReconfigure"]
+            assert restarts, "the composer restarted the node's mig-manager"
             assert len(sc.attached()[host]) == 1  # (blade-slot-4 keeps its static gpu7)
             assert _alloc(sc, host)["nvidia.com/gpu"] == "7"
             lbl = _labels(sc, host)

@@ -7,7 +7,7 @@ import threading
 
 from composer.decide.decide import Policy, reconcile_record
 from composer.decide.gating import nomination_enabled
-from composer.decide.round_types import RoundContext
+from composer.decide.round_types import NodeJob, Reconciled, RoundContext
 from composer.model import annotations as ann
 from composer.model.annotations import Intent, IntentPhase, NodeRecord
 from composer.model.models import HostSharing
@@ -16,10 +16,12 @@ from composer.model.podspec import PodView
 from composer.run.controller import Controller
 from composer.shell.act import Executor
 from composer.shell.metrics import Metrics
+from domain.gpu_sharing import Offer
 from domain.labels import MIG_CONFIG_STATE_LABEL, MIG_SUCCESS
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 
 NOW = 1_000.0
+A100 = "NVIDIA-A100-PCIE-40GB"
 
 
 def _pod(uid: str, node: str = "") -> PodView:
@@ -177,20 +179,27 @@ def test_the_next_reservation_is_nominated_while_its_compose_still_runs(clock):
 
 # -- shared hosts: nvidia.com/gpu counts replicas or MIG devices, not GPUs ---------------------------
 def _shared_reconcile(
-    strategy: str, labels: dict[str, str], allocatable: int, used: int
-) -> tuple[NodeRecord, list[str]]:
-    """blade-slot-1 shares its GPUs by ``strategy``; gpu0 serves bound pods, gpu1 was just composed
-    for pod ``a`` (1 unit, ``Attached``)."""
+    strategy: str, labels: dict[str, str], allocatable: int, used: int, *, restarts: int = 1, age: float = 1
+) -> Reconciled:
+    """blade-slot-1 shares its GPUs by ``strategy``; gpu0 serves bound pods, gpu1 was composed for
+    pod ``a`` (1 unit, ``Attached`` for ``age`` s, after ``restarts`` restarts)."""
     intent = Intent(pod="ml/a", resource="nvidia.com/gpu", units=1, model="NVIDIA-A100-PCIE-40GB",
-                    devices=("gpu1",), phase=IntentPhase.ATTACHED, since=NOW - 1)
+                    devices=("gpu1",), phase=IntentPhase.ATTACHED, since=NOW - age, plugin_restarts=restarts)
     node = NodeView(name="blade-slot-1", labels=labels, gpu_allocatable={"nvidia.com/gpu": allocatable},
                     record=NodeRecord(frozenset({"gpu0", "gpu1"}), {"a": intent}, None))
-    sharing = {"blade-slot-1": HostSharing(name="green-gpu-sharing", strategy=strategy)}
+    # all-1g.5gb under the single strategy: seven nvidia.com/gpu per A100 (time-slicing: four replicas)
+    units = 7 if strategy == "mig" else 4
+    label = f"{A100}-MIG-1g.5gb" if strategy == "mig" else f"{A100}-SHARED"
+    offers = {A100: (Offer("nvidia.com/gpu", units, label),)}
+    sharing = {"blade-slot-1": HostSharing(name="green-gpu-sharing", strategy=strategy, offers=offers)}
     ctx = RoundContext({"a": _pod("a")}, {"blade-slot-1": NodeUsage(gpu={"nvidia.com/gpu": used})}, NOW,
                        Policy(sharing=sharing))
     attached = {"gpu0": "NVIDIA-A100-PCIE-40GB", "gpu1": "NVIDIA-A100-PCIE-40GB"}
-    out = reconcile_record(node, ctx, attached=attached)
-    return out.record, [e.reason for e in out.events]
+    return reconcile_record(node, ctx, attached=attached)
+
+
+def _reasons(out: Reconciled) -> list[str]:
+    return [e.reason for e in out.events]
 
 
 def test_a_mig_host_releases_nothing_until_mig_manager_reports_success() -> None:
@@ -198,29 +207,58 @@ def test_a_mig_host_releases_nothing_until_mig_manager_reports_success() -> None
     it whole (an 8th unit). Until ``nvidia.com/mig.config.state=success`` the pod is not released
     onto it (it would take the whole A100) and nothing is called taken."""
     for state in ({}, {MIG_CONFIG_STATE_LABEL: "pending"}, {MIG_CONFIG_STATE_LABEL: "failed"}):
-        record, reasons = _shared_reconcile("mig", state, allocatable=8, used=7)
-        assert record.intents["a"].phase == IntentPhase.ATTACHED, state
-        assert reasons == [], state
-    record, reasons = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=14, used=7)
-    assert record.intents["a"].phase == IntentPhase.ADVERTISED and reasons == []
+        out = _shared_reconcile("mig", state, allocatable=8, used=7)
+        assert out.record.intents["a"].phase == IntentPhase.ATTACHED, state
+        assert _reasons(out) == [], state
+    # success, but from a run before gpu1 came: gpu1 shows whole (7 + 1), not partitioned (7 + 7)
+    out = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=8, used=7)
+    assert out.record.intents["a"].phase == IntentPhase.ATTACHED and _reasons(out) == []
+    out = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=14, used=7)
+    assert out.record.intents["a"].phase == IntentPhase.ADVERTISED and _reasons(out) == []
+
+
+def test_a_gpu_composed_onto_a_mig_host_restarts_its_mig_manager_at_once() -> None:
+    """mig-manager ran before gpu1 arrived (state ``success``) and runs again only when restarted:
+    the first look at the Attached intent restarts it (and the device plugin), with a Normal Event,
+    not after the advertise timeout; while a run is ``pending`` nothing is restarted."""
+    out = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=7, used=7, restarts=0)
+    assert out.restart_plugin and _reasons(out) == ["MigReconfigure"]
+    assert out.record.intents["a"].plugin_restarts == 1
+    pending = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: "pending"}, allocatable=7, used=7, restarts=0,
+                                age=600)
+    assert not pending.restart_plugin and _reasons(pending) == []
+    whole = _shared_reconcile("time-slicing", {}, allocatable=4, used=4, restarts=0)
+    assert not whole.restart_plugin and _reasons(whole) == []  # not a MIG host: the advertise timeout
 
 
 def test_a_time_sliced_gpu_not_yet_advertised_is_not_called_taken() -> None:
     """Four replicas of gpu0 are used, gpu1 is attached but not advertised yet: 4 allocatable units
     for 2 attached GPUs is not "every GPU advertised", so the intent waits."""
-    record, reasons = _shared_reconcile("time-slicing", {}, allocatable=4, used=4)
-    assert record.intents["a"].phase == IntentPhase.ATTACHED
-    assert reasons == []
+    out = _shared_reconcile("time-slicing", {}, allocatable=4, used=4)
+    assert out.record.intents["a"].phase == IntentPhase.ATTACHED
+    assert _reasons(out) == []
 
 
 def test_a_mig_host_stuck_short_of_success_is_named_in_the_warning() -> None:
-    intent = Intent(pod="ml/a", resource="nvidia.com/gpu", units=1, model="NVIDIA-A100-PCIE-40GB",
-                    devices=("gpu1",), phase=IntentPhase.ATTACHED, since=NOW - 600)
-    node = NodeView(name="blade-slot-1", labels={MIG_CONFIG_STATE_LABEL: "failed"},
-                    gpu_allocatable={"nvidia.com/gpu": 1},
-                    record=NodeRecord(frozenset({"gpu1"}), {"a": intent}, None))
-    sharing = {"blade-slot-1": HostSharing(name="green-gpu-sharing", strategy="mig")}
-    ctx = RoundContext({"a": _pod("a")}, {}, NOW, Policy(sharing=sharing))
-    out = reconcile_record(node, ctx, attached={"gpu1": "NVIDIA-A100-PCIE-40GB"})
+    out = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: "failed"}, allocatable=7, used=7, age=600)
     [warning] = [e.message for e in out.events if e.reason == "GpusNotAdvertised"]
     assert "nvidia.com/mig.config.state is failed, not success" in warning
+    out = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=8, used=7, age=600)
+    [warning] = [e.message for e in out.events if e.reason == "GpusNotAdvertised"]
+    assert "not every attached GPU is partitioned yet" in warning
+
+
+def test_the_restart_of_a_mig_host_also_deletes_its_mig_manager_pod() -> None:
+    """The executor deletes the device-plugin pods of a restarted node, and on a MIG host also the
+    GPU Operator's mig-manager pods (``app=nvidia-mig-manager``); a whole-GPU host keeps its own."""
+    kube = FakeKube()
+    sharing = {"mig-host": HostSharing(name="green-gpu-sharing", strategy="mig")}
+    ex = Executor(kube, lambda: FakeFabric([], []), Policy(sharing=sharing), Metrics(), clock=lambda: NOW)
+    for name in ("mig-host", "plain-host"):
+        kube.add_node(node(name))
+        ex.run(NodeJob(name, NodeRecord(), NodeRecord(), restart_plugin=True))
+    assert kube.pod_restarts == [
+        ("mig-host", "app=nvidia-device-plugin-daemonset"),
+        ("mig-host", "app=nvidia-mig-manager"),
+        ("plain-host", "app=nvidia-device-plugin-daemonset"),
+    ]
