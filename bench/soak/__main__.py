@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench.machine import commit
@@ -52,18 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     api = harness.admin_api(lab_cfg.kubeconfig)
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp_s:
         tmp = Path(tmp_s)
-        ident = harness.apply_chart_rbac(api, lab_cfg, tmp)
+        base = SoakConfig(seconds=args.seconds, mean_fault_gap=args.mean_fault_gap)
+        ident = harness.apply_chart_rbac(api, lab_cfg, tmp, token_seconds=base.token_seconds())
         try:
             with harness.scenario(
                 api, ident, tmp, lab_cfg.kubeconfig, inventory="rich.yaml", hotplug_latency=0.2
             ) as sc:
                 relay = Relay(int(sc.director_url.rsplit(":", 1)[1]))
                 lab = SoakLab(sc, lab_cfg, relay, [*flags(), *sc.enable_gating()], harness.free_port())
-                cfg = SoakConfig(
-                    seconds=args.seconds,
-                    mean_fault_gap=args.mean_fault_gap,
-                    hosts=tuple(sorted(sc.hosts.values())),
-                )
+                cfg = replace(base, hosts=tuple(sorted(sc.hosts.values())))
                 tl = timeline(args.seed, cfg)
                 print(
                     f"soak: seed {args.seed}, {args.seconds:.0f} s, "

@@ -111,6 +111,13 @@ class SoakConfig:
     director_timeout: float = 5.0
     faults: dict[str, float] = field(default_factory=lambda: dict(FAULT_KINDS))
 
+    def token_seconds(self) -> int:
+        """Lifetime, in seconds, of the composer's ServiceAccount token (TokenRequest
+        ``expirationSeconds``): the whole run (faulty and settle phases) plus an hour. The
+        composer's kubeconfig holds a fixed token, not a kubelet-rotated one, so a token shorter
+        than the run stops every composer at its expiry (401 on the Lease: leadership lost)."""
+        return int(self.seconds + self.settle_seconds) + 3600
+
 
 @dataclass(frozen=True)
 class PodDraw:

@@ -126,8 +126,11 @@ class RbacIdentity:
     objects: list[dict[str, Any]]
 
 
-def apply_chart_rbac(api: client.ApiClient, lab_cfg: Any, tmp: Path) -> RbacIdentity:
-    """Render the chart's ServiceAccount and RBAC, apply them, and mint a token (TokenRequest)."""
+def apply_chart_rbac(
+    api: client.ApiClient, lab_cfg: Any, tmp: Path, *, token_seconds: int = 3600
+) -> RbacIdentity:
+    """Render the chart's ServiceAccount and RBAC, apply them, and mint a token (TokenRequest) valid
+    for ``token_seconds``."""
 
     sid = uuid.uuid4().hex[:6]
     ns, plugin_ns, release = f"composer-e2e-{sid}", f"gpu-operator-e2e-{sid}", f"e2e{sid}"
@@ -136,13 +139,13 @@ def apply_chart_rbac(api: client.ApiClient, lab_cfg: Any, tmp: Path) -> RbacIden
         core.create_namespace({"metadata": {"name": n, "labels": {E2E_LABEL: sid}}})
     ident = RbacIdentity(ns, release, plugin_ns, tmp / "composer.kubeconfig", [])
     try:
-        return _apply_rbac(api, lab_cfg, ident)
+        return _apply_rbac(api, lab_cfg, ident, token_seconds)
     except BaseException:
         delete_chart_rbac(api, ident)
         raise
 
 
-def _apply_rbac(api: client.ApiClient, lab_cfg: Any, ident: RbacIdentity) -> RbacIdentity:
+def _apply_rbac(api: client.ApiClient, lab_cfg: Any, ident: RbacIdentity, token_seconds: int) -> RbacIdentity:
     from lab.kube import write_kubeconfig
 
     ns, plugin_ns, release = ident.namespace, ident.plugin_namespace, ident.release
@@ -159,9 +162,8 @@ def _apply_rbac(api: client.ApiClient, lab_cfg: Any, ident: RbacIdentity) -> Rba
     for d in objects:
         utils.create_from_dict(api, d)
     sa = next(d for d in objects if d["kind"] == "ServiceAccount")["metadata"]["name"]
-    tr = core.create_namespaced_service_account_token(
-        sa, ns, {"spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}}
-    )
+    spec = {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": token_seconds}
+    tr = core.create_namespaced_service_account_token(sa, ns, {"spec": spec})
     write_kubeconfig(lab_cfg, ident.kubeconfig, token=tr.status.token, user=f"sa-{sa}")
     return ident
 
