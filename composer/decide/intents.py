@@ -196,12 +196,9 @@ def _attached(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
         if pod.created > 0:
             st.latencies.append(max(0.0, st.now - pod.created))
         return
-    mig = st.policy.is_mig_host(st.node.name)
-    state = st.node.labels.get(MIG_CONFIG_STATE_LABEL)
-    if mig and state == MIG_PENDING:  # mig-parted is at work: never interrupted
-        st.intents[uid] = it
-        return
-    if mig and it.plugin_restarts == 0 and st.policy.restart_device_plugin:
+    mig, state = st.policy.is_mig_host(st.node.name), st.node.labels.get(MIG_CONFIG_STATE_LABEL)
+    pending = mig and state == MIG_PENDING  # mig-parted at work: no restart ever interrupts a run
+    if mig and not pending and it.plugin_restarts == 0 and st.policy.restart_device_plugin:
         # mig-manager partitions only when it starts or nvidia.com/mig.config changes: restart it now
         st.intents[uid] = replace(it, since=st.now, plugin_restarts=1)
         st.restart = True
@@ -219,7 +216,7 @@ def _attached(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
         message += f" (MIG host: {MIG_CONFIG_STATE_LABEL} is {state or 'not set'}, not {MIG_SUCCESS})"
     elif _mig_settling(st.node, st.policy, st.attached, it.resource):
         message += " (MIG host: not every attached GPU is partitioned yet)"
-    if st.policy.restart_device_plugin:
+    if st.policy.restart_device_plugin and not pending:
         st.restart = True
         message += "; restarting its NVIDIA device-plugin pod"
     st.events.append(pod_event(it.pod, uid, "Warning", "GpusNotAdvertised", message))

@@ -220,13 +220,17 @@ def test_a_mig_host_releases_nothing_until_mig_manager_reports_success() -> None
 def test_a_gpu_composed_onto_a_mig_host_restarts_its_mig_manager_at_once() -> None:
     """mig-manager ran before gpu1 arrived (state ``success``) and runs again only when restarted:
     the first look at the Attached intent restarts it (and the device plugin), with a Normal Event,
-    not after the advertise timeout; while a run is ``pending`` nothing is restarted."""
+    not after the advertise timeout; while a run is ``pending`` nothing is restarted, and past the
+    advertise timeout the pod gets a Warning naming the state."""
     out = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: MIG_SUCCESS}, allocatable=7, used=7, restarts=0)
     assert out.restart_plugin and _reasons(out) == ["MigReconfigure"]
     assert out.record.intents["a"].plugin_restarts == 1
-    pending = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: "pending"}, allocatable=7, used=7, restarts=0,
-                                age=600)
+    pending = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: "pending"}, allocatable=7, used=7, restarts=0)
     assert not pending.restart_plugin and _reasons(pending) == []
+    late = _shared_reconcile("mig", {MIG_CONFIG_STATE_LABEL: "pending"}, allocatable=7, used=7, restarts=0,
+                             age=600)
+    assert not late.restart_plugin and _reasons(late) == ["GpusNotAdvertised"]
+    assert "nvidia.com/mig.config.state is pending" in late.events[0].message
     whole = _shared_reconcile("time-slicing", {}, allocatable=4, used=4, restarts=0)
     assert not whole.restart_plugin and _reasons(whole) == []  # not a MIG host: the advertise timeout
 
