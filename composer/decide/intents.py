@@ -42,11 +42,11 @@ def _mig_settling(node: NodeView, policy: Policy, attached: Mapping[str, str], r
     partitioned (with MIG mode off the ``single`` strategy advertises it whole, as one
     ``nvidia.com/gpu``): a pod released onto it would take the whole GPU, and mig-parted cannot
     repartition a GPU in use."""
-    hs = policy.sharing.get(node.name)
-    if hs is None or not policy.is_mig_host(node.name):
+    if not policy.is_mig_host(node.name):
         return False
     if node.labels.get(MIG_CONFIG_STATE_LABEL) != MIG_SUCCESS:
         return True
+    hs = policy.sharing[node.name]
     expected = sum(o.units for m in attached.values() if (o := hs.offer(m, resource)) is not None)
     return node.gpu_allocatable.get(resource, 0) < expected
 
@@ -212,7 +212,7 @@ def _attached(st: _Node, uid: str, it: Intent, pod: PodView) -> None:
         return
     st.intents[uid] = replace(it, since=st.now, plugin_restarts=it.plugin_restarts + 1)
     message = f"{st.node.name} does not advertise {it.resource} after {wait:.0f} s"
-    if _mig_settling(st.node, st.policy, st.attached, it.resource) and state != MIG_SUCCESS:
+    if mig and state != MIG_SUCCESS:
         message += f" (MIG host: {MIG_CONFIG_STATE_LABEL} is {state or 'not set'}, not {MIG_SUCCESS})"
     elif _mig_settling(st.node, st.policy, st.attached, it.resource):
         message += " (MIG host: not every attached GPU is partitioned yet)"
