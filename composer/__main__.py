@@ -38,7 +38,7 @@ from composer.run.dra_start import DraUnsupported, start_dra
 from composer.run.loop import run_loop
 from composer.run.wiring import build, fabric_factory
 from composer.shell import config
-from composer.shell.edit_handover import EditCanceller, edit_handover
+from composer.shell.edit_handover import EditCanceller, edit_handover, sweep
 from composer.shell.health import Probes, serve
 from composer.shell.kube import KubeError
 from composer.shell.leader import LeaseElector
@@ -122,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, on_signal)
     elector = None
     if settings.leader_election:
-        director = cast(Callable[[], EditCanceller], fabric_factory(settings))  # DirectorClient objects
-        elector = LeaseElector(kube, settings, handover=edit_handover(settings.director_url, director))
+        elector = LeaseElector(kube, settings, handover=edit_handover(settings.director_url))
         threading.Thread(
             target=elector.run,
             args=(stop,),
@@ -133,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         ).start()
     else:
         metrics.leader.set(1)
+    leading = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+    threading.Thread(
+        target=sweep,
+        args=(settings.director_url, cast(Callable[[], EditCanceller], fabric_factory(settings))),
+        kwargs={"leading": leading, "stop": stop},
+        name="composer-edit-sweep",
+        daemon=True,
+    ).start()
     if wired.cache is not None:
         wired.cache.start()  # rounds are skipped until every kind has been listed once
 

@@ -1,15 +1,18 @@
-"""The Director edits a leader may have left open, handed to the next leader through the Lease.
+"""The Director edits a leader may have left open: cancelled by a sweep while it leads, and
+handed to the next leader through the Lease.
 
 An edit of a machine (``fabric/edit``) or of a group's pool (``pool/edit``) whose opening lost its
 answer may be open on the Director, and an open edit refuses every later one on that machine or
-group (HTTP 409). The process that lost the answer cancels it once no job of it can still run
-(:mod:`dynamic_providers.director.client`); a leader that dies first would leave it open for good.
-So every Lease write carries those edits in the annotation :data:`EDITS_ANNOTATION` and a new
-leader takes them over: its next opening of each waits the same ``job_timeout`` from the lost
-answer and cancels it, and a sweep (:func:`sweep`) cancels those no opening comes to. The edits
-handed over are those whose opening lost its answer and those the leader was opening or holding
-open at its last renewal; one opened after it (at most ``leaseRetrySeconds`` before the leader
-died) is not handed over.
+group (HTTP 409), to every client of the Director. The process that lost the answer cancels it
+once no job of it can still run (:mod:`dynamic_providers.director.client`): its next opening of
+that machine or group does, and, for one no opening comes to, :func:`sweep`, which the composer
+runs on a thread for as long as it lives and which acts while it leads. A leader that dies first
+would leave it open for good. So every Lease write carries those edits in the annotation
+:data:`EDITS_ANNOTATION` and a new leader takes them over: its next opening of each waits the same
+``job_timeout`` from the lost answer and cancels it, and its sweep cancels those no opening comes
+to. The edits handed over are those whose opening lost its answer and those the leader was
+opening or holding open at its last renewal; one opened after it (at most ``leaseRetrySeconds``
+before the leader died) is not handed over.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -31,9 +33,9 @@ log = logging.getLogger(__name__)
 EDITS_ANNOTATION = "composer.liqid.io/director-edits-left-open"
 
 
-#: Pause between sweeps (s), and how long a sweep goes on before giving up (s).
+#: Pause between sweeps, seconds: an edit left open is cancelled at most this long after its
+#: ``job_timeout`` has run out.
 SWEEP_EVERY_SECONDS = 5.0
-SWEEP_FOR_SECONDS = 900.0
 
 
 class EditCanceller(Protocol):
@@ -48,32 +50,37 @@ def sweep(
     director_url: str,
     client: Callable[[], EditCanceller],
     *,
-    every: float = SWEEP_EVERY_SECONDS,
-    give_up_after: float = SWEEP_FOR_SECONDS,
-    stop: threading.Event | None = None,
+    leading: Callable[[], bool] = lambda: True,
+    every: float | None = None,
+    stop: threading.Event,
 ) -> None:
-    """Until no edit is recorded as left open on ``director_url`` (or ``give_up_after`` seconds or
-    ``stop``), every ``every`` seconds let one client from ``client()`` cancel the due ones
-    (``DirectorClient.cancel_edits_left_open``); a failed call is logged and tried again."""
-    stop = stop or threading.Event()
-    deadline = time.monotonic() + give_up_after
-    c = client()
+    """Until ``stop`` is set, every ``every`` seconds (default :data:`SWEEP_EVERY_SECONDS`) while
+    ``leading()``: let one client from
+    ``client()`` (made at the first sweep that has something to do) cancel the edits this process
+    may have left open on ``director_url`` whose jobs can no longer run
+    (``DirectorClient.cancel_edits_left_open``); a failed call is logged and tried again at the
+    next sweep. A follower sends nothing: an edit it lost the answer of was handed to the leader."""
+    c: EditCanceller | None = None
+    pause = SWEEP_EVERY_SECONDS if every is None else every
     try:
-        while edits_left_open(director_url) and time.monotonic() < deadline and not stop.is_set():
+        while not stop.wait(pause):
+            if not leading() or not edits_left_open(director_url):
+                continue
             try:
+                c = c or client()
                 cancelled = c.cancel_edits_left_open()
                 if cancelled:
                     log.info("cancelled Director edits left open: %s", ", ".join(cancelled))
             except DirectorError as exc:
                 log.warning("could not cancel the Director edits left open yet: %s", exc)
-            stop.wait(every)
     finally:
-        c.close()
+        if c is not None:
+            c.close()
 
 
-def edit_handover(director_url: str, client: Callable[[], EditCanceller] | None = None) -> Handover:
+def edit_handover(director_url: str) -> Handover:
     """The :class:`~composer.shell.leader.Handover` of the edits left open on ``director_url``;
-    with ``client``, inheriting edits also starts :func:`sweep` on a daemon thread."""
+    inherited edits are cancelled by the next opening of each or by :func:`sweep`."""
 
     def annotations() -> Mapping[str, str]:
         edits = edits_left_open(director_url)
@@ -92,8 +99,5 @@ def edit_handover(director_url: str, client: Callable[[], EditCanceller] | None 
         log.info("taking over Director edits the previous leader may have left open: %s",
                  ", ".join(sorted(parsed)))
         inherit_edits_left_open(director_url, parsed)
-        if client is not None and parsed:
-            threading.Thread(target=sweep, args=(director_url, client), name="composer-edit-sweep",
-                             daemon=True).start()
 
     return Handover(annotations=annotations, inherit=inherit)

@@ -81,24 +81,34 @@ from .models import (
 )
 from .planning import natural_key
 
-_POOL_LOCKS: dict[tuple[str, int], threading.Lock] = {}
-_POOL_LOCKS_GUARD = threading.Lock()
+_EDIT_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_EDIT_LOCKS_GUARD = threading.Lock()
 #: First pause before asking again for an edit another client holds, seconds.
 FIRST_EDIT_POLL_SECONDS = 0.02
 
 
+def edit_lock(director: str, key: str) -> threading.Lock:
+    """The process-wide lock of one edit on one Director (``director``: its base URL; ``key``:
+    ``"machine:<mach_id>"`` or ``"group:<grp_id>"``): held from the opening (``fabric/edit``,
+    ``pool/edit``) to its end (``fabric/reprogram``, ``pool/done``, or the cancel), and by
+    :meth:`DirectorClient.cancel_edits_left_open` while it cancels one, so that it never cancels
+    an edit a transaction of this process has just opened."""
+    with _EDIT_LOCKS_GUARD:
+        return _EDIT_LOCKS.setdefault((director, key), threading.Lock())
+
+
 def group_pool_lock(director: str, grp_id: int) -> threading.Lock:
-    """The process-wide lock of one group's pool on one Director (``director``: its base URL):
-    held from ``pool/edit`` to ``pool/done`` (or ``pool/cancel``)."""
-    with _POOL_LOCKS_GUARD:
-        return _POOL_LOCKS.setdefault((director, grp_id), threading.Lock())
+    """The process-wide lock of one group's pool on one Director (:func:`edit_lock` of
+    ``"group:<grp_id>"``): held from ``pool/edit`` to ``pool/done`` (or ``pool/cancel``)."""
+    return edit_lock(director, f"group:{grp_id}")
 
 
 #: Edits this process may have left open, (Director URL, ``"machine:<id>"`` / ``"group:<id>"``)
 #: -> ``time.monotonic()`` when their opening call lost its answer (timeout, connection reset):
 #: the Director may have opened the edit, and may still run a job for it (an HTTP 202 answer
 #: that never arrived), so nothing is sent about it until the longest job wait (``job_timeout``)
-#: has passed since; then the next opening cancels it first.
+#: has passed since; then the next opening cancels it first, or, for one no opening comes to,
+#: :meth:`DirectorClient.cancel_edits_left_open` (the composer's leader calls it every few seconds).
 _LEFT_OPEN: dict[tuple[str, str], float] = {}
 #: Those of :data:`_LEFT_OPEN` handed over by another process: most were closed before it stopped,
 #: so an opening is tried first and the wait-and-cancel applies only when the Director refuses it.
@@ -485,6 +495,10 @@ class DirectorClient:
         can still run (``job_timeout`` after it), and forget it; a later opening would do the same
         for its own machine or group, this does it for those no opening comes to.
 
+        A key whose :func:`edit_lock` a transaction of this process holds is left for that
+        transaction's opening (which cancels it first) or for a later call, and one recorded anew
+        since it fell due is left too: neither may cancel an edit this process opened since.
+
         Returns:
             The keys (``machine:<id>`` / ``group:<id>``) dealt with: cancelled, or refused because
             the Director had no such edit open (logged).
@@ -494,18 +508,25 @@ class DirectorClient:
         """
         now = time.monotonic()
         with _LEFT_OPEN_GUARD:
-            due = sorted(key for (url, key), at in _LEFT_OPEN.items()
+            due = sorted((key, at) for (url, key), at in _LEFT_OPEN.items()
                          if url == self._director and at + self._t.job_timeout <= now)
         done = []
-        for key in due:
-            kind, _, ident = key.partition(":")
-            if kind == "machine":
-                self._cancel_quietly(self.machine(int(ident)))
-            else:
-                grp = self.group(int(ident))
-                with group_pool_lock(self._director, grp.grp_id):
+        for key, at in due:
+            lock = edit_lock(self._director, key)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                if _left_open(self._director, key) != at:
+                    continue
+                kind, _, ident = key.partition(":")
+                if kind == "machine":
+                    self._cancel_quietly(self.machine(int(ident)))
+                else:
+                    grp = self.group(int(ident))
                     self._cancel_pool_quietly(self._group_pool(grp), grp)
-            _left_open(self._director, key, mark=False)
+                _left_open(self._director, key, mark=False)
+            finally:
+                lock.release()
             done.append(key)
         return done
 
@@ -770,7 +791,8 @@ class DirectorClient:
         answer to ``fabric/edit`` itself (timeout, connection reset) the Director may have opened
         the edit, and an edit left open refuses every later one on the machine: it is recorded
         (:func:`_left_open`) and cancelled by a later opening once no job of it can still run."""
-        with _editing(self._director, f"machine:{m.mach_id}"):
+        key = f"machine:{m.mach_id}"
+        with edit_lock(self._director, key), _editing(self._director, key):
             self._open_edit(m)
             try:
                 for n in attach:

@@ -9,7 +9,6 @@ import time
 import pytest
 import requests
 
-from composer.shell.edit_handover import sweep
 from dynamic_providers.director import client as client_mod
 from dynamic_providers.director import errors
 from dynamic_providers.director.client import DirectorClient, edits_left_open, inherit_edits_left_open
@@ -323,28 +322,6 @@ def test_an_edit_handed_over_but_closed_does_not_hold_up_the_new_leader(
         c.compose("blade-slot-1", ["gpu2"])
     assert time.monotonic() - t0 < 10
     assert sim.calls("POST fabric/edit/cancel") == 0
-    assert edits_left_open(sim.url) == {}
-
-
-def test_edits_handed_over_that_no_opening_comes_to_are_cancelled_by_the_sweep(
-    sim: Sim, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Killed while a fabric edit and a pool edit were open (jobs past the old leader's patience):
-    # the new leader opens neither, and the sweep cancels both once no job of them can run.
-    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
-    sim.fault(kind="open_edit", machine="blade-slot-2")
-    slot2 = sim.machine_id("blade-slot-2")
-    group = next(m["grp_id"] for m in sim.state()["machines"] if m["name"] == "blade-slot-2")
-    name = next(g["name"] for g in sim.state()["groups"] if g["grp_id"] == group)
-    sim.fault(kind="open_pool_edit", group=name)
-    handed = {f"machine:{slot2}": time.time(), f"group:{group}": time.time()}
-    inherit_edits_left_open(sim.url, handed)
-    with make_client(sim.url, job_timeout=0.6) as c:
-        assert c.cancel_edits_left_open() == []  # a job of them may still run
-    assert sim.state()["edits"] != {}
-    sweep(sim.url, lambda: make_client(sim.url, job_timeout=0.6), every=0.1, give_up_after=10)
-    assert sim.state()["edits"] == {} and sim.state()["pool_edits"] == {}
-    assert sim.calls("POST fabric/edit/cancel") == 1 and sim.calls("POST pool/cancel") == 1
     assert edits_left_open(sim.url) == {}
 
 

@@ -1,0 +1,162 @@
+"""The sweep that cancels the Director edits this process may have left open, on the simulator
+over real HTTP: edits handed over by a previous leader, edits whose own opening lost its answer,
+the composer process running it from its start, and the races it must not lose to a transaction."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import composer.__main__ as entry
+from composer.shell import edit_handover
+from composer.shell.edit_handover import sweep
+from composer.shell.metrics import Metrics
+from dynamic_providers.director import client as client_mod
+from dynamic_providers.director import errors
+from dynamic_providers.director.client import edits_left_open, inherit_edits_left_open
+
+from .conftest import PASSWORD, USER, Sim, make_client
+
+
+def test_edits_handed_over_that_no_opening_comes_to_are_cancelled_by_the_sweep(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Killed while a fabric edit and a pool edit were open (jobs past the old leader's patience):
+    # the new leader opens neither, and the sweep cancels both once no job of them can run.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="open_edit", machine="blade-slot-2")
+    slot2 = sim.machine_id("blade-slot-2")
+    group = next(m["grp_id"] for m in sim.state()["machines"] if m["name"] == "blade-slot-2")
+    name = next(g["name"] for g in sim.state()["groups"] if g["grp_id"] == group)
+    sim.fault(kind="open_pool_edit", group=name)
+    handed = {f"machine:{slot2}": time.time(), f"group:{group}": time.time()}
+    inherit_edits_left_open(sim.url, handed)
+    with make_client(sim.url, job_timeout=0.6) as c:
+        assert c.cancel_edits_left_open() == []  # a job of them may still run
+    assert sim.state()["edits"] != {}
+    _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.6))
+    assert sim.state()["edits"] == {} and sim.state()["pool_edits"] == {}
+    assert sim.calls("POST fabric/edit/cancel") == 1 and sim.calls("POST pool/cancel") == 1
+    assert edits_left_open(sim.url) == {}
+
+
+def _sweep_until_closed(sim: Sim, client, *, leading=lambda: True, within: float = 10.0) -> bool:
+    """Run the composer's sweep on a thread until the simulator has no edit open (True) or
+    ``within`` seconds pass (False); the sweep is stopped either way."""
+    stop = threading.Event()
+    t = threading.Thread(
+        target=sweep, args=(sim.url, client), kwargs={"leading": leading, "every": 0.1, "stop": stop}
+    )
+    t.start()
+    try:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            st = sim.state()
+            if not st["edits"] and not st["pool_edits"] and not edits_left_open(sim.url):
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        stop.set()
+        t.join(5)
+
+
+def test_a_pool_edit_whose_own_opening_lost_its_answer_is_cancelled_by_the_sweep_alone(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pool/edit is applied but its answer comes too late: the Director holds the edit open and
+    # refuses every other client's pool edit of the group until this process cancels it. No later
+    # compose comes to open it again; the sweep cancels it once its job can no longer run, and
+    # only while this process leads.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="delay", method="POST", path="pool/edit", delay_seconds=0.6, after=True, times=1)
+    with make_client(sim.url, timeout=0.3, retries=0) as c, pytest.raises(errors.DirectorUnavailableError):
+        c.compose("blade-slot-1", ["gpu0"])  # from the system pool: a pool transaction first
+    time.sleep(0.4)
+    assert sim.state()["pool_edits"] != {}
+    group = next(iter(edits_left_open(sim.url)))
+    assert group.startswith("group:")
+    assert not _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.6), leading=lambda: False,
+                                   within=1.5)
+    assert sim.calls("POST pool/cancel") == 0  # a follower sends nothing
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.6))
+    assert sim.calls("POST pool/cancel") == 1
+    assert sim.state()["violations"] == []  # nothing was sent while its job could still run
+
+
+def test_the_sweep_never_cancels_an_edit_a_transaction_of_this_process_holds(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lost answer on machine blade-slot-1 fell due; meanwhile a compose of this process holds
+    # the machine's edit lock (it opened a new edit of its own): the sweep leaves the key to it.
+    # A key recorded anew since it fell due is left too.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    slot1 = f"machine:{sim.machine_id('blade-slot-1')}"
+    client_mod._left_open(sim.url, slot1, mark=True)
+    sim.fault(kind="open_edit", machine="blade-slot-1")
+    time.sleep(0.7)
+    with make_client(sim.url, job_timeout=0.6) as c:
+        with client_mod.edit_lock(sim.url, slot1):
+            assert c.cancel_edits_left_open() == []
+        assert sim.state()["edits"] != {} and sim.calls("POST fabric/edit/cancel") == 0
+        assert edits_left_open(sim.url) != {}
+        real = client_mod._left_open
+
+        def marked_anew_after_the_due_check(director, key, *, mark=None):
+            if mark is None:  # the re-check under the lock sees a newer lost answer
+                client_mod._LEFT_OPEN[(director, key)] = time.monotonic()
+            return real(director, key, mark=mark)
+
+        monkeypatch.setattr(client_mod, "_left_open", marked_anew_after_the_due_check)
+        assert c.cancel_edits_left_open() == []
+        assert sim.calls("POST fabric/edit/cancel") == 0
+        monkeypatch.setattr(client_mod, "_left_open", real)
+        time.sleep(0.7)
+        assert c.cancel_edits_left_open() == [slot1]
+    assert sim.state()["edits"] == {} and sim.calls("POST fabric/edit/cancel") == 1
+
+
+def test_the_composer_process_cancels_an_edit_its_own_lost_answer_left_open(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python -m composer` (no leader election, so it leads) lost the answer to a pool/edit of
+    # its own, and no compose of that group follows: the sweep it starts with the process cancels
+    # the edit once the Director's job can no longer run, while the loop runs. The loop and the
+    # cluster side are replaced; the Director client, its settings and the sweep are the real ones.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    monkeypatch.setattr(edit_handover, "SWEEP_EVERY_SECONDS", 0.1)
+    group = next(g for g in sim.state()["groups"] if g["name"] == "gpu-pool")
+    sim.fault(kind="open_pool_edit", group="gpu-pool")
+    client_mod._left_open(sim.url, f"group:{group['grp_id']}", mark=True)
+
+    class Controller:
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(
+        entry, "build", lambda settings, **_: type("W", (), {"kube": None, "metrics": Metrics(),
+                                                             "controller": Controller(), "cache": None})()
+    )
+    seen: dict[str, Any] = {}
+
+    def loop(ctrl: object, stop: threading.Event, **_: object) -> int:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sim.state()["pool_edits"]:
+            time.sleep(0.05)
+        seen["open_at_end"] = sim.state()["pool_edits"]
+        return 0
+
+    monkeypatch.setattr(entry, "run_loop", loop)
+    monkeypatch.setenv("COMPOSER_LEADER_ELECTION", "false")
+    monkeypatch.setenv("COMPOSER_DIRECTOR_USERNAME", USER)
+    monkeypatch.setenv("COMPOSER_DIRECTOR_PASSWORD", PASSWORD)
+    code = entry.main(["--director-url", sim.url, "--director-job-timeout-seconds", "0.5",
+                       "--probe-port", "0", "--kubeconfig", "/nonexistent"])
+    assert code == 0
+    assert seen["open_at_end"] == {}
+    assert sim.calls("POST pool/cancel") == 1
+    assert edits_left_open(sim.url) == {}
+    assert sim.state()["violations"] == []
