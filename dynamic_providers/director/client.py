@@ -174,6 +174,13 @@ def inherit_edits_left_open(director: str, edits: Mapping[str, float]) -> None:
                 _INHERITED.add((director, key))
 
 
+def _may_be_open(cancel_error: DirectorError | None) -> bool:
+    """Whether an edit may still be open after a cancel that ended with ``cancel_error`` (None:
+    it was cancelled): only when the cancel got no answer or a server error (``transient``); a
+    refusal (4xx) is the Director saying it has no such edit open."""
+    return cancel_error is not None and cancel_error.transient
+
+
 def _waits(first: float, most: float) -> Iterable[float]:
     """Pauses between polls: ``first`` doubling up to ``most`` seconds, then ``most`` forever."""
     pause = min(first, most)
@@ -520,10 +527,12 @@ class DirectorClient:
                     continue
                 kind, _, ident = key.partition(":")
                 if kind == "machine":
-                    self._cancel_quietly(self.machine(int(ident)))
+                    err = self._cancel_quietly(self.machine(int(ident)))
                 else:
                     grp = self.group(int(ident))
-                    self._cancel_pool_quietly(self._group_pool(grp), grp)
+                    err = self._cancel_pool_quietly(self._group_pool(grp), grp)
+                if _may_be_open(err):
+                    continue  # no answer: kept for the next call
                 _left_open(self._director, key, mark=False)
             finally:
                 lock.release()
@@ -790,7 +799,8 @@ class DirectorClient:
         failure, unless a job still runs (ReconfigureMachineAction.java:75-113). After a lost
         answer to ``fabric/edit`` itself (timeout, connection reset) the Director may have opened
         the edit, and an edit left open refuses every later one on the machine: it is recorded
-        (:func:`_left_open`) and cancelled by a later opening once no job of it can still run."""
+        (:func:`_left_open`) and cancelled by a later opening once no job of it can still run.
+        So is an edit this transaction opened and could not close (:meth:`_left_after_failure`)."""
         key = f"machine:{m.mach_id}"
         with edit_lock(self._director, key), _editing(self._director, key):
             self._open_edit(m)
@@ -800,12 +810,28 @@ class DirectorClient:
                 for n in detach:
                     relate_api.detach_gpu(self._t, status=gpus[n].status, group=grp, machine=m)
                 self._reprogram(m, attach=attach, detach=detach)
-            except DirectorJobRunningError:
-                log.warning("a job still runs on machine %s: its fabric edit is left open", m.mach_name)
+            except BaseException as exc:
+                self._left_after_failure(key, lambda: self._cancel_quietly(m), exc,
+                                         what=f"fabric edit of machine {m.mach_name}")
                 raise
-            except BaseException:
-                self._cancel_quietly(m)
-                raise
+
+    def _left_after_failure(
+        self, key: str, cancel: Callable[[], DirectorError | None], exc: BaseException, *, what: str
+    ) -> None:
+        """After step ``exc`` of an open edit ``key`` failed: cancel it now, unless a job still
+        runs (DirectorJobRunningError: LIQID's SDK sends nothing while one does). An edit left
+        open that way, or whose cancel got no answer (:func:`_may_be_open`), is recorded as left open
+        (:func:`_left_open`): the next opening of ``key`` or ``cancel_edits_left_open`` cancels it
+        once no job of it can still run (``job_timeout`` from now); unrecorded, it would refuse
+        every later edit of the machine or group, to every client, for good."""
+        if isinstance(exc, DirectorJobRunningError):
+            log.warning("a job still runs: the %s is left open, cancelled after %g s",
+                        what, self._t.job_timeout)
+        elif _may_be_open(cancel()):
+            log.warning("the %s may be left open: cancelled after %g s", what, self._t.job_timeout)
+        else:
+            return
+        _left_open(self._director, key, mark=True)
 
     def _group_pool(self, grp: Group) -> GroupPool:
         """The ``GroupPool`` body of ``grp``: coordinates and fabric id are read once per client
@@ -820,9 +846,11 @@ class DirectorClient:
     ) -> None:
         """pool/edit -> predevice/gpu POST (``add``) or DELETE (``remove``) each -> pool/done;
         pool/cancel on a failure, unless a job still runs (AssignToGroupAction.java:56-80); a lost
-        answer to ``pool/edit`` itself is handled as in :meth:`_transaction`."""
+        answer to ``pool/edit`` itself, and an edit it could not close, are handled as in
+        :meth:`_transaction`."""
         pool = self._group_pool(grp)
-        with group_pool_lock(self._director, grp.grp_id), _editing(self._director, f"group:{grp.grp_id}"):
+        key = f"group:{grp.grp_id}"
+        with group_pool_lock(self._director, grp.grp_id), _editing(self._director, key):
             self._open_pool_edit(pool, grp)
             try:
                 for n in add:
@@ -830,21 +858,20 @@ class DirectorClient:
                 for n in remove:
                     predevice_api.remove_gpu_from_group(self._t, status=gpus[n].status, group=grp)
                 pool_api.done(self._t, pool=pool)
-            except DirectorJobRunningError:
-                log.warning("a job still runs on group %s: its pool edit is left open", grp.group_name)
-                raise
-            except BaseException:
-                self._cancel_pool_quietly(pool, grp)
+            except BaseException as exc:
+                self._left_after_failure(key, lambda: self._cancel_pool_quietly(pool, grp), exc,
+                                         what=f"pool edit of group {grp.group_name}")
                 raise
 
-    def _cancel_pool_quietly(self, pool: GroupPool, grp: Group) -> bool:
-        """``pool/cancel``; False (logged) when the Director refused it or did not answer."""
+    def _cancel_pool_quietly(self, pool: GroupPool, grp: Group) -> DirectorError | None:
+        """``pool/cancel``; None when done, else the error (logged): the Director refused it, or
+        did not answer (``transient``: the edit may still be open)."""
         try:
             pool_api.cancel(self._t, pool=pool)
         except DirectorError as exc:
             log.warning("could not cancel the pool edit of group %s: %s", grp.group_name, exc)
-            return False
-        return True
+            return exc
+        return None
 
     def _open_pool_edit(self, pool: GroupPool, grp: Group) -> None:
         self._open_when_free(
@@ -870,7 +897,7 @@ class DirectorClient:
         busy: str,
         clear: str,
         machine: str | None = None,
-        left_open: tuple[str, Callable[[], bool]] | None = None,
+        left_open: tuple[str, Callable[[], DirectorError | None]] | None = None,
     ) -> None:
         """Call ``open_edit()`` until the Director no longer answers that another edit is open,
         for at most ``edit_wait`` seconds (pauses from :data:`FIRST_EDIT_POLL_SECONDS` growing to
@@ -894,9 +921,10 @@ class DirectorClient:
                 raise
             except DirectorJobFailedError:
                 # the opening's job ended in FAILURE, the edit maybe open: no job of it runs any
-                # more, so it is cancelled now (left open, it would refuse every later edit)
-                if left_open is not None:
-                    left_open[1]()
+                # more, so it is cancelled now (left open, it would refuse every later edit), or
+                # recorded as left open when the cancel fails
+                if left_open is not None and _may_be_open(left_open[1]()):
+                    _left_open(self._director, left_open[0], mark=True)
                 raise
             except DirectorUnavailableError:
                 if left_open is not None:  # the Director may have opened it: see _left_open
@@ -934,12 +962,13 @@ class DirectorClient:
                 time.sleep(next(waits))
 
     def _clear_left_open(
-        self, key: str, cancel: Callable[[], bool], *, busy: str, machine: str | None
+        self, key: str, cancel: Callable[[], DirectorError | None], *, busy: str, machine: str | None
     ) -> None:
         """Before opening edit ``key``: if this process may have left it open (:func:`_left_open`),
         wait until no job of it can still run (``job_timeout`` after the lost answer; LIQID's SDK
         sends nothing while a job runs), then cancel it (an error, when the Director had not
-        opened it, is logged) and forget it.
+        opened it, is logged) and forget it; a cancel without an answer keeps it recorded, for
+        the sweep (``cancel_edits_left_open``) to try again.
 
         Raises:
             DirectorConflictError: that moment is more than ``edit_wait`` seconds away (nothing sent).
@@ -956,9 +985,11 @@ class DirectorClient:
             )
         if wait > 0:
             time.sleep(wait)
-        if cancel():
+        err = cancel()
+        if err is None:
             log.info("cancelled the edit of %s that an opening without an answer had left open", key)
-        _left_open(self._director, key, mark=False)
+        if err is None or not err.transient:  # else kept: the sweep tries again
+            _left_open(self._director, key, mark=False)
 
     def _reprogram(self, m: Machine, *, attach: Sequence[str], detach: Sequence[str]) -> None:
         start = time.monotonic()
@@ -993,14 +1024,15 @@ class DirectorClient:
         }
         return set(attach) <= held and not held & set(detach)
 
-    def _cancel_quietly(self, m: Machine) -> bool:
-        """``fabric/edit/cancel``; False (logged) when the Director refused it or did not answer."""
+    def _cancel_quietly(self, m: Machine) -> DirectorError | None:
+        """``fabric/edit/cancel``; None when done, else the error (logged): the Director refused
+        it, or did not answer (``transient``: the edit may still be open)."""
         try:
             fabric_api.cancel_edit(self._t, machine=m)
         except DirectorError as exc:
             log.warning("could not cancel the fabric edit on %s: %s", m.mach_name, exc)
-            return False
-        return True
+            return exc
+        return None
 
     def _undo_compose(
         self, m: Machine, names: Sequence[str], already: set[str], moved: list[str], exc: DirectorError

@@ -160,3 +160,58 @@ def test_the_composer_process_cancels_an_edit_its_own_lost_answer_left_open(
     assert sim.calls("POST pool/cancel") == 1
     assert edits_left_open(sim.url) == {}
     assert sim.state()["violations"] == []
+
+
+def test_a_pool_edit_whose_cancel_failed_after_a_failed_step_is_recorded_and_swept(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pool edit opened, adding the GPU failed, and the pool/cancel after it failed too (the
+    # soak's partition): the edit is open on the Director with no opening of this process to
+    # come. It is recorded as left open, so the sweep cancels it once no job of it can run.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="error", method="POST", path="predevice/gpu", status=500, times=1)
+    sim.fault(kind="error", method="POST", path="pool/cancel", status=503, times=1)
+    with make_client(sim.url, retries=0, job_timeout=0.6) as c, pytest.raises(errors.DirectorServerError):
+        c.compose("blade-slot-1", ["gpu0"])  # from the system pool: a pool transaction first
+    assert sim.state()["pool_edits"] != {}
+    assert [k for k in edits_left_open(sim.url) if k.startswith("group:")]
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.6))
+    assert sim.calls("POST pool/cancel") == 2
+
+
+def test_a_fabric_edit_left_open_while_its_job_runs_is_recorded_and_swept_after_it(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # relate/gpu answers 202 and its job outlasts the client's wait: nothing is cancelled while
+    # it runs (the simulator records a call sent meanwhile as a violation), and the fabric edit is
+    # recorded as left open, so the sweep cancels it after the job wait, with no violation.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="async", method="POST", path="relate/gpu", delay_seconds=1.5, times=1)
+    with (
+        make_client(sim.url, retries=0, job_timeout=0.4, job_poll_interval=0.05) as c,
+        pytest.raises(errors.DirectorJobRunningError),
+    ):
+        c.compose("blade-slot-1", ["gpu2"])
+    assert sim.state()["edits"] != {} and sim.calls("POST fabric/edit/cancel") == 0
+    assert f"machine:{sim.machine_id('blade-slot-1')}" in edits_left_open(sim.url)
+    # the job ends 1.5 s after it started: a sweep with that job wait cancels after it, not before
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=1.6))
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.state()["violations"] == []
+
+
+def test_the_sweep_keeps_an_edit_whose_cancel_got_no_answer(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sweep's cancel that fails with a server error leaves the key recorded for the next one.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    slot1 = f"machine:{sim.machine_id('blade-slot-1')}"
+    sim.fault(kind="open_edit", machine="blade-slot-1")
+    client_mod._left_open(sim.url, slot1, mark=True)
+    sim.fault(kind="error", method="POST", path="fabric/edit/cancel", status=503, times=1)
+    time.sleep(0.7)
+    with make_client(sim.url, retries=0, job_timeout=0.6) as c:
+        assert c.cancel_edits_left_open() == []
+        assert slot1 in edits_left_open(sim.url) and sim.state()["edits"] != {}
+        assert c.cancel_edits_left_open() == [slot1]
+    assert sim.state()["edits"] == {} and edits_left_open(sim.url) == {}
