@@ -227,6 +227,16 @@ def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:
     return seen == wanted
 
 
+def pod_ready(pod: client.V1Pod, *, container: str | None = None) -> bool:
+    """True when ``pod`` is not terminating, is in phase Running and reports its containers
+    ready (probes green): every container, or only the one named ``container`` (which must be
+    listed). Reads the object only, no API call."""
+    if pod.metadata.deletion_timestamp is not None or pod.status.phase != "Running":
+        return False
+    statuses = [c for c in (pod.status.container_statuses or []) if container is None or c.name == container]
+    return bool(statuses) and all(c.ready for c in statuses)
+
+
 def default_serviceaccount_ready(api: client.ApiClient, namespace: str = "default") -> bool:
     """True once kube-controller-manager has created the namespace's default ServiceAccount."""
     try:

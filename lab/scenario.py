@@ -211,11 +211,9 @@ def composer_pods(core: client.CoreV1Api, namespace: str) -> list[ComposerPod]:
     """Ready (probes green), not terminating Pods of the composer chart in ``namespace``."""
     out = []
     for p in core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=composer").items:
-        statuses = [c for c in (p.status.container_statuses or []) if c.name == "composer"]
-        if p.metadata.deletion_timestamp is None and p.status.phase == "Running" and statuses \
-                and statuses[0].ready:
-            out.append(ComposerPod(p.metadata.name, p.spec.node_name, statuses[0].image,
-                                   statuses[0].image_id))
+        if kube.pod_ready(p, container="composer"):
+            status = next(c for c in p.status.container_statuses if c.name == "composer")
+            out.append(ComposerPod(p.metadata.name, p.spec.node_name, status.image, status.image_id))
     return sorted(out, key=lambda c: c.name)
 
 

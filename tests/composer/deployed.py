@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from domain.composer_mode import DRA_DRIVER
 from lab import node as lab_node
+from lab.kube import pod_ready
 from lab.settings import MOTHERSHIP_PORTS, LabConfig
 from tests.composer.harness import (
     CHART,
@@ -103,9 +104,8 @@ class Deployed:
         return [p for p in pods if p.metadata.deletion_timestamp is None]
 
     def ready_pods(self) -> list[client.V1Pod]:
-        """Pods Running with every container ready (probes green)."""
-        return [p for p in self.pods() if p.status.phase == "Running"
-                and all(cs.ready for cs in (p.status.container_statuses or []))]
+        """Pods Running with every container ready (probes green): :func:`lab.kube.pod_ready`."""
+        return [p for p in self.pods() if pod_ready(p)]
 
     def leader(self) -> str | None:
         """holderIdentity of the scenario's Lease (a Pod name)."""

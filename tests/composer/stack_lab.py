@@ -31,6 +31,7 @@ from pulumi import automation as auto
 
 from domain.reclaim import DEFAULT_OWNER_TAG
 from dynamic_providers.director.client import DirectorClient
+from lab.kube import pod_ready
 from tests.composer.harness import SIM_PASSWORD, SIM_USER, Scenario, wait_for
 from tests.pulumi_project import file_backend, local_project
 
@@ -211,12 +212,11 @@ def composer_pods(
     api: client.ApiClient, estate: dict[str, Any], *, ready: bool = False
 ) -> list[client.V1Pod]:
     """The Pods of the estate's composer Deployment (the chart's ``app.kubernetes.io/name=composer``
-    and instance labels); ``ready``: only those Running with every container ready."""
+    and instance labels); ``ready``: only those :func:`lab.kube.pod_ready`."""
     c = estate["composer"]
     selector = f"app.kubernetes.io/name=composer,app.kubernetes.io/instance={c['release_name']}"
     pods = client.CoreV1Api(api).list_namespaced_pod(c["namespace"], label_selector=selector).items
-    return [p for p in pods if not ready or (
-        p.status.phase == "Running" and all(cs.ready for cs in p.status.container_statuses or []))]
+    return [p for p in pods if not ready or pod_ready(p)]
 
 
 def release_composer_gpus(sc: Scenario, estate: dict[str, Any]) -> list[str]:

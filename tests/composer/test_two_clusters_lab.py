@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from pulumi import automation as auto
 
 from lab import node as lab_node
+from lab.kube import pod_ready
 from tests.composer.harness import (
     E2E_LABEL,
     SIM_PASSWORD,
@@ -249,12 +250,7 @@ def _pod_ips(api: client.ApiClient, namespace: str) -> set[str]:
 
 
 def _ready_pods(api: client.ApiClient, namespace: str) -> list[client.V1Pod]:
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace).items
-    return [
-        p
-        for p in pods
-        if p.status.phase == "Running" and all(c.ready for c in p.status.container_statuses or [])
-    ]
+    return [p for p in client.CoreV1Api(api).list_namespaced_pod(namespace).items if pod_ready(p)]
 
 
 def _names(value: Any) -> Iterator[tuple[str, str]]:
