@@ -75,7 +75,7 @@ class KubeWrites(Protocol):
 
     def gpu_pods_on_node(self, node: str) -> list[str]: ...
 
-    def delete_device_plugin_pods(self, node: str, namespace: str, selector: str) -> list[str]: ...
+    def restart_daemonset_pods(self, node: str, namespace: str, selector: str) -> list[str]: ...
 
     def create_event(self, ev: EventSpec) -> None: ...
 
@@ -267,13 +267,13 @@ class Executor:
         if job.cancel_edit:
             self._cancel_edit(job.node)
         if job.restart_plugin:
-            deleted = self.kube.delete_device_plugin_pods(
+            deleted = self.kube.restart_daemonset_pods(
                 job.node, self.plugin_namespace, self.plugin_selector
             )
             self.metrics.plugin_restarts.inc(len(deleted))
             log.info("restarted device-plugin pod(s) %s on %s", deleted, job.node)
             if self.policy.is_mig_host(job.node):
-                migs = self.kube.delete_device_plugin_pods(
+                migs = self.kube.restart_daemonset_pods(
                     job.node, self.plugin_namespace, self.mig_manager_selector
                 )
                 log.info("restarted mig-manager pod(s) %s on MIG host %s", migs, job.node)

@@ -314,10 +314,15 @@ class KubeApi:
                 time.sleep(0.05 * (i + 1))
         raise KubeError("PATCH", f"nodes/{node}", None, "no attempts made")
 
-    def delete_device_plugin_pods(self, node: str, namespace: str, selector: str) -> list[str]:
-        """Delete the device-plugin pods on ``node`` (their DaemonSet recreates them).
+    def restart_daemonset_pods(self, node: str, namespace: str, selector: str) -> list[str]:
+        """Delete the pods matching label ``selector`` in ``namespace`` on ``node`` (the device
+        plugin's, the mig-manager's: their DaemonSet recreates them); a pod already gone is
+        skipped.
 
         Returns the names deleted.
+
+        Raises:
+            KubeError: listing or a delete failed (other than 404).
         """
         items = self._list(
             self.core.list_namespaced_pod,

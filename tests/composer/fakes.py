@@ -334,7 +334,7 @@ class FakeKube:
         else:
             status["nominatedNodeName"] = node
 
-    def delete_device_plugin_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
+    def restart_daemonset_pods(self, node_name: str, namespace: str, selector: str) -> list[str]:
         self.pod_restarts.append((node_name, selector))
         if selector != "app=nvidia-device-plugin-daemonset":
             return [f"{selector.split('=')[-1]}-{node_name}"]
