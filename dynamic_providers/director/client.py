@@ -104,10 +104,12 @@ def group_pool_lock(director: str, grp_id: int) -> threading.Lock:
 
 
 #: Edits this process may have left open, (Director URL, ``"machine:<id>"`` / ``"group:<id>"``)
-#: -> ``time.monotonic()`` when their opening call lost its answer (timeout, connection reset):
-#: the Director may have opened the edit, and may still run a job for it (an HTTP 202 answer
-#: that never arrived), so nothing is sent about it until the longest job wait (``job_timeout``)
-#: has passed since; then the next opening cancels it first, or, for one no opening comes to,
+#: -> ``time.monotonic()`` when their opening call lost its answer (timeout, connection reset),
+#: or when a transaction left its edit open (a step's job still running, a cancel without an
+#: answer: ``DirectorClient._left_after_failure``): the Director may hold the edit open and may
+#: still run a job for it (an HTTP 202 answer that never arrived), so nothing is sent about it
+#: until the longest job wait (``job_timeout``) has passed since; then the next opening cancels
+#: it first, or, for one no opening comes to,
 #: :meth:`DirectorClient.cancel_edits_left_open` (the composer's leader calls it every few seconds).
 _LEFT_OPEN: dict[tuple[str, str], float] = {}
 #: Those of :data:`_LEFT_OPEN` handed over by another process: most were closed before it stopped,
@@ -979,8 +981,10 @@ class DirectorClient:
         wait = lost_at + self._t.job_timeout - time.monotonic()
         if wait > self.edit_wait:
             raise DirectorConflictError(
-                f"{busy}, maybe by this client: its opening got no answer {time.monotonic() - lost_at:.0f} s "
-                f"ago, and a job of it may run for {self._t.job_timeout:g} s; it is cancelled after that",
+                f"{busy}, maybe by this client: it may have left the edit open "
+                f"{time.monotonic() - lost_at:.0f} s ago (an answer or a cancel that did not come, or a "
+                f"job still running), and a job of it may run for {self._t.job_timeout:g} s; "
+                "it is cancelled after that",
                 machine=machine,
             )
         if wait > 0:
