@@ -5,7 +5,9 @@ Starts (or adopts) the lab's control plane as the test suite's ``lab`` fixture d
 composer's lab harness (``tests.composer.harness``: Director simulator with the ``rich.yaml``
 inventory, four kwok Nodes, the GPU-Operator stand-in, the composer as a process with the
 pod-gating webhook) behind a cuttable relay, then :func:`bench.soak.run.soak`. Writes
-``<out>/soak-<seed>.json`` and ``<out>/SOAK.md``. Exit code 1 when an invariant was violated.
+``<out>/soak-<seed>.json`` and ``<out>/SOAK.md``. Exit code 1 when an invariant was violated;
+then the run's process logs (composer replicas, Director simulator, GPU-Operator stand-in) are
+kept in ``.lab/soak-<seed>/`` (:func:`keep_logs`), as the evidence a violation needs.
 
 ``--seconds`` defaults to ``$SOAK_SECONDS`` or 1800; ``--seed`` to ``$SOAK_SEED`` or the time.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -30,6 +33,20 @@ from lab.settings import LabConfig
 from tests.composer import harness
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def keep_logs(src: Path, dest: Path) -> list[Path]:
+    """Copy every ``*.log`` file under ``src`` to ``dest`` (same relative paths), nothing else:
+    the work folder also holds the composer's service-account token and kubeconfig, which must
+    not be left in plaintext. Returns the copies' paths, sorted; ``dest`` is made if missing."""
+    out: list[Path] = []
+    for f in sorted(src.rglob("*.log")):
+        if f.is_file():
+            to = dest / f.relative_to(src)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, to)
+            out.append(to)
+    return out
 
 
 def flags() -> list[str]:
@@ -70,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 data = soak(lab, tl, cfg, out_dir=args.out, say=lambda m: print(m, flush=True))
                 relay.close()
+            if data["violations"]:
+                kept = ROOT / ".lab" / f"soak-{args.seed}"
+                print(f"soak: {len(keep_logs(tmp, kept))} log file(s) kept in {kept}", flush=True)
         finally:
             harness.delete_chart_rbac(api, ident)
     md = report.render(data, commit=commit(("composer", "bench/soak", "lab")))

@@ -80,6 +80,9 @@ class Sample:
         nodes: node names that exist.
         job_violations: how many changes the simulator refused so far because a job held
             their resource (cumulative).
+        edits_opened: when each open edit of ``edits`` was opened, by the Director's clock
+            (seconds since the epoch), where the Director says; an edit closed and opened
+            again between two samples then counts as a new one.
     """
 
     t: float
@@ -88,6 +91,7 @@ class Sample:
     busy: frozenset[str] = frozenset()
     nodes: frozenset[str] = frozenset()
     job_violations: int = 0
+    edits_opened: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -288,18 +292,22 @@ def unexplained_waits(
 
 
 def open_transactions(samples: Sequence[Sample], *, bound: float) -> list[Violation]:
-    """Edits open longer than ``bound`` seconds across consecutive samples, edits open in the
-    last sample, and changes the simulator refused because a job still held their resource."""
+    """Edits open longer than ``bound`` seconds, edits open in the last sample, and changes the
+    simulator refused because a job still held their resource. An edit's age runs from its
+    :attr:`Sample.edits_opened` time where given (a changed time is a new edit), else from the
+    first of the consecutive samples that show it open."""
     out: list[Violation] = []
     since: dict[str, float] = {}
+    opened_at: dict[str, float | None] = {}
     reported: set[str] = set()
     for s in samples:
         for key in list(since):
-            if key not in s.edits:
+            if key not in s.edits or s.edits_opened.get(key) != opened_at[key]:
                 since.pop(key)
                 reported.discard(key)
         for key in s.edits:
-            since.setdefault(key, s.t)
+            opened_at[key] = s.edits_opened.get(key)
+            since.setdefault(key, s.edits_opened.get(key, s.t))
             if s.t - since[key] > bound and key not in reported:
                 reported.add(key)
                 out.append(

@@ -58,6 +58,20 @@ def director_sample(state: Mapping[str, Any], t: float) -> tuple[tuple[GpuObs, .
     return gpus, edits, len(state.get("violations", []))
 
 
+def edits_opened(state: Mapping[str, Any]) -> dict[str, float]:
+    """When each open edit was opened by the Director's clock (seconds since the epoch), keyed
+    as :func:`director_sample` keys ``edits``; edits without ``opened_at`` are left out. Pure."""
+    mach = {m["mach_id"]: m["name"] for m in state["machines"]}
+    grp = {g["grp_id"]: g["name"] for g in state["groups"]}
+    out: dict[str, float] = {}
+    for prefix, names, records in (("fabric", mach, state.get("edits", {})),
+                                   ("pool", grp, state.get("pool_edits", {}))):
+        for k, rec in records.items():
+            if isinstance(rec, Mapping) and rec.get("opened_at") is not None:
+                out[f"{prefix}:{names.get(int(k), k)}"] = float(rec["opened_at"])
+    return out
+
+
 def history(state: Mapping[str, Any]) -> list[Attachment]:
     """Every machine's attach history (``connection_history``, milliseconds) as
     :class:`Attachment` records in seconds. Pure."""
@@ -155,7 +169,8 @@ class Observer:
             m = scrape(requests.get(self.metrics_url(), timeout=3).text)
         except requests.RequestException:
             m = {}
-        s = Sample(t, gpus, edits, busy, frozenset(n.metadata.name for n in nodes), refused)
+        s = Sample(t, gpus, edits, busy, frozenset(n.metadata.name for n in nodes), refused,
+                   edits_opened(state))
         with self._lock:
             self.last_state = state
             self.samples.append(s)

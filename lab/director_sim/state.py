@@ -128,6 +128,7 @@ class EditRecord(BaseModel):
 
     mach_id: int
     opened_by: str
+    opened_at: float = Field(default_factory=time.time, description="wall clock, seconds since the epoch")
     attach: list[str] = Field(default_factory=list)
     detach: list[str] = Field(default_factory=list)
     reprogramming: bool = False
@@ -138,6 +139,7 @@ class PoolEditRecord(BaseModel):
 
     grp_id: int
     opened_by: str
+    opened_at: float = Field(default_factory=time.time, description="wall clock, seconds since the epoch")
     add: list[str] = Field(default_factory=list)
     remove: list[str] = Field(default_factory=list)
     committing: bool = False

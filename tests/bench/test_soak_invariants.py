@@ -4,7 +4,7 @@ history and passes on a clean one, so none passes vacuously; the timeline is rep
 from __future__ import annotations
 
 from bench.soak import invariants as inv
-from bench.soak.observe import director_sample, history, scrape
+from bench.soak.observe import director_sample, edits_opened, history, scrape
 from bench.soak.plan import SoakConfig, timeline
 
 TAG = "gpu-composer"
@@ -82,6 +82,23 @@ def test_edit_open_past_bound_and_at_the_end_is_a_violation() -> None:
     assert "open since 0" in out[0].detail
 
 
+def test_edit_closed_and_opened_again_between_samples_is_two_edits() -> None:
+    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_opened={"fabric:n1": 0.0 if t < 60 else 58.0})
+               for t in range(0, 140, 10)] + [inv.Sample(140, ())]
+    assert inv.open_transactions(samples, bound=90) == []
+    same = [inv.Sample(t, (), edits=("fabric:n1",), edits_opened={"fabric:n1": 0.0})
+            for t in range(0, 140, 10)]
+    out = inv.open_transactions(same, bound=90)
+    assert [v.subject for v in out if "since 0.000" in v.detail] == ["fabric:n1"]
+
+
+def test_edit_age_runs_from_the_directors_opening_time_not_the_first_sample() -> None:
+    samples = [inv.Sample(t, (), edits=("pool:gpu-pool",), edits_opened={"pool:gpu-pool": 5.0})
+               for t in (50, 96)]
+    out = inv.open_transactions(samples, bound=90)
+    assert out and out[0].t == 96 and "open since 5.000 (91 s > 90 s)" in out[0].detail
+
+
 def test_refused_change_during_a_job_is_a_violation() -> None:
     out = inv.open_transactions([inv.Sample(0, (), job_violations=2)], bound=90)
     assert [v.subject for v in out] == ["director"]
@@ -118,6 +135,9 @@ def test_director_state_is_read_into_samples_and_history() -> None:
     assert gpus == (inv.GpuObs("gpu0", "n1", TAG, "gpu-pool"), inv.GpuObs("gpu1", None, "", None))
     assert edits == ("fabric:n1", "pool:gpu-pool") and refused == 1
     assert history(state) == [inv.Attachment("n1", "gpu0", 1.0, None)]
+    assert edits_opened(state) == {}
+    state["edits"] = {"1": {"opened_at": 12.5}}
+    assert edits_opened(state) == {"fabric:n1": 12.5}
 
 
 def test_metrics_are_summed_over_labels() -> None:
