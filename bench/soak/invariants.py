@@ -298,15 +298,13 @@ def open_transactions(samples: Sequence[Sample], *, bound: float) -> list[Violat
     first of the consecutive samples that show it open."""
     out: list[Violation] = []
     since: dict[str, float] = {}
-    opened_at: dict[str, float | None] = {}
     reported: set[str] = set()
     for s in samples:
         for key in list(since):
-            if key not in s.edits or s.edits_opened.get(key) != opened_at[key]:
+            if key not in s.edits or s.edits_opened.get(key, since[key]) != since[key]:
                 since.pop(key)
                 reported.discard(key)
         for key in s.edits:
-            opened_at[key] = s.edits_opened.get(key)
             since.setdefault(key, s.edits_opened.get(key, s.t))
             if s.t - since[key] > bound and key not in reported:
                 reported.add(key)

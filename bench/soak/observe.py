@@ -40,6 +40,19 @@ def _ts(x: datetime | None) -> float | None:
     return x.timestamp() if x is not None else None
 
 
+def _edit_records(state: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Each open edit of one ``GET /_sim/state`` answer as (``fabric:<machine>`` or
+    ``pool:<group>``, its record). Pure."""
+    mach = {m["mach_id"]: m["name"] for m in state["machines"]}
+    grp = {g["grp_id"]: g["name"] for g in state["groups"]}
+    return [
+        (f"{prefix}:{names.get(int(k), k)}", rec)
+        for prefix, names, records in (("fabric", mach, state.get("edits", {})),
+                                       ("pool", grp, state.get("pool_edits", {})))
+        for k, rec in records.items()
+    ]
+
+
 def director_sample(state: Mapping[str, Any], t: float) -> tuple[tuple[GpuObs, ...], tuple[str, ...], int]:
     """GPUs, open edits (``fabric:<machine>`` / ``pool:<group>``) and the count of refused
     changes, from one ``GET /_sim/state`` answer (``lab/director_sim/state.py``). Pure."""
@@ -49,27 +62,18 @@ def director_sample(state: Mapping[str, Any], t: float) -> tuple[tuple[GpuObs, .
         GpuObs(g["name"], mach.get(g.get("mach_id")), g.get("udesc") or "", grp.get(g.get("grp_id")))
         for g in state["gpus"]
     )
-    edits = tuple(
-        sorted(
-            [f"fabric:{mach.get(int(k), k)}" for k in state.get("edits", {})]
-            + [f"pool:{grp.get(int(k), k)}" for k in state.get("pool_edits", {})]
-        )
-    )
+    edits = tuple(sorted(key for key, _ in _edit_records(state)))
     return gpus, edits, len(state.get("violations", []))
 
 
 def edits_opened(state: Mapping[str, Any]) -> dict[str, float]:
     """When each open edit was opened by the Director's clock (seconds since the epoch), keyed
     as :func:`director_sample` keys ``edits``; edits without ``opened_at`` are left out. Pure."""
-    mach = {m["mach_id"]: m["name"] for m in state["machines"]}
-    grp = {g["grp_id"]: g["name"] for g in state["groups"]}
-    out: dict[str, float] = {}
-    for prefix, names, records in (("fabric", mach, state.get("edits", {})),
-                                   ("pool", grp, state.get("pool_edits", {}))):
-        for k, rec in records.items():
-            if isinstance(rec, Mapping) and rec.get("opened_at") is not None:
-                out[f"{prefix}:{names.get(int(k), k)}"] = float(rec["opened_at"])
-    return out
+    return {
+        key: float(rec["opened_at"])
+        for key, rec in _edit_records(state)
+        if isinstance(rec, Mapping) and rec.get("opened_at") is not None
+    }
 
 
 def history(state: Mapping[str, Any]) -> list[Attachment]:
