@@ -27,7 +27,7 @@ from bench.machine import commit
 from bench.soak import report
 from bench.soak.plan import SoakConfig, timeline
 from bench.soak.proxy import Relay
-from bench.soak.run import COMPOSER_SETTINGS, SoakLab, soak
+from bench.soak.run import COMPOSER_SETTINGS, SoakLab, soak, soak_config
 from lab import controlplane
 from lab.settings import LabConfig
 from tests.composer import harness
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     api = harness.admin_api(lab_cfg.kubeconfig)
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp_s:
         tmp = Path(tmp_s)
-        base = SoakConfig(seconds=args.seconds, mean_fault_gap=args.mean_fault_gap)
+        base = soak_config(seconds=args.seconds, mean_fault_gap=args.mean_fault_gap)
         ident = harness.apply_chart_rbac(api, lab_cfg, tmp, token_seconds=base.token_seconds())
         try:
             with harness.scenario(

@@ -291,11 +291,21 @@ def unexplained_waits(
     return out
 
 
-def open_transactions(samples: Sequence[Sample], *, bound: float) -> list[Violation]:
+def overlap(windows: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` inside ``windows`` (``(from, to)`` pairs, not overlapping
+    each other, as :meth:`bench.soak.proxy.Relay.cut_off` gives them)."""
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in windows)
+
+
+def open_transactions(
+    samples: Sequence[Sample], *, bound: float, cut_off: Sequence[tuple[float, float]] = ()
+) -> list[Violation]:
     """Edits open longer than ``bound`` seconds, edits open in the last sample, and changes the
     simulator refused because a job still held their resource. An edit's age runs from its
     :attr:`Sample.edits_opened` time where given (a changed time is a new edit), else from the
-    first of the consecutive samples that show it open."""
+    first of the consecutive samples that show it open; time inside ``cut_off`` (windows, in
+    seconds since the epoch, when the composer could not reach the Director at all: no client
+    can close an edit then) does not count towards ``bound``."""
     out: list[Violation] = []
     since: dict[str, float] = {}
     reported: set[str] = set()
@@ -306,14 +316,19 @@ def open_transactions(samples: Sequence[Sample], *, bound: float) -> list[Violat
                 reported.discard(key)
         for key in s.edits:
             since.setdefault(key, s.edits_opened.get(key, s.t))
-            if s.t - since[key] > bound and key not in reported:
+            if s.t - since[key] <= bound or key in reported:
+                continue
+            cut = overlap(cut_off, since[key], s.t)
+            age = s.t - since[key] - cut
+            if age > bound:
                 reported.add(key)
+                beside = f", and {cut:.0f} s cut off from the Director" if cut else ""
                 out.append(
                     Violation(
                         "open_transaction",
                         s.t,
                         key,
-                        f"open since {since[key]:.3f} ({s.t - since[key]:.0f} s > {bound:.0f} s)",
+                        f"open since {since[key]:.3f} ({age:.0f} s > {bound:.0f} s{beside})",
                     )
                 )
     if samples:

@@ -16,8 +16,8 @@ Fault kinds (:data:`FAULT_KINDS`), what each does on the lab (:mod:`bench.soak.i
 - ``director_slow_answer``: a change is applied but answered ``seconds`` late (kind ``delay``,
   ``after: true``), beyond the composer's per-request timeout when ``seconds`` exceeds it;
 - ``director_job_long`` / ``director_job_fail`` / ``director_job_stuck``: changes answer HTTP 202
-  with a job that ends after ``seconds`` (``fail``: in FAILURE; ``stuck``: far past the
-  client's timeout);
+  with a job that ends after ``seconds`` (``fail``: in FAILURE; ``stuck``: around the
+  composer's job timeout, some past it, so the composer stops waiting and leaves the edit open);
 - ``director_reprogram_half``: the next reprogram applies half its relations, then fails;
 - ``connection_reset``: the composer-Director relay resets every open connection once;
 - ``partition``: the relay refuses (``mode: reset``) or swallows (``mode: blackhole``) every
@@ -90,8 +90,10 @@ class SoakConfig:
         long_share: share of long-lived pods.
         pin_share / model_share / ungated_share: share of pods pinned to a host, asking for a
             model, opted out of gating.
-        director_timeout: the composer's per-request timeout, seconds (a stuck job and a slow
-            answer are drawn past it).
+        director_timeout: the composer's per-request timeout, seconds (slow answers are drawn
+            on both sides of it).
+        job_timeout: the composer's longest wait for a 202 job, seconds (stuck jobs are drawn
+            from 0.7 to 1.4 times it, so some outlast the wait and leave their edit open).
         faults: kind -> weight (kinds with weight 0 are never drawn).
     """
 
@@ -109,6 +111,7 @@ class SoakConfig:
     model_share: float = 0.6
     ungated_share: float = 0.3
     director_timeout: float = 5.0
+    job_timeout: float = 30.0
     faults: dict[str, float] = field(default_factory=lambda: dict(FAULT_KINDS))
 
     def token_seconds(self) -> int:
@@ -188,7 +191,8 @@ def _fault_params(rng: random.Random, kind: str, cfg: SoakConfig) -> dict[str, A
     if kind == "director_job_fail":
         return {"path": rng.choice(DIRECTOR_CHANGES), "seconds": round(rng.uniform(0.5, 4), 1)}
     if kind == "director_job_stuck":
-        return {"path": rng.choice(DIRECTOR_CHANGES), "seconds": round(rng.uniform(t * 4, t * 8), 1)}
+        jt = cfg.job_timeout
+        return {"path": rng.choice(DIRECTOR_CHANGES), "seconds": round(rng.uniform(jt * 0.7, jt * 1.4), 1)}
     if kind == "partition":
         return {"mode": rng.choice(("reset", "blackhole")), "seconds": round(rng.uniform(5, 40), 1)}
     if kind == "gpu_detach_by_hand":

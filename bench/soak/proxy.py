@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, Literal
 
@@ -42,6 +43,9 @@ class Relay:
         self.upstream = upstream
         self.mode: Mode = "open"
         self.port = 0
+        self._windows: list[tuple[float, float]] = []
+        self._cut_since: float | None = None
+        self._lock = threading.Lock()
         self._conns: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -102,14 +106,31 @@ class Relay:
 
     def cut(self, mode: Literal["reset", "blackhole"]) -> None:
         """Partition: open connections are aborted; new ones are refused (``reset``) or held
-        without an answer (``blackhole``) until :meth:`heal`."""
-        self.mode = mode
+        without an answer (``blackhole``) until :meth:`heal`. A second cut while cut changes
+        the mode only; the first :meth:`heal` opens the relay whatever the number of cuts."""
+        with self._lock:
+            if self._cut_since is None:
+                self._cut_since = time.time()
+            self.mode = mode
         self.reset()
 
     def heal(self) -> None:
         """Relay again; connections held by a blackhole are aborted."""
-        self.mode = "open"
+        with self._lock:
+            if self._cut_since is not None:
+                self._windows.append((self._cut_since, time.time()))
+                self._cut_since = None
+            self.mode = "open"
         self.reset()
+
+    def cut_off(self) -> list[tuple[float, float]]:
+        """When the relay was cut: ``(from, to)`` pairs in seconds since the epoch, in order and
+        not overlapping; a cut still in force ends now."""
+        with self._lock:
+            out = list(self._windows)
+            if self._cut_since is not None:
+                out.append((self._cut_since, time.time()))
+        return out
 
     def close(self) -> None:
         """Stop the loop (the thread is a daemon)."""

@@ -19,6 +19,14 @@ NOT_INJECTED = (
 )
 
 
+def _cut_off(windows: list[list[float]] | None) -> str:
+    """``"N windows, S s in all"`` of the run's ``director_cut_off``; runs before it was kept:
+    ``"not recorded"``."""
+    if windows is None:
+        return "not recorded"
+    return f"{len(windows)} window(s), {sum(b - a for a, b in windows):.0f} s in all"
+
+
 def render(data: dict[str, Any], *, commit: dict[str, Any]) -> str:
     """The report's Markdown."""
     started = datetime.fromtimestamp(data["started"], UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -42,6 +50,8 @@ def render(data: dict[str, Any], *, commit: dict[str, Any]) -> str:
         f"| faults drawn | {len(data['faults'])} |",
         f"| invariant checks run (all checkers each) | {data['checks_run']} |",
         f"| samples taken / missed | {data['samples']} / {data['samples_missed']} |",
+        f"| composer cut off from the Director (partitions, not counted in an edit's age) "
+        f"| {_cut_off(data.get('director_cut_off'))} |",
         f"| GPUs the composer tagged | {len(data['composed_gpus'])} |",
         f"| violations | {len(data['violations'])} |",
         "",

@@ -39,15 +39,30 @@ COMPOSER_SETTINGS = {
     "reservation_timeout_seconds": 45.0,
     "unserved_wait_seconds": 20.0,
     "orphan_grace_seconds": 30.0,
-    # Longer than the longest job the plan draws (8 x the 5 s Director timeout): after a lost answer
-    # the composer leaves the edit alone this long, then cancels it.
-    "director_job_timeout_seconds": 60.0,
+    # The per-request timeout the plan draws slow answers past (SoakConfig.director_timeout).
+    "director_timeout_seconds": 5.0,
+    # The longest wait for a 202 job, and how long an edit left open (a lost answer, a job still
+    # running) is left alone before it is cancelled; the plan draws stuck jobs on both sides of it
+    # (SoakConfig.job_timeout).
+    "director_job_timeout_seconds": 30.0,
 }
 RECLAIM_SLACK = 40.0  # reclaim's own time: taint, decompose (retries under faults), pool moves
 WAIT_SLACK = 15.0
-#: An edit may stay open the composer's job timeout after a lost answer, then the next opening or
-#: the sweep of edits handed over by a dead leader (every 5 s) cancels it.
-EDIT_BOUND = COMPOSER_SETTINGS["director_job_timeout_seconds"] + 30.0
+#: An edit may stay open while the composer waits for its job (the job timeout), then the job timeout
+#: again once left open (a job still running, a lost answer), then the next opening or the sweep
+#: (every 5 s) cancels it: twice the job timeout plus 30 s.
+EDIT_BOUND = 2 * COMPOSER_SETTINGS["director_job_timeout_seconds"] + 30.0
+
+
+def soak_config(**fields: Any) -> SoakConfig:
+    """A :class:`bench.soak.plan.SoakConfig` whose Director timeouts are the composer's own in
+    :data:`COMPOSER_SETTINGS`, so the plan draws slow answers and stuck jobs past the timeouts the
+    composer runs with; ``fields`` sets the rest."""
+    return SoakConfig(
+        director_timeout=COMPOSER_SETTINGS["director_timeout_seconds"],
+        job_timeout=COMPOSER_SETTINGS["director_job_timeout_seconds"],
+        **fields,
+    )
 
 
 @dataclass
@@ -131,9 +146,16 @@ class SoakLab:
 
 
 def check_all(
-    obs: Observer, *, end: float, final: bool, composed: set[str], owner_tag: str
+    obs: Observer,
+    *,
+    end: float,
+    final: bool,
+    composed: set[str],
+    owner_tag: str,
+    cut_off: list[tuple[float, float]],
 ) -> list[inv.Violation]:
-    """Every checker over what ``obs`` saw until ``end``; with ``final`` also convergence."""
+    """Every checker over what ``obs`` saw until ``end``; with ``final`` also convergence.
+    ``cut_off``: when the relay kept the composer from the Director (not counted in an edit's age)."""
     samples, pods, events, metrics = obs.snapshot()
     s = COMPOSER_SETTINGS
     out = inv.double_attachments(history(obs.last_state), end=end) if obs.last_state else []
@@ -147,11 +169,8 @@ def check_all(
     out += inv.unexplained_waits(
         pods, events, reservation=s["reservation_timeout_seconds"], slack=WAIT_SLACK, end=end
     )
-    out += (
-        inv.open_transactions(samples, bound=EDIT_BOUND)
-        if final
-        else [v for v in inv.open_transactions(samples, bound=EDIT_BOUND) if "at the end" not in v.detail]
-    )
+    edits = inv.open_transactions(samples, bound=EDIT_BOUND, cut_off=cut_off)
+    out += edits if final else [v for v in edits if "at the end" not in v.detail]
     if final and samples:
         running: dict[str, int] = {}
         for p in pods:
@@ -205,12 +224,20 @@ def soak(
     checks_run = 0
     retries = 0
 
+    def violations(final: bool) -> list[inv.Violation]:
+        return check_all(
+            obs,
+            end=time.time(),
+            final=final,
+            composed=_composed(obs, lab.owner_tag),
+            owner_tag=lab.owner_tag,
+            cut_off=lab.relay.cut_off(),
+        )
+
     def check(final: bool = False) -> None:
         nonlocal checks_run
         checks_run += 1
-        for v in check_all(
-            obs, end=time.time(), final=final, composed=_composed(obs, lab.owner_tag), owner_tag=lab.owner_tag
-        ):
+        for v in violations(final):
             key = (v.check, v.subject, v.detail.split(":")[0] if v.check == "unaccounted_gpu" else v.detail)
             if key not in found:
                 found[key] = dict(asdict(v), seed=tl.seed, found_at=time.time() - t0, final=final)
@@ -267,17 +294,7 @@ def soak(
     while time.time() < settle_deadline:
         time.sleep(5)
         supervise()
-        if obs.samples and not [
-            v
-            for v in check_all(
-                obs,
-                end=time.time(),
-                final=True,
-                composed=_composed(obs, lab.owner_tag),
-                owner_tag=lab.owner_tag,
-            )
-            if v.check == "not_converged"
-        ]:
+        if obs.samples and not [v for v in violations(True) if v.check == "not_converged"]:
             break
     settled = time.time()
     obs.sample()
@@ -304,6 +321,7 @@ def soak(
         "checks_run": checks_run,
         "samples": len(samples),
         "samples_missed": obs.missed,
+        "director_cut_off": [[round(a, 3), round(b, 3)] for a, b in lab.relay.cut_off()],
         "pod_op_retries": retries,
         "composer_self_restarts": lab.restarts,
         "violations": sorted(found.values(), key=lambda v: v["t"]),

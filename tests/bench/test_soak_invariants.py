@@ -153,3 +153,22 @@ def test_timeline_is_reproducible_from_its_seed() -> None:
     assert a.pods and a.faults and all(p.at < p.delete_at <= 600 for p in a.pods)
     assert {f.kind for f in a.faults} <= set(cfg.faults)
     assert timeline(3, SoakConfig(seconds=600, faults={})).faults == ()
+
+
+def test_time_cut_off_from_the_director_does_not_count_towards_an_open_edit() -> None:
+    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_opened={"fabric:n1": 0.0})
+               for t in range(0, 130, 10)]
+    samples.append(inv.Sample(130, ()))
+    # open 120 s, 40 s of it cut off: 80 s of reachable time, within the bound
+    assert inv.open_transactions(samples, bound=90, cut_off=[(30.0, 70.0)]) == []
+    # a cut before the edit opened, or a short one, leaves it past the bound
+    for cut in ([(-50.0, -10.0)], [(30.0, 40.0)]):
+        out = inv.open_transactions(samples, bound=90, cut_off=cut)
+        assert [v.subject for v in out] == ["fabric:n1"], cut
+    out = inv.open_transactions(samples, bound=90, cut_off=[(30.0, 40.0)])
+    assert "(100 s > 90 s, and 10 s cut off from the Director)" in out[0].detail
+
+
+def test_overlap_counts_only_the_part_inside_the_span() -> None:
+    assert inv.overlap([(0.0, 10.0), (20.0, 30.0)], 5.0, 25.0) == 10.0
+    assert inv.overlap([], 0.0, 100.0) == 0.0

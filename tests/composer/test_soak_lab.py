@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from bench.soak.__main__ import flags
-from bench.soak.plan import FAULT_KINDS, SoakConfig, timeline
+from bench.soak.plan import FAULT_KINDS, timeline
 from bench.soak.proxy import Relay
-from bench.soak.run import SoakLab, soak
+from bench.soak.run import SoakLab, soak, soak_config
 from tests.composer import harness
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -25,8 +25,8 @@ def test_short_soak_keeps_every_invariant(make_scenario: Any, composer_lab: Any,
         relay = Relay(int(sc.director_url.rsplit(":", 1)[1]))
         try:
             lab = SoakLab(sc, composer_lab, relay, [*flags(), *sc.enable_gating()], harness.free_port())
-            cfg = SoakConfig(seconds=120, mean_fault_gap=6, settle_seconds=150,
-                             hosts=tuple(sorted(sc.hosts.values())))
+            cfg = soak_config(seconds=120, mean_fault_gap=6, settle_seconds=150,
+                              hosts=tuple(sorted(sc.hosts.values())))
             tl = timeline(SEED, cfg)
             assert {f.kind for f in tl.faults} == set(FAULT_KINDS)
             data = soak(lab, tl, cfg, out_dir=tmp_path)
