@@ -799,8 +799,9 @@ class DirectorClient:
     ) -> None:
         """fabric/edit -> relate/unrelate each -> fabric/reprogram; fabric/edit/cancel on a
         failure, unless a job still runs (ReconfigureMachineAction.java:75-113). After a lost
-        answer to ``fabric/edit`` itself (timeout, connection reset) the Director may have opened
-        the edit, and an edit left open refuses every later one on the machine: it is recorded
+        answer to ``fabric/edit`` itself (timeout, connection reset, a job still running) the
+        Director may have opened the edit, and an edit left open refuses every later one on the
+        machine: it is recorded
         (:func:`_left_open`) and cancelled by a later opening once no job of it can still run.
         So is an edit this transaction opened and could not close (:meth:`_left_after_failure`)."""
         key = f"machine:{m.mach_id}"
@@ -909,7 +910,7 @@ class DirectorClient:
         names the DirectorClient method that clears a left-over edit, ``machine`` goes on the error.
         ``left_open``: (key, cancel) of this edit, cleared first when this process may have left
         it open (:meth:`_clear_left_open`), and recorded as maybe left open when an opening loses
-        its answer (timeout, connection reset).
+        its answer (timeout, connection reset) or its job outlasts the wait.
 
         Raises:
             DirectorConflictError: still refused after ``edit_wait`` seconds (the last refusal's
@@ -920,6 +921,11 @@ class DirectorClient:
             try:
                 open_edit()
             except DirectorJobRunningError:
+                # the opening's job still runs: the edit opens when it ends, with no transaction
+                # of this process left to close it, so it is recorded as left open (cancelled
+                # once no job of it can still run)
+                if left_open is not None:
+                    _left_open(self._director, left_open[0], mark=True)
                 raise
             except DirectorJobFailedError:
                 # the opening's job ended in FAILURE, the edit maybe open: no job of it runs any

@@ -215,3 +215,28 @@ def test_the_sweep_keeps_an_edit_whose_cancel_got_no_answer(
         assert slot1 in edits_left_open(sim.url) and sim.state()["edits"] != {}
         assert c.cancel_edits_left_open() == [slot1]
     assert sim.state()["edits"] == {} and edits_left_open(sim.url) == {}
+
+
+@pytest.mark.parametrize(
+    ("path", "device", "edits"),
+    [("fabric/edit", "gpu2", "edits"), ("pool/edit", "gpu0", "pool_edits")],
+    ids=["fabric", "pool"],
+)
+def test_an_edit_whose_opening_job_outlasts_the_wait_is_recorded_and_swept_after_it(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch, path: str, device: str, edits: str
+) -> None:
+    # The opening itself answers 202 and its job outlasts the client's wait: the edit opens when
+    # the job ends, with no transaction left to close it. It is recorded as left open, so the
+    # sweep cancels it after the job wait, and nothing is sent while the job runs.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    sim.fault(kind="async", method="POST", path=path, delay_seconds=1.0, times=1)
+    with (
+        make_client(sim.url, retries=0, job_timeout=0.4, job_poll_interval=0.05) as c,
+        pytest.raises(errors.DirectorJobRunningError),
+    ):
+        c.compose("blade-slot-1", [device])  # gpu0 from the system pool: a pool edit first
+    assert edits_left_open(sim.url), "the opening whose job still runs is not recorded"
+    time.sleep(1.0)
+    assert sim.state()[edits] != {}  # the job ended: the Director holds the edit open
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=1.2))
+    assert sim.state()["violations"] == []
