@@ -12,7 +12,9 @@ would leave it open for good. So every Lease write carries those edits in the an
 ``job_timeout`` from the lost answer and cancels it, and its sweep cancels those no opening comes
 to. The edits handed over are those whose opening lost its answer and those the leader was
 opening or holding open at its last renewal; one opened after it (at most ``leaseRetrySeconds``
-before the leader died) is not handed over.
+before the leader died) is not handed over. With them go, in :data:`EDIT_JOBS_ANNOTATION`, the
+links of their jobs (HTTP 202) whose end the leader had not seen: the new leader cancels such an
+edit only once a poll of its job shows it ended, since a job may outlast ``job_timeout``.
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from composer.shell.leader import Handover
-from dynamic_providers.director.client import edits_left_open, inherit_edits_left_open
+from dynamic_providers.director.client import edit_jobs_left_open, edits_left_open, inherit_edits_left_open
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
 
-#: Lease annotation: JSON ``{"machine:<mach_id>" | "group:<grp_id>": epoch seconds of the lost answer}``.
+#: Lease annotation: JSON ``{"machine:<mach_id>" | "group:<grp_id>": epoch seconds}`` of the lost
+#: answer, of the step left open, or of the opening of an edit being held.
 EDITS_ANNOTATION = "composer.liqid.io/director-edits-left-open"
+#: Lease annotation: JSON ``{"machine:<mach_id>" | "group:<grp_id>": job link}``, the jobs (HTTP
+#: 202) of those edits whose end the leader has not seen; the next leader waits for each to end.
+EDIT_JOBS_ANNOTATION = "composer.liqid.io/director-edit-jobs"
 
 
 #: Pause between sweeps, seconds: an edit left open is cancelled at most this long after its
@@ -84,7 +90,13 @@ def edit_handover(director_url: str) -> Handover:
 
     def annotations() -> Mapping[str, str]:
         edits = edits_left_open(director_url)
-        return {EDITS_ANNOTATION: json.dumps(edits, sort_keys=True)} if edits else {}
+        if not edits:
+            return {}
+        out = {EDITS_ANNOTATION: json.dumps(edits, sort_keys=True)}
+        jobs = edit_jobs_left_open(director_url)
+        if jobs:
+            out[EDIT_JOBS_ANNOTATION] = json.dumps(jobs, sort_keys=True)
+        return out
 
     def inherit(annotations: Mapping[str, str]) -> None:
         raw = annotations.get(EDITS_ANNOTATION)
@@ -96,8 +108,16 @@ def edit_handover(director_url: str) -> Handover:
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("ignoring the Lease annotation %s %r: %s", EDITS_ANNOTATION, raw, exc)
             return
-        log.info("taking over Director edits the previous leader may have left open: %s",
-                 ", ".join(sorted(parsed)))
-        inherit_edits_left_open(director_url, parsed)
+        raw_jobs = annotations.get(EDIT_JOBS_ANNOTATION) or "{}"
+        try:
+            jobs = {str(k): str(v) for k, v in json.loads(raw_jobs).items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            # without the links the edits are still taken over, cancelled after job_timeout only
+            log.warning("ignoring the Lease annotation %s %r: %s", EDIT_JOBS_ANNOTATION, raw_jobs, exc)
+            jobs = {}
+        waits = f" (jobs still to end: {', '.join(sorted(jobs))})" if jobs else ""
+        log.info("taking over Director edits the previous leader may have left open: %s%s",
+                 ", ".join(sorted(parsed)), waits)
+        inherit_edits_left_open(director_url, parsed, jobs)
 
     return Handover(annotations=annotations, inherit=inherit)

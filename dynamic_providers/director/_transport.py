@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 from urllib.parse import urljoin
@@ -207,6 +208,9 @@ class Transport:
         self._use_digest = options.get("use_digest", False)
         self._digest: DigestInfo | None = None
         self._digest_label = digest_label
+        #: Called with (job link, False) when a call answers HTTP 202 and (job link, True) once
+        #: its wait saw the job end, so a caller can hand over the jobs whose end it has not seen.
+        self.on_job: Callable[[str, bool], None] | None = None
         self._session = requests.Session()
         self._session.verify = options.get("verify_tls", True)
         self._session.headers.update({"Accept": "application/json", "User-Agent": "composable-gpu/0.1"})
@@ -284,7 +288,10 @@ class Transport:
                 continue
             data = self._parse(resp, ctx)
             if resp.status_code == 202:
-                self._wait_for_job(self._job_link(data, ctx), ctx)
+                href = self._job_link(data, ctx)
+                if self.on_job is not None:
+                    self.on_job(href, False)
+                self._wait_for_job(href, ctx)
                 data = [{k: v for k, v in data[0].items() if k != "links"}, *data[1:]]
             return data
         raise AssertionError("unreachable")  # pragma: no cover
@@ -306,36 +313,62 @@ class Transport:
             DirectorJobFailedError: the job ended in ``FAILURE``.
             DirectorJobRunningError: still ``Pending`` after :attr:`job_timeout` seconds.
             DirectorError: the poll itself failed (other than 404).
+            Every error but the first carries ``href`` as its ``job``: the job's end is unknown.
+        """
+        deadline = time.monotonic() + self.job_timeout
+        try:
+            while True:
+                time.sleep(self.job_poll_interval)
+                if self.job_ended(href, ctx=ctx):
+                    if self.on_job is not None:
+                        self.on_job(href, True)
+                    return
+                if time.monotonic() >= deadline:
+                    raise DirectorJobRunningError(
+                        f"an asynchronous job still runs after {self.job_timeout:g} s",
+                        status=202,
+                        director_message=href,
+                        **ctx,
+                    )
+        except DirectorJobFailedError:
+            if self.on_job is not None:
+                self.on_job(href, True)
+            raise
+        except DirectorError as exc:
+            exc.job = exc.job or href
+            raise
+
+    def job_ended(self, href: str, *, ctx: dict[str, Any] | None = None) -> bool:
+        """Poll a job link once: True when the job has ended (HTTP 404, or a state other than
+        ``Pending``), False while it is ``Pending``.
+
+        Args:
+            href: the job link of an HTTP 202 answer (``data[0].links[0].href``).
+            ctx: the fields of any error raised (default: ``GET <href>``).
+
+        Raises:
+            DirectorJobFailedError: the job ended in ``FAILURE``.
+            DirectorError: the poll itself failed (no answer, another status, a malformed body).
         """
         url = urljoin(self.root, href)
-        deadline = time.monotonic() + self.job_timeout
-        while True:
-            time.sleep(self.job_poll_interval)
-            resp = self._send(Call("GET", url, absolute=True), timeout=self.timeout, ctx=ctx)
-            if resp.status_code == 404:
-                return
-            if resp.status_code != 200:
-                raise error_class(resp.status_code)(
-                    f"cannot tell the result of the job {href}", status=resp.status_code, **ctx
-                )
-            records = self._parse(resp, ctx)
-            try:
-                state = AsyncStatus.model_validate(records[0]).command_execution_state
-            except (IndexError, ValidationError) as exc:
-                raise DirectorProtocolError(f"malformed status of the job {href}", **ctx) from exc
-            if state == JOB_FAILURE:
-                raise DirectorJobFailedError(
-                    "an asynchronous job failed", status=200, director_message=f"{href}: {state}", **ctx
-                )
-            if state != JOB_PENDING:
-                return
-            if time.monotonic() >= deadline:
-                raise DirectorJobRunningError(
-                    f"an asynchronous job still runs after {self.job_timeout:g} s",
-                    status=202,
-                    director_message=href,
-                    **ctx,
-                )
+        ctx = ctx or {"method": "GET", "path": href}
+        resp = self._send(Call("GET", url, absolute=True), timeout=self.timeout, ctx=ctx)
+        if resp.status_code == 404:
+            return True
+        if resp.status_code != 200:
+            raise error_class(resp.status_code)(
+                f"cannot tell the result of the job {href}", status=resp.status_code, **ctx
+            )
+        records = self._parse(resp, ctx)
+        try:
+            state = AsyncStatus.model_validate(records[0]).command_execution_state
+        except (IndexError, ValidationError) as exc:
+            raise DirectorProtocolError(f"malformed status of the job {href}", **ctx) from exc
+        if state == JOB_FAILURE:
+            raise DirectorJobFailedError(
+                "an asynchronous job failed", status=200, director_message=f"{href}: {state}", **ctx
+            )
+        return state != JOB_PENDING
 
     def _send(
         self, call: Call, *, timeout: float, ctx: dict[str, Any] | None = None, auth_header: bool = False

@@ -107,26 +107,38 @@ def group_pool_lock(director: str, grp_id: int) -> threading.Lock:
 #: -> ``time.monotonic()`` when their opening call lost its answer (timeout, connection reset),
 #: or when a transaction left its edit open (a step's job still running, a cancel without an
 #: answer: ``DirectorClient._left_after_failure``): the Director may hold the edit open and may
-#: still run a job for it (an HTTP 202 answer that never arrived), so nothing is sent about it
-#: until the longest job wait (``job_timeout``) has passed since; then the next opening cancels
+#: still run a job for it (an HTTP 202 answer that never arrived, or one whose end was not seen:
+#: :data:`_LEFT_JOBS`), so nothing is sent about it until the longest job wait (``job_timeout``)
+#: has passed since and a poll shows its recorded job ended; then the next opening cancels
 #: it first, or, for one no opening comes to,
 #: :meth:`DirectorClient.cancel_edits_left_open` (the composer's leader calls it every few seconds).
 _LEFT_OPEN: dict[tuple[str, str], float] = {}
+#: Of :data:`_LEFT_OPEN`, the link of a job (HTTP 202) of the edit whose end this process did not
+#: see (still running after the wait, or its poll failed): the edit is cancelled only once a poll
+#: of it shows the job ended, so a job running longer than ``job_timeout`` is still waited for.
+_LEFT_JOBS: dict[tuple[str, str], str] = {}
 #: Those of :data:`_LEFT_OPEN` handed over by another process: most were closed before it stopped,
 #: so an opening is tried first and the wait-and-cancel applies only when the Director refuses it.
 _INHERITED: set[tuple[str, str]] = set()
 _LEFT_OPEN_GUARD = threading.Lock()
 
 
-def _left_open(director: str, key: str, *, mark: bool | None = None) -> float | None:
+def _left_open(
+    director: str, key: str, *, mark: bool | None = None, job: str | None = None
+) -> float | None:
     """When ``key`` on ``director`` became an edit this process may have left open (None: it
-    is not one); ``mark`` True / False records it now / forgets it first."""
+    is not one); ``mark`` True / False records it now / forgets it first. ``job``, with ``mark``
+    True: the link of a job of the edit whose end was not seen (:data:`_LEFT_JOBS`; one recorded
+    before is kept when None)."""
     with _LEFT_OPEN_GUARD:
         if mark is True:
             _LEFT_OPEN[(director, key)] = time.monotonic()
             _INHERITED.discard((director, key))  # this process's own lost answer from now on
+            if job is not None:
+                _LEFT_JOBS[(director, key)] = job
         elif mark is False:
             _LEFT_OPEN.pop((director, key), None)
+            _LEFT_JOBS.pop((director, key), None)
             _INHERITED.discard((director, key))
         return _LEFT_OPEN.get((director, key))
 
@@ -134,6 +146,10 @@ def _left_open(director: str, key: str, *, mark: bool | None = None) -> float | 
 #: Edits this process is opening or holding open now, (Director URL, key) -> ``time.monotonic()``
 #: of the opening: a process that dies (SIGKILL, a lost Lease) in the middle leaves them open.
 _EDITING: dict[tuple[str, str], float] = {}
+#: Of :data:`_EDITING`, the link of the job (HTTP 202) the edit's transaction is waiting for.
+_EDITING_JOBS: dict[tuple[str, str], str] = {}
+#: The edit (Director URL, key) the current thread's transaction holds, if any.
+_CURRENT = threading.local()
 
 
 @contextmanager
@@ -141,11 +157,37 @@ def _editing(director: str, key: str) -> Iterator[None]:
     """Record ``key`` as an edit this process is opening or holding open while the block runs."""
     with _LEFT_OPEN_GUARD:
         _EDITING[(director, key)] = time.monotonic()
+    _CURRENT.edit = (director, key)
     try:
         yield
     finally:
+        _CURRENT.edit = None
         with _LEFT_OPEN_GUARD:
             _EDITING.pop((director, key), None)
+            _EDITING_JOBS.pop((director, key), None)
+
+
+def _note_job(href: str, ended: bool) -> None:
+    """The transport's ``on_job``: the job a call of the current thread's edit waits for
+    (``ended`` False), or its end (True)."""
+    edit = getattr(_CURRENT, "edit", None)
+    if edit is None:
+        return
+    with _LEFT_OPEN_GUARD:
+        if not ended:
+            _EDITING_JOBS[edit] = href
+        elif _EDITING_JOBS.get(edit) == href:
+            del _EDITING_JOBS[edit]
+
+
+def edit_jobs_left_open(director: str) -> dict[str, str]:
+    """Of :func:`edits_left_open`, the jobs whose end this process has not seen: ``{key: job
+    link}``. A process that takes over waits for each to end before cancelling its edit."""
+    director = director.rstrip("/")
+    with _LEFT_OPEN_GUARD:
+        jobs = {key: job for (url, key), job in _EDITING_JOBS.items() if url == director}
+        jobs.update({key: job for (url, key), job in _LEFT_JOBS.items() if url == director})
+        return jobs
 
 
 def edits_left_open(director: str) -> dict[str, float]:
@@ -161,12 +203,15 @@ def edits_left_open(director: str) -> dict[str, float]:
         return {key: round(at + offset, 3) for key, at in edits.items()}
 
 
-def inherit_edits_left_open(director: str, edits: Mapping[str, float]) -> None:
+def inherit_edits_left_open(
+    director: str, edits: Mapping[str, float], jobs: Mapping[str, str] | None = None
+) -> None:
     """Record ``edits`` (:func:`edits_left_open` of a process that stopped, e.g. the previous leader)
     as edits this process may have left open on ``director``: its next opening of each waits until
-    ``job_timeout`` has passed since the lost answer, then cancels it. Times are wall clock, so a
-    clock difference between the two processes' hosts shifts the wait by as much. Keys already
-    recorded keep their own time."""
+    ``job_timeout`` has passed since the lost answer, and until a poll shows the edit's job in
+    ``jobs`` (:func:`edit_jobs_left_open` of that process) ended, then cancels it. Times are wall
+    clock, so a clock difference between the two processes' hosts shifts the wait by as much.
+    Keys already recorded keep their own time and job."""
     director = director.rstrip("/")
     offset = time.time() - time.monotonic()
     with _LEFT_OPEN_GUARD:
@@ -174,6 +219,8 @@ def inherit_edits_left_open(director: str, edits: Mapping[str, float]) -> None:
             if (director, key) not in _LEFT_OPEN:
                 _LEFT_OPEN[(director, key)] = float(at) - offset
                 _INHERITED.add((director, key))
+                if jobs and key in jobs:
+                    _LEFT_JOBS[(director, key)] = jobs[key]
 
 
 def _may_be_open(cancel_error: DirectorError | None) -> bool:
@@ -271,6 +318,7 @@ class DirectorClient:
         self._statuses = shared_statuses(self._director)
         self.reuse_statuses_seconds = reuse_statuses_seconds
         self._t = Transport(base_url, username=username, password=password, **transport)
+        self._t.on_job = _note_job
         self.retries = self._t.retries
         self._pool_place: tuple[object, int] | None = None  # (coordinates, fabric id), read once
         self.backoff_factor = self._t.backoff_factor
@@ -500,9 +548,10 @@ class DirectorClient:
 
     def cancel_edits_left_open(self) -> list[str]:
         """Cancel each edit this process may have left open on this Director (an opening that
-        lost its answer, or one handed over by :func:`inherit_edits_left_open`) once no job of it
-        can still run (``job_timeout`` after it), and forget it; a later opening would do the same
-        for its own machine or group, this does it for those no opening comes to.
+        lost its answer, a step whose job's end was not seen, or one handed over by
+        :func:`inherit_edits_left_open`) once ``job_timeout`` has passed since and a poll of its
+        recorded job, if any, shows the job ended, and forget it; a later opening would do the
+        same for its own machine or group, this does it for those no opening comes to.
 
         A key whose :func:`edit_lock` a transaction of this process holds is left for that
         transaction's opening (which cancels it first) or for a later call, and one recorded anew
@@ -525,7 +574,7 @@ class DirectorClient:
             if not lock.acquire(blocking=False):
                 continue
             try:
-                if _left_open(self._director, key) != at:
+                if _left_open(self._director, key) != at or self._job_still_runs(key):
                     continue
                 kind, _, ident = key.partition(":")
                 if kind == "machine":
@@ -774,7 +823,8 @@ class DirectorClient:
             except DirectorError as exc:
                 self._statuses.forget()
                 attempt += 1
-                if not (exc.transient and attempt <= self.retries):
+                # a job whose end was not seen may still apply the call: never re-sent over it
+                if not (exc.transient and exc.job is None and attempt <= self.retries):
                     if give_up is not None:
                         give_up(exc)
                     raise
@@ -802,8 +852,9 @@ class DirectorClient:
         answer to ``fabric/edit`` itself (timeout, connection reset, a job still running) the
         Director may have opened the edit, and an edit left open refuses every later one on the
         machine: it is recorded
-        (:func:`_left_open`) and cancelled by a later opening once no job of it can still run.
-        So is an edit this transaction opened and could not close (:meth:`_left_after_failure`)."""
+        (:func:`_left_open`) and cancelled by a later opening ``job_timeout`` later, once a poll
+        shows its job (if one answered 202) ended. So is an edit this transaction opened and could
+        not close (:meth:`_left_after_failure`)."""
         key = f"machine:{m.mach_id}"
         with edit_lock(self._director, key), _editing(self._director, key):
             self._open_edit(m)
@@ -821,20 +872,22 @@ class DirectorClient:
     def _left_after_failure(
         self, key: str, cancel: Callable[[], DirectorError | None], exc: BaseException, *, what: str
     ) -> None:
-        """After step ``exc`` of an open edit ``key`` failed: cancel it now, unless a job still
-        runs (DirectorJobRunningError: LIQID's SDK sends nothing while one does). An edit left
-        open that way, or whose cancel got no answer (:func:`_may_be_open`), is recorded as left open
-        (:func:`_left_open`): the next opening of ``key`` or ``cancel_edits_left_open`` cancels it
-        once no job of it can still run (``job_timeout`` from now); unrecorded, it would refuse
+        """After step ``exc`` of an open edit ``key`` failed: cancel it now, unless a job of the
+        step may still run (``exc.job``: DirectorJobRunningError, or a poll of the job failed;
+        LIQID's SDK sends nothing while one runs). An edit left open that way, or whose cancel got
+        no answer (:func:`_may_be_open`), is recorded as left open (:func:`_left_open`, with the
+        job's link): the next opening of ``key`` or ``cancel_edits_left_open`` cancels it
+        ``job_timeout`` from now and once a poll shows the job ended; unrecorded, it would refuse
         every later edit of the machine or group, to every client, for good."""
-        if isinstance(exc, DirectorJobRunningError):
-            log.warning("a job still runs: the %s is left open, cancelled after %g s",
-                        what, self._t.job_timeout)
+        job = exc.job if isinstance(exc, DirectorError) else None
+        if job is not None:  # still running after the wait, or its poll failed
+            log.warning("a job of the %s may still run (%s): the edit is left open, cancelled once "
+                        "the job ended and %g s passed", what, job, self._t.job_timeout)
         elif _may_be_open(cancel()):
             log.warning("the %s may be left open: cancelled after %g s", what, self._t.job_timeout)
         else:
             return
-        _left_open(self._director, key, mark=True)
+        _left_open(self._director, key, mark=True, job=job)
 
     def _group_pool(self, grp: Group) -> GroupPool:
         """The ``GroupPool`` body of ``grp``: coordinates and fabric id are read once per client
@@ -920,13 +973,6 @@ class DirectorClient:
         def attempt() -> None:
             try:
                 open_edit()
-            except DirectorJobRunningError:
-                # the opening's job still runs: the edit opens when it ends, with no transaction
-                # of this process left to close it, so it is recorded as left open (cancelled
-                # once no job of it can still run)
-                if left_open is not None:
-                    _left_open(self._director, left_open[0], mark=True)
-                raise
             except DirectorJobFailedError:
                 # the opening's job ended in FAILURE, the edit maybe open: no job of it runs any
                 # more, so it is cancelled now (left open, it would refuse every later edit), or
@@ -934,9 +980,13 @@ class DirectorClient:
                 if left_open is not None and _may_be_open(left_open[1]()):
                     _left_open(self._director, left_open[0], mark=True)
                 raise
-            except DirectorUnavailableError:
-                if left_open is not None:  # the Director may have opened it: see _left_open
-                    _left_open(self._director, left_open[0], mark=True)
+            except DirectorError as exc:
+                # The Director may hold the edit open with no transaction of this process left
+                # to close it: the answer was lost (see _left_open), or the opening's job still
+                # runs or could not be polled (exc.job; cancelled once a poll shows it ended).
+                lost = exc.job is not None or isinstance(exc, DirectorUnavailableError)
+                if left_open is not None and lost:
+                    _left_open(self._director, left_open[0], mark=True, job=exc.job)
                 raise
 
         if left_open is not None:
@@ -956,6 +1006,8 @@ class DirectorClient:
                 attempt()
                 return
             except DirectorConflictError as exc:
+                if exc.job is not None:
+                    raise  # a refused poll of the opening's job, not a busy edit
                 if time.monotonic() >= deadline:
                     raise DirectorConflictError(
                         f"{busy} after {self.edit_wait:g} s; "
@@ -995,11 +1047,39 @@ class DirectorClient:
             )
         if wait > 0:
             time.sleep(wait)
+        if self._job_still_runs(key):
+            raise DirectorConflictError(
+                f"{busy}, maybe by this client: a job of it may still run "
+                f"({_LEFT_JOBS.get((self._director, key))}); the edit is cancelled once it ended",
+                machine=machine,
+            )
         err = cancel()
         if err is None:
             log.info("cancelled the edit of %s that an opening without an answer had left open", key)
         if err is None or not err.transient:  # else kept: the sweep tries again
             _left_open(self._director, key, mark=False)
+
+    def _job_still_runs(self, key: str) -> bool:
+        """Whether the job recorded with left-open edit ``key`` (:data:`_LEFT_JOBS`) may still
+        run: one poll of its link; True while ``Pending`` or when the poll fails (its end unknown),
+        False when none is recorded or it ended (then it is forgotten)."""
+        with _LEFT_OPEN_GUARD:
+            job = _LEFT_JOBS.get((self._director, key))
+        if job is None:
+            return False
+        try:
+            ended = self._t.job_ended(job)
+        except DirectorJobFailedError:
+            ended = True
+        except DirectorError as exc:
+            log.warning("cannot tell whether the job %s of edit %s ended: %s", job, key, exc)
+            return True
+        if not ended:
+            return True
+        with _LEFT_OPEN_GUARD:
+            if _LEFT_JOBS.get((self._director, key)) == job:
+                del _LEFT_JOBS[(self._director, key)]
+        return False
 
     def _reprogram(self, m: Machine, *, attach: Sequence[str], detach: Sequence[str]) -> None:
         start = time.monotonic()
@@ -1049,8 +1129,8 @@ class DirectorClient:
     ) -> None:
         """Best-effort rollback after a final compose failure; notes what is left on ``exc``.
         Nothing is undone while a job still runs (the Director is still applying the call)."""
-        if isinstance(exc, DirectorJobRunningError):
-            exc.add_note(f"a job still runs on machine {m.mach_name}; nothing was undone")
+        if exc.job is not None:
+            exc.add_note(f"a job may still run on machine {m.mach_name} ({exc.job}); nothing was undone")
             return
         try:
             now = self._by_name(names, missing_ok=True)

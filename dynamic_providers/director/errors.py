@@ -90,7 +90,11 @@ class DirectorError(DetailedError):
             300 characters, or ``None``.
         machine: the machine (name or id) the call was about, or ``None``.
         device: the device name(s) the call was about (``gpu7`` or ``gpu6,gpu7``), or ``None``.
+        job: the link of the call's asynchronous job (HTTP 202) when the client could not see
+            it end (still running after the wait, or a poll of it failed), else ``None``.
     """
+
+    job: str | None = None
 
     def __init__(
         self,

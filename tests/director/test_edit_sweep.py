@@ -4,6 +4,7 @@ the composer process running it from its start, and the races it must not lose t
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -19,6 +20,17 @@ from dynamic_providers.director import errors
 from dynamic_providers.director.client import edits_left_open, inherit_edits_left_open
 
 from .conftest import PASSWORD, USER, Sim, make_client
+
+
+def _compose_while_relates_job_outlasts_the_wait(sim: Sim, *, seconds: float, job_timeout: float) -> None:
+    """A compose onto blade-slot-1 whose relate/gpu answers 202 with a job of ``seconds``,
+    longer than the client's ``job_timeout``: DirectorJobRunningError, the fabric edit left open."""
+    sim.fault(kind="async", method="POST", path="relate/gpu", delay_seconds=seconds, times=1)
+    with (
+        make_client(sim.url, retries=0, job_timeout=job_timeout, job_poll_interval=0.05) as c,
+        pytest.raises(errors.DirectorJobRunningError),
+    ):
+        c.compose("blade-slot-1", ["gpu2"])
 
 
 def test_edits_handed_over_that_no_opening_comes_to_are_cancelled_by_the_sweep(
@@ -186,12 +198,7 @@ def test_a_fabric_edit_left_open_while_its_job_runs_is_recorded_and_swept_after_
     # it runs (the simulator records a call sent meanwhile as a violation), and the fabric edit is
     # recorded as left open, so the sweep cancels it after the job wait, with no violation.
     monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
-    sim.fault(kind="async", method="POST", path="relate/gpu", delay_seconds=1.5, times=1)
-    with (
-        make_client(sim.url, retries=0, job_timeout=0.4, job_poll_interval=0.05) as c,
-        pytest.raises(errors.DirectorJobRunningError),
-    ):
-        c.compose("blade-slot-1", ["gpu2"])
+    _compose_while_relates_job_outlasts_the_wait(sim, seconds=1.5, job_timeout=0.4)
     assert sim.state()["edits"] != {} and sim.calls("POST fabric/edit/cancel") == 0
     assert f"machine:{sim.machine_id('blade-slot-1')}" in edits_left_open(sim.url)
     # the job ends 1.5 s after it started: a sweep with that job wait cancels after it, not before
@@ -239,4 +246,94 @@ def test_an_edit_whose_opening_job_outlasts_the_wait_is_recorded_and_swept_after
     time.sleep(1.0)
     assert sim.state()[edits] != {}  # the job ended: the Director holds the edit open
     assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=1.2))
+    assert sim.state()["violations"] == []
+
+
+def test_an_edit_whose_job_runs_past_twice_the_wait_is_cancelled_only_after_the_job_ended(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # relate/gpu's job runs 2 s against a 0.4 s wait: the edit falls due 0.4 s after the wait
+    # ended, while the job still runs. The sweep polls the job's link and cancels only after it
+    # ended (the simulator records any change sent while the job runs as a violation).
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    monkeypatch.setattr(client_mod, "_LEFT_JOBS", {})
+    _compose_while_relates_job_outlasts_the_wait(sim, seconds=2.0, job_timeout=0.4)
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.4))
+    assert sim.calls("POST fabric/edit/cancel") == 1
+    assert sim.state()["violations"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "device", "cancel"),
+    [("relate/gpu", "gpu2", "POST fabric/edit/cancel"), ("pool/edit", "gpu0", "POST pool/cancel"),
+     ("predevice/gpu", "gpu0", "POST pool/cancel")],
+    ids=["relate", "pool-opening", "predevice"],
+)
+def test_an_edit_whose_job_could_not_be_polled_is_left_alone_until_the_job_ended(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch, path: str, device: str, cancel: str
+) -> None:
+    # A step answers 202 and the first poll of its job fails (503): the job's end is unknown, so
+    # nothing is cancelled, undone or retried over it; the edit is recorded with the job's link
+    # and the sweep cancels it once a poll shows the job ended.
+    monkeypatch.setattr(client_mod, "_LEFT_OPEN", {})
+    monkeypatch.setattr(client_mod, "_LEFT_JOBS", {})
+    sim.fault(kind="async", method="POST", path=path, delay_seconds=1.5, times=1)
+    sim.fault(kind="error", method="GET", path="job/*", status=503, times=3)  # past the GET retries
+    with (
+        make_client(sim.url, retries=1, job_timeout=0.4, job_poll_interval=0.05) as c,
+        pytest.raises(errors.DirectorServerError) as raised,
+    ):
+        c.compose("blade-slot-1", [device])
+    assert raised.value.job is not None
+    assert sim.calls(cancel) == 0 and edits_left_open(sim.url)
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.4))
+    assert sim.calls(cancel) == 1
+    assert sim.state()["violations"] == []
+
+
+def _fresh_process_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module-wide records as a newly started process has them: empty."""
+    for name in ("_LEFT_OPEN", "_LEFT_JOBS", "_EDITING", "_EDITING_JOBS"):
+        monkeypatch.setattr(client_mod, name, {})
+    monkeypatch.setattr(client_mod, "_INHERITED", set())
+
+
+def test_a_job_the_leader_is_waiting_for_is_in_its_lease_handover(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While a transaction waits for relate/gpu's job, the Lease annotations name the edit and
+    # the job's link; once the transaction is over, neither.
+    _fresh_process_state(monkeypatch)
+    sim.fault(kind="async", method="POST", path="relate/gpu", delay_seconds=1.0, times=1)
+    handover = edit_handover.edit_handover(sim.url)
+    with make_client(sim.url, job_timeout=5.0, job_poll_interval=0.05) as c:
+        t = threading.Thread(target=c.compose, args=("blade-slot-1", ["gpu2"]))
+        t.start()
+        deadline = time.monotonic() + 5
+        seen: dict[str, str] = {}
+        while time.monotonic() < deadline and not seen.get(edit_handover.EDIT_JOBS_ANNOTATION):
+            seen = dict(handover.annotations())
+            time.sleep(0.02)
+        t.join(10)
+    key = f"machine:{sim.machine_id('blade-slot-1')}"
+    assert json.loads(seen[edit_handover.EDIT_JOBS_ANNOTATION])[key].endswith("/job/1")
+    assert key in json.loads(seen[edit_handover.EDITS_ANNOTATION])
+    assert handover.annotations() == {}
+    assert sim.gpu("gpu2")["mach_id"] == sim.machine_id("blade-slot-1")
+
+
+def test_a_new_leader_cancels_a_handed_over_edit_only_after_its_job_ended(
+    sim: Sim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old leader left a fabric edit open with relate/gpu's 2 s job still running, then
+    # died. The new leader's job timeout (0.3 s) runs out long before the job ends: with the
+    # job's link handed over, it polls the job and cancels the edit after it, with no violation.
+    _fresh_process_state(monkeypatch)
+    _compose_while_relates_job_outlasts_the_wait(sim, seconds=2.0, job_timeout=0.3)
+    lease = dict(edit_handover.edit_handover(sim.url).annotations())
+    assert edit_handover.EDIT_JOBS_ANNOTATION in lease
+    _fresh_process_state(monkeypatch)  # the new leader's process
+    edit_handover.edit_handover(sim.url).inherit(lease)
+    assert _sweep_until_closed(sim, lambda: make_client(sim.url, job_timeout=0.3))
+    assert sim.calls("POST fabric/edit/cancel") == 1
     assert sim.state()["violations"] == []
