@@ -140,7 +140,7 @@ class Injector:
         if kind == "partition":
             lab.relay.cut(p["mode"])
             time.sleep(p["seconds"])
-            lab.relay.heal()
+            lab.relay.heal(p["mode"])
             return f"{p['mode']} for {p['seconds']} s"
         if kind == "gpu_detach_by_hand":
             ours = [

@@ -80,9 +80,9 @@ class Sample:
         nodes: node names that exist.
         job_violations: how many changes the simulator refused so far because a job held
             their resource (cumulative).
-        edits_opened: when each open edit of ``edits`` was opened, by the Director's clock
-            (seconds since the epoch), where the Director says; an edit closed and opened
-            again between two samples then counts as a new one.
+        edits_active: when each open edit of ``edits`` last moved (opened, or accepted a
+            change), by the Director's clock (seconds since the epoch), where the Director says;
+            an edit closed and opened again between two samples then counts as a new one.
     """
 
     t: float
@@ -91,7 +91,7 @@ class Sample:
     busy: frozenset[str] = frozenset()
     nodes: frozenset[str] = frozenset()
     job_violations: int = 0
-    edits_opened: Mapping[str, float] = field(default_factory=dict)
+    edits_active: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -298,27 +298,33 @@ def overlap(windows: Sequence[tuple[float, float]], start: float, end: float) ->
 
 
 def open_transactions(
-    samples: Sequence[Sample], *, bound: float, cut_off: Sequence[tuple[float, float]] = ()
+    samples: Sequence[Sample],
+    *,
+    bound: float,
+    cut_off: Sequence[tuple[float, float]] = (),
+    excuse_after: float = 0.0,
 ) -> list[Violation]:
-    """Edits open longer than ``bound`` seconds, edits open in the last sample, and changes the
-    simulator refused because a job still held their resource. An edit's age runs from its
-    :attr:`Sample.edits_opened` time where given (a changed time is a new edit), else from the
-    first of the consecutive samples that show it open; time inside ``cut_off`` (windows, in
-    seconds since the epoch, when the composer could not reach the Director at all: no client
-    can close an edit then) does not count towards ``bound``."""
+    """Edits left open: unmoved longer than ``bound`` seconds, or open in the last sample; and
+    changes the simulator refused because a job still held their resource. An edit's age runs
+    from its :attr:`Sample.edits_active` time where given (its opening or last accepted change;
+    a later time restarts it), else from the first of the consecutive samples that show it open.
+    Time inside ``cut_off`` (windows, in seconds since the epoch, when the composer could not
+    reach the Director at all, so could not close an edit) after ``excuse_after`` seconds of the
+    age (when an edit left open falls due to be cancelled) does not count towards ``bound``; a
+    cut before that does not delay the cancel."""
     out: list[Violation] = []
     since: dict[str, float] = {}
     reported: set[str] = set()
     for s in samples:
         for key in list(since):
-            if key not in s.edits or s.edits_opened.get(key, since[key]) != since[key]:
+            if key not in s.edits or s.edits_active.get(key, since[key]) != since[key]:
                 since.pop(key)
                 reported.discard(key)
         for key in s.edits:
-            since.setdefault(key, s.edits_opened.get(key, s.t))
+            since.setdefault(key, s.edits_active.get(key, s.t))
             if s.t - since[key] <= bound or key in reported:
                 continue
-            cut = overlap(cut_off, since[key], s.t)
+            cut = overlap(cut_off, since[key] + excuse_after, s.t)
             age = s.t - since[key] - cut
             if age > bound:
                 reported.add(key)

@@ -66,14 +66,18 @@ def director_sample(state: Mapping[str, Any], t: float) -> tuple[tuple[GpuObs, .
     return gpus, edits, len(state.get("violations", []))
 
 
-def edits_opened(state: Mapping[str, Any]) -> dict[str, float]:
-    """When each open edit was opened by the Director's clock (seconds since the epoch), keyed
-    as :func:`director_sample` keys ``edits``; edits without ``opened_at`` are left out. Pure."""
-    return {
-        key: float(rec["opened_at"])
-        for key, rec in _edit_records(state)
-        if isinstance(rec, Mapping) and rec.get("opened_at") is not None
-    }
+def edits_active(state: Mapping[str, Any]) -> dict[str, float]:
+    """When each open edit last moved by the Director's clock (seconds since the epoch): its
+    last accepted change (``changed_at``: a relation, a reprogram, a pool move, a commit), else
+    its opening (``opened_at``); keyed as :func:`director_sample` keys ``edits``; edits with
+    neither are left out. Pure."""
+    out: dict[str, float] = {}
+    for key, rec in _edit_records(state):
+        if isinstance(rec, Mapping):
+            at = rec.get("changed_at") or rec.get("opened_at")
+            if at is not None:
+                out[key] = float(at)
+    return out
 
 
 def history(state: Mapping[str, Any]) -> list[Attachment]:
@@ -174,7 +178,7 @@ class Observer:
         except requests.RequestException:
             m = {}
         s = Sample(t, gpus, edits, busy, frozenset(n.metadata.name for n in nodes), refused,
-                   edits_opened(state))
+                   edits_active(state))
         with self._lock:
             self.last_state = state
             self.samples.append(s)

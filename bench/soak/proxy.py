@@ -45,6 +45,7 @@ class Relay:
         self.port = 0
         self._windows: list[tuple[float, float]] = []
         self._cut_since: float | None = None
+        self._cuts: list[Mode] = []  # the partitions in force, oldest first
         self._lock = threading.Lock()
         self._conns: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
@@ -106,21 +107,30 @@ class Relay:
 
     def cut(self, mode: Literal["reset", "blackhole"]) -> None:
         """Partition: open connections are aborted; new ones are refused (``reset``) or held
-        without an answer (``blackhole``) until :meth:`heal`. A second cut while cut changes
-        the mode only; the first :meth:`heal` opens the relay whatever the number of cuts."""
+        without an answer (``blackhole``) until the matching :meth:`heal`. Partitions nest: the
+        latest one in force sets the mode, and the relay opens when the last one heals."""
         with self._lock:
             if self._cut_since is None:
                 self._cut_since = time.time()
+            self._cuts.append(mode)
             self.mode = mode
         self.reset()
 
-    def heal(self) -> None:
-        """Relay again; connections held by a blackhole are aborted."""
+    def heal(self, mode: Literal["reset", "blackhole"] | None = None) -> None:
+        """End one partition (of ``mode``; None: the latest); the relay relays again once none
+        is left in force. Connections held by a blackhole are aborted."""
         with self._lock:
-            if self._cut_since is not None:
-                self._windows.append((self._cut_since, time.time()))
-                self._cut_since = None
-            self.mode = "open"
+            if mode in self._cuts:
+                del self._cuts[len(self._cuts) - 1 - self._cuts[::-1].index(mode)]
+            elif self._cuts:
+                self._cuts.pop()
+            if self._cuts:
+                self.mode = self._cuts[-1]
+            else:
+                if self._cut_since is not None:
+                    self._windows.append((self._cut_since, time.time()))
+                    self._cut_since = None
+                self.mode = "open"
         self.reset()
 
     def cut_off(self) -> list[tuple[float, float]]:

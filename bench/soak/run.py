@@ -48,10 +48,12 @@ COMPOSER_SETTINGS = {
 }
 RECLAIM_SLACK = 40.0  # reclaim's own time: taint, decompose (retries under faults), pool moves
 WAIT_SLACK = 15.0
-#: An edit may stay open while the composer waits for its job (the job timeout), then the job timeout
-#: again once left open (a job still running, a lost answer), then the next opening or the sweep
-#: (every 5 s) cancels it: twice the job timeout plus 30 s.
-EDIT_BOUND = 2 * COMPOSER_SETTINGS["director_job_timeout_seconds"] + 30.0
+#: After an edit's last move (its opening or last accepted change), the composer may wait for that
+#: change's job (the job timeout), then the job timeout again once it left the edit open (a job
+#: still running, a lost answer): by then the edit falls due to be cancelled (EDIT_DUE), and the
+#: next opening or the sweep (every 5 s) cancels it; plus 30 s for requests and retries.
+EDIT_DUE = 2 * COMPOSER_SETTINGS["director_job_timeout_seconds"]
+EDIT_BOUND = EDIT_DUE + 30.0
 
 
 def soak_config(**fields: Any) -> SoakConfig:
@@ -169,7 +171,7 @@ def check_all(
     out += inv.unexplained_waits(
         pods, events, reservation=s["reservation_timeout_seconds"], slack=WAIT_SLACK, end=end
     )
-    edits = inv.open_transactions(samples, bound=EDIT_BOUND, cut_off=cut_off)
+    edits = inv.open_transactions(samples, bound=EDIT_BOUND, cut_off=cut_off, excuse_after=EDIT_DUE)
     out += edits if final else [v for v in edits if "at the end" not in v.detail]
     if final and samples:
         running: dict[str, int] = {}

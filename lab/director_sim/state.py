@@ -129,6 +129,9 @@ class EditRecord(BaseModel):
     mach_id: int
     opened_by: str
     opened_at: float = Field(default_factory=time.time, description="wall clock, seconds since the epoch")
+    changed_at: float | None = Field(
+        default=None, description="wall clock of the last change the edit accepted (None: none yet)"
+    )
     attach: list[str] = Field(default_factory=list)
     detach: list[str] = Field(default_factory=list)
     reprogramming: bool = False
@@ -140,6 +143,9 @@ class PoolEditRecord(BaseModel):
     grp_id: int
     opened_by: str
     opened_at: float = Field(default_factory=time.time, description="wall clock, seconds since the epoch")
+    changed_at: float | None = Field(
+        default=None, description="wall clock of the last change the edit accepted (None: none yet)"
+    )
     add: list[str] = Field(default_factory=list)
     remove: list[str] = Field(default_factory=list)
     committing: bool = False
@@ -368,6 +374,7 @@ class Fabric:
                     409, f"Device {g.dev_id} is not in the system free pool", type_="LiqidException"
                 )
             pe.add.append(device)
+            pe.changed_at = time.time()
             self.save()
             return g
 
@@ -383,6 +390,7 @@ class Fabric:
             if g.mach_id is not None or self.pending_owner(device) is not None:
                 raise SimError(409, f"Device {device} is attached to a machine", type_="LiqidException")
             pe.remove.append(device)
+            pe.changed_at = time.time()
             self.save()
             return g
 
@@ -396,7 +404,8 @@ class Fabric:
         """``POST pool/done``, first half: check the edit and mark it committing."""
         with self.lock:
             grp = self.group(grp_id=grp_id)
-            self._pool_edit(grp).committing = True
+            pe = self._pool_edit(grp)
+            pe.committing, pe.changed_at = True, time.time()
             self.save()
             return grp
 
@@ -407,7 +416,7 @@ class Fabric:
             pe = self.state.pool_edits.get(grp_id)
             if pe is None:
                 return
-            pe.committing = False
+            pe.committing, pe.changed_at = False, time.time()
             if not failed:
                 for device in pe.remove:
                     self.gpu(name=device).grp_id = None
@@ -509,6 +518,7 @@ class Fabric:
                         type_="LiqidException",
                     )
                 e.attach.append(device)
+                e.changed_at = time.time()
             else:
                 if g.mach_id != m.mach_id:
                     raise SimError(
@@ -518,6 +528,7 @@ class Fabric:
                     )
                 if device not in e.detach:
                     e.detach.append(device)
+                    e.changed_at = time.time()
             self.save()
             return g
 
@@ -538,7 +549,8 @@ class Fabric:
         """Check the machine's edit and mark it reprogramming (no relate or cancel meanwhile)."""
         with self.lock:
             m = self.machine(mach_id=mach_id)
-            self._edit(m).reprogramming = True
+            e = self._edit(m)
+            e.reprogramming, e.changed_at = True, time.time()
             self.save()
             return m
 
@@ -566,7 +578,7 @@ class Fabric:
                     g.mach_id = None
                     self._record_detach(g)
                     e.detach.remove(device)
-            e.reprogramming = False
+            e.reprogramming, e.changed_at = False, time.time()
             if fail_half or failed:
                 self.save()
                 if fail_half:

@@ -4,7 +4,7 @@ history and passes on a clean one, so none passes vacuously; the timeline is rep
 from __future__ import annotations
 
 from bench.soak import invariants as inv
-from bench.soak.observe import director_sample, edits_opened, history, scrape
+from bench.soak.observe import director_sample, edits_active, history, scrape
 from bench.soak.plan import SoakConfig, timeline
 
 TAG = "gpu-composer"
@@ -83,17 +83,17 @@ def test_edit_open_past_bound_and_at_the_end_is_a_violation() -> None:
 
 
 def test_edit_closed_and_opened_again_between_samples_is_two_edits() -> None:
-    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_opened={"fabric:n1": 0.0 if t < 60 else 58.0})
+    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_active={"fabric:n1": 0.0 if t < 60 else 58.0})
                for t in range(0, 140, 10)] + [inv.Sample(140, ())]
     assert inv.open_transactions(samples, bound=90) == []
-    same = [inv.Sample(t, (), edits=("fabric:n1",), edits_opened={"fabric:n1": 0.0})
+    same = [inv.Sample(t, (), edits=("fabric:n1",), edits_active={"fabric:n1": 0.0})
             for t in range(0, 140, 10)]
     out = inv.open_transactions(same, bound=90)
     assert [v.subject for v in out if "since 0.000" in v.detail] == ["fabric:n1"]
 
 
 def test_edit_age_runs_from_the_directors_opening_time_not_the_first_sample() -> None:
-    samples = [inv.Sample(t, (), edits=("pool:gpu-pool",), edits_opened={"pool:gpu-pool": 5.0})
+    samples = [inv.Sample(t, (), edits=("pool:gpu-pool",), edits_active={"pool:gpu-pool": 5.0})
                for t in (50, 96)]
     out = inv.open_transactions(samples, bound=90)
     assert out and out[0].t == 96 and "open since 5.000 (91 s > 90 s)" in out[0].detail
@@ -135,9 +135,11 @@ def test_director_state_is_read_into_samples_and_history() -> None:
     assert gpus == (inv.GpuObs("gpu0", "n1", TAG, "gpu-pool"), inv.GpuObs("gpu1", None, "", None))
     assert edits == ("fabric:n1", "pool:gpu-pool") and refused == 1
     assert history(state) == [inv.Attachment("n1", "gpu0", 1.0, None)]
-    assert edits_opened(state) == {}
-    state["edits"] = {"1": {"opened_at": 12.5}}
-    assert edits_opened(state) == {"fabric:n1": 12.5}
+    assert edits_active(state) == {}
+    state["edits"] = {"1": {"opened_at": 12.5, "changed_at": None}}
+    assert edits_active(state) == {"fabric:n1": 12.5}
+    state["edits"] = {"1": {"opened_at": 12.5, "changed_at": 40.0}}  # a relation since
+    assert edits_active(state) == {"fabric:n1": 40.0}
 
 
 def test_metrics_are_summed_over_labels() -> None:
@@ -156,7 +158,7 @@ def test_timeline_is_reproducible_from_its_seed() -> None:
 
 
 def test_time_cut_off_from_the_director_does_not_count_towards_an_open_edit() -> None:
-    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_opened={"fabric:n1": 0.0})
+    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_active={"fabric:n1": 0.0})
                for t in range(0, 130, 10)]
     samples.append(inv.Sample(130, ()))
     # open 120 s, 40 s of it cut off: 80 s of reachable time, within the bound
@@ -167,6 +169,20 @@ def test_time_cut_off_from_the_director_does_not_count_towards_an_open_edit() ->
         assert [v.subject for v in out] == ["fabric:n1"], cut
     out = inv.open_transactions(samples, bound=90, cut_off=[(30.0, 40.0)])
     assert "(100 s > 90 s, and 10 s cut off from the Director)" in out[0].detail
+    # a cut before the edit fell due to be cancelled delays nothing: not excused
+    out = inv.open_transactions(samples, bound=90, cut_off=[(30.0, 70.0)], excuse_after=60)
+    assert out[0].t == 110 and "(100 s > 90 s, and 10 s cut off from the Director)" in out[0].detail
+    assert inv.open_transactions(samples, bound=90, cut_off=[(60.0, 100.0)], excuse_after=60) == []
+
+
+def test_an_edit_that_keeps_moving_is_not_left_open() -> None:
+    # relations 40 s apart (jobs the composer waits for), then closed: never unmoved past 90 s
+    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_active={"fabric:n1": float(t // 40 * 40)})
+               for t in range(0, 200, 10)] + [inv.Sample(200, ())]
+    assert inv.open_transactions(samples, bound=90) == []
+    still = [inv.Sample(t, (), edits=("fabric:n1",), edits_active={"fabric:n1": 0.0})
+             for t in range(0, 200, 10)]
+    assert [v.subject for v in inv.open_transactions(still, bound=90)][:1] == ["fabric:n1"]
 
 
 def test_overlap_counts_only_the_part_inside_the_span() -> None:
