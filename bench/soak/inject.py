@@ -87,6 +87,35 @@ def _gpus(state: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(g, machine=mach.get(g.get("mach_id"))) for g in state["gpus"]]
 
 
+def hand_attachable(state: dict[str, Any], *, owner_tag: str) -> dict[str, list[str]]:
+    """The GPUs an operator could attach by hand, each with the machines it could go to, from
+    one ``GET /_sim/state`` answer. Pure.
+
+    A GPU qualifies when it is online, attached nowhere, does not carry the composer's owner tag
+    (a tagged free GPU is the composer's, being given back), and is in no open edit (a pending
+    relation or pool move: an operator's attach racing the composer's own edit is not this
+    fault). A GPU in a group's pool goes to that group's machines, as a Director attaches from
+    the machine's group pool; one in the system free pool to any machine.
+
+    Returns:
+        GPU name -> machine names (sorted), only GPUs with at least one machine.
+    """
+    busy = {d for e in state.get("edits", {}).values() for k in ("attach", "detach") for d in e.get(k, ())}
+    busy |= {d for e in state.get("pool_edits", {}).values() for k in ("add", "remove") for d in e.get(k, ())}
+    machines = sorted((m["name"], m.get("grp_id")) for m in state["machines"])
+    out: dict[str, list[str]] = {}
+    for g in state["gpus"]:
+        if g.get("mach_id") is not None or g["name"] in busy or g.get("udesc") == owner_tag:
+            continue
+        if "online" not in str(g.get("state", "")):
+            continue
+        grp = g.get("grp_id")
+        names = [n for n, mg in machines if grp is None or mg == grp]
+        if names:
+            out[g["name"]] = names
+    return out
+
+
 class Injector:
     """Runs fault draws against ``lab``; :attr:`log` holds one :class:`FaultLog` per draw."""
 
@@ -160,25 +189,26 @@ class Injector:
 
     def _attach_by_hand(self, p: dict[str, Any], entry: FaultLog) -> str:
         lab = self.lab
-        free = [
-            g
-            for g in _gpus(lab.sim("GET", "state"))
-            if g["machine"] is None and g.get("grp_id") is None and "online" in str(g.get("state", ""))
-        ]
+        hosts = set(lab.hosts())
+        free = {
+            name: targets
+            for name, targets in hand_attachable(lab.sim("GET", "state"), owner_tag=lab.owner_tag).items()
+            if any(t in hosts for t in targets)
+        }
         if not free:
-            return "skipped: no free GPU in the system pool"
-        g = sorted(free, key=lambda x: x["name"])[int(p["pick"] * len(free))]
-        hosts = lab.hosts()
-        machine = hosts[int(p["host_pick"] * len(hosts))]
-        lab.sim("POST", "attach", {"device": g["name"], "machine": machine})
-        entry.extra.update(gpu=g["name"], machine=machine)
+            return "skipped: no free GPU outside the composer's edits"
+        name = sorted(free)[int(p["pick"] * len(free))]
+        targets = [t for t in free[name] if t in hosts]
+        machine = targets[int(p["host_pick"] * len(targets))]
+        lab.sim("POST", "attach", {"device": name, "machine": machine})
+        entry.extra.update(gpu=name, machine=machine)
         time.sleep(p["seconds"])
-        now = {x["name"]: x for x in _gpus(lab.sim("GET", "state"))}[g["name"]]
+        now = {x["name"]: x for x in _gpus(lab.sim("GET", "state"))}[name]
         if now["machine"] == machine and now.get("udesc") != lab.owner_tag:
-            lab.sim("POST", "detach", {"device": g["name"]})
-            return f"{g['name']} attached to {machine} by hand for {p['seconds']} s, then detached"
+            lab.sim("POST", "detach", {"device": name})
+            return f"{name} attached to {machine} by hand for {p['seconds']} s, then detached"
         return (
-            f"{g['name']} attached to {machine} by hand; after {p['seconds']} s on {now['machine']} "
+            f"{name} attached to {machine} by hand; after {p['seconds']} s on {now['machine']} "
             f"tagged {now.get('udesc')!r}: left"
         )
 

@@ -23,8 +23,10 @@ Fault kinds (:data:`FAULT_KINDS`), what each does on the lab (:mod:`bench.soak.i
 - ``partition``: the relay refuses (``mode: reset``) or swallows (``mode: blackhole``) every
   connection for ``seconds``;
 - ``gpu_detach_by_hand`` / ``gpu_attach_by_hand``: a GPU pulled off its machine, or a free one
-  attached to a machine, through the simulator's out-of-band API; a hand-attached GPU is
-  detached again after ``seconds`` (an operator undoing a test);
+  (in the system pool or a group's, not the composer's, in no open edit:
+  :func:`bench.soak.inject.hand_attachable`) attached to a machine, through the simulator's
+  out-of-band API; a hand-attached GPU is detached again after ``seconds`` (an operator undoing
+  a test);
 - ``leader_kill``: the composer replica holding the Lease is SIGKILLed and restarted after
   ``seconds``;
 - ``apiserver_restart``: kube-apiserver stopped and started again with the same command line;
