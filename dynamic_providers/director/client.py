@@ -1055,7 +1055,8 @@ class DirectorClient:
             )
         err = cancel()
         if err is None:
-            log.info("cancelled the edit of %s that an opening without an answer had left open", key)
+            log.info("cancelled the edit of %s left open (a lost answer, a job that outlasted the wait, "
+                     "or a cancel without an answer)", key)
         if err is None or not err.transient:  # else kept: the sweep tries again
             _left_open(self._director, key, mark=False)
 
