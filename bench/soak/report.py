@@ -27,6 +27,11 @@ def _cut_off(windows: list[list[float]] | None) -> str:
     return f"{len(windows)} window(s), {sum(b - a for a, b in windows):.0f} s in all"
 
 
+def _count(items: list[Any] | None) -> str:
+    """How many, or ``"not recorded"`` for a run from before the figure was kept."""
+    return "not recorded" if items is None else str(len(items))
+
+
 def render(data: dict[str, Any], *, commit: dict[str, Any]) -> str:
     """The report's Markdown."""
     started = datetime.fromtimestamp(data["started"], UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -52,6 +57,8 @@ def render(data: dict[str, Any], *, commit: dict[str, Any]) -> str:
         f"| samples taken / missed | {data['samples']} / {data['samples_missed']} |",
         f"| composer cut off from the Director (partitions, not counted in an edit's age) "
         f"| {_cut_off(data.get('director_cut_off'))} |",
+        "| edits past the open-edit bound had cut-off time counted "
+        f"| {_count(data.get('edits_past_bound_counting_cut_off'))} |",
         f"| GPUs the composer tagged | {len(data['composed_gpus'])} |",
         f"| violations | {len(data['violations'])} |",
         "",

@@ -324,6 +324,12 @@ def soak(
         "samples": len(samples),
         "samples_missed": obs.missed,
         "director_cut_off": [[round(a, 3), round(b, 3)] for a, b in lab.relay.cut_off()],
+        # what the open-edit check would have found had no cut-off time been excused
+        "edits_past_bound_counting_cut_off": [
+            {"subject": v.subject, "detail": v.detail}
+            for v in inv.open_transactions(samples, bound=EDIT_BOUND)
+            if "at the end" not in v.detail and v.subject != "director"
+        ],
         "pod_op_retries": retries,
         "composer_self_restarts": lab.restarts,
         "violations": sorted(found.values(), key=lambda v: v["t"]),
