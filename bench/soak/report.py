@@ -55,7 +55,8 @@ def render(data: dict[str, Any], *, commit: dict[str, Any]) -> str:
         f"| faults drawn | {len(data['faults'])} |",
         f"| invariant checks run (all checkers each) | {data['checks_run']} |",
         f"| samples taken / missed | {data['samples']} / {data['samples_missed']} |",
-        f"| composer cut off from the Director (partitions, not counted in an edit's age) "
+        "| composer cut off from the Director (partitions; an edit's age leaves it out "
+        "once the edit falls due to be cancelled) "
         f"| {_cut_off(data.get('director_cut_off'))} |",
         "| edits past the open-edit bound had cut-off time counted "
         f"| {_count(data.get('edits_past_bound_counting_cut_off'))} |",

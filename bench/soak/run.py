@@ -157,7 +157,8 @@ def check_all(
     cut_off: list[tuple[float, float]],
 ) -> list[inv.Violation]:
     """Every checker over what ``obs`` saw until ``end``; with ``final`` also convergence.
-    ``cut_off``: when the relay kept the composer from the Director (not counted in an edit's age)."""
+    ``cut_off``: when the relay kept the composer from the Director (left out of an edit's age once the
+    edit falls due to be cancelled, EDIT_DUE)."""
     samples, pods, events, metrics = obs.snapshot()
     s = COMPOSER_SETTINGS
     out = inv.double_attachments(history(obs.last_state), end=end) if obs.last_state else []
