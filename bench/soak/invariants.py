@@ -297,21 +297,22 @@ def overlap(windows: Sequence[tuple[float, float]], start: float, end: float) ->
     return sum(max(0.0, min(end, b) - max(start, a)) for a, b in windows)
 
 
-def open_transactions(
+def edits_past_bound(
     samples: Sequence[Sample],
     *,
     bound: float,
     cut_off: Sequence[tuple[float, float]] = (),
     excuse_after: float = 0.0,
-) -> list[Violation]:
-    """Edits left open: unmoved longer than ``bound`` seconds, or open in the last sample; and
-    changes the simulator refused because a job still held their resource. An edit's age runs
-    from its :attr:`Sample.edits_active` time where given (its opening or last accepted change;
-    a later time restarts it), else from the first of the consecutive samples that show it open.
-    Time inside ``cut_off`` (windows, in seconds since the epoch, when the composer could not
-    reach the Director at all, so could not close an edit) after ``excuse_after`` seconds of the
-    age (when an edit left open falls due to be cancelled) does not count towards ``bound``; a
-    cut before that does not delay the cancel."""
+) -> tuple[list[Violation], dict[str, float]]:
+    """Edits unmoved longer than ``bound`` seconds, one violation per stretch an edit stays
+    open; and the edits open in the last sample not reported in their current stretch, each with
+    its age start (key -> seconds since the epoch). An
+    edit's age runs from its :attr:`Sample.edits_active` time where given (its opening or last
+    accepted change; a later time restarts it), else from the first of the consecutive samples
+    that show it open. Time inside ``cut_off`` (windows, in seconds since the epoch, when the
+    composer could not reach the Director at all, so could not close an edit) after
+    ``excuse_after`` seconds of the age (when an edit left open falls due to be cancelled) does
+    not count towards ``bound``; a cut before that does not delay the cancel."""
     out: list[Violation] = []
     since: dict[str, float] = {}
     reported: set[str] = set()
@@ -337,15 +338,25 @@ def open_transactions(
                         f"open since {since[key]:.3f} ({age:.0f} s > {bound:.0f} s{beside})",
                     )
                 )
+    return out, {key: t for key, t in since.items() if key not in reported}
+
+
+def open_transactions(
+    samples: Sequence[Sample],
+    *,
+    bound: float,
+    cut_off: Sequence[tuple[float, float]] = (),
+    excuse_after: float = 0.0,
+) -> list[Violation]:
+    """Edits left open: :func:`edits_past_bound` (same arguments), or open in the last sample;
+    and changes the simulator refused because a job still held their resource."""
+    out, unreported = edits_past_bound(samples, bound=bound, cut_off=cut_off, excuse_after=excuse_after)
     if samples:
         last = samples[-1]
         for key in last.edits:
-            if key not in reported:
-                out.append(
-                    Violation(
-                        "open_transaction", last.t, key, f"still open at the end (since {since[key]:.3f})"
-                    )
-                )
+            if key in unreported:
+                detail = f"still open at the end (since {unreported[key]:.3f})"
+                out.append(Violation("open_transaction", last.t, key, detail))
         if last.job_violations:
             out.append(
                 Violation(

@@ -328,8 +328,7 @@ def soak(
         # what the open-edit check would have found had no cut-off time been excused
         "edits_past_bound_counting_cut_off": [
             {"subject": v.subject, "detail": v.detail}
-            for v in inv.open_transactions(samples, bound=EDIT_BOUND)
-            if "at the end" not in v.detail and v.subject != "director"
+            for v in inv.edits_past_bound(samples, bound=EDIT_BOUND)[0]
         ],
         "pod_op_retries": retries,
         "composer_self_restarts": lab.restarts,

@@ -188,3 +188,20 @@ def test_an_edit_that_keeps_moving_is_not_left_open() -> None:
 def test_overlap_counts_only_the_part_inside_the_span() -> None:
     assert inv.overlap([(0.0, 10.0), (20.0, 30.0)], 5.0, 25.0) == 10.0
     assert inv.overlap([], 0.0, 100.0) == 0.0
+
+
+def test_edits_past_bound_leaves_out_the_end_and_job_checks_that_open_transactions_adds() -> None:
+    # open 0-120 s (reported at 100 s), then moved at 130 s and open, unmoved, at the end
+    samples = [inv.Sample(t, (), edits=("fabric:n1",), edits_active={"fabric:n1": 0.0})
+               for t in range(0, 130, 10)]
+    samples.append(inv.Sample(140, (), edits=("fabric:n1",), edits_active={"fabric:n1": 130.0},
+                              job_violations=1))
+    past, unreported = inv.edits_past_bound(samples, bound=90)
+    assert [(v.subject, v.t) for v in past] == [("fabric:n1", 100)]
+    assert unreported == {"fabric:n1": 130.0}
+    out = inv.open_transactions(samples, bound=90)
+    assert [(v.subject, v.detail.split(" (")[0]) for v in out] == [
+        ("fabric:n1", "open since 0.000"),
+        ("fabric:n1", "still open at the end"),
+        ("director", "1 change(s) sent while a job held their resource"),
+    ]
