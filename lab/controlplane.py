@@ -165,8 +165,10 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
     kube.ensure_nodes(api, nodes, cpu=cfg.node_cpu, memory_mib=cfg.node_memory_mib)
     processes.wait_until(lambda: kube.default_serviceaccount_ready(api), what="default ServiceAccount",
                          timeout_seconds=60, lab_dir=cfg.lab_dir, name="kube-controller-manager")
-    processes.wait_until(lambda: kube.nodes_ready(api, nodes), what="kwok Nodes Ready and untainted",
-                         timeout_seconds=60, lab_dir=cfg.lab_dir, name="kwok")
+    timeout, interval = kube.nodes_ready_wait(len(nodes))
+    processes.wait_until(lambda: kube.nodes_ready(api, nodes),
+                         what=f"{len(nodes)} kwok Nodes Ready and untainted",
+                         timeout_seconds=timeout, interval_seconds=interval, lab_dir=cfg.lab_dir, name="kwok")
     hypervisor = cfg.hypervisor
     if hypervisor is not None:
         start(hypervisor)
