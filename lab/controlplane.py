@@ -7,7 +7,8 @@ simulated bare-metal workers (Nodes ``blade-slot-1`` .. ``blade-slot-N``). Every
 listens on 127.0.0.1. After start the upstream CRDs kept in the repository (``lab/crds/``, made
 by ``lab.crdsync``) are installed and each is waited for until Established, so the API server
 validates every custom resource the program creates; a CRD that cannot be installed fails the
-start with one line naming it and its file.
+start with one line naming it and its file. kwok's Lease duration, the node lifecycle controller's
+grace period and the wait for the Nodes grow with their number (``lab.fleet_timing``).
 
 Where a control plane lives, its ports and its Nodes are one ``lab.settings.LabConfig``; the
 management cluster's ports are fixed (``lab.settings.MOTHERSHIP_PORTS``: etcd 12379, peer 12380,
@@ -28,7 +29,7 @@ import sys
 import time
 import urllib.request
 
-from lab import kube, node, pki, processes
+from lab import fleet_timing, kube, node, pki, processes
 from lab.settings import ROOT, LabConfig
 
 #: Control-plane process names in start order; stopped in reverse.
@@ -117,6 +118,8 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
     processes.wait_until(lambda: _apiserver_ready(cfg), what="kube-apiserver /readyz",
                          timeout_seconds=120, lab_dir=cfg.lab_dir, name="kube-apiserver")
 
+    # Lease and grace grow with the fleet, or kwok's Lease renewals swamp the API server.
+    lease, grace = fleet_timing.node_heartbeat(len(cfg.kwok_nodes))
     processes.start(cfg.lab_dir, "kube-controller-manager", [
         _bin(cfg, "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
@@ -124,6 +127,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         f"--authorization-kubeconfig={kubeconfig}",
         f"--service-account-private-key-file={p}/sa.key",
         f"--root-ca-file={p}/ca.crt",
+        f"--node-monitor-grace-period={grace}s",
         "--use-service-account-credentials=false",
         "--leader-elect=false",
         "--bind-address=127.0.0.1",
@@ -154,7 +158,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         "--node-ip=127.0.0.1",
         "--cidr=10.244.0.1/16",
-        "--node-lease-duration-seconds=40",
+        f"--node-lease-duration-seconds={lease}",
         "--server-address=",
     ])
 
@@ -165,7 +169,7 @@ def start(cfg: LabConfig | None = None) -> LabConfig:
     kube.ensure_nodes(api, nodes, cpu=cfg.node_cpu, memory_mib=cfg.node_memory_mib)
     processes.wait_until(lambda: kube.default_serviceaccount_ready(api), what="default ServiceAccount",
                          timeout_seconds=60, lab_dir=cfg.lab_dir, name="kube-controller-manager")
-    timeout, interval = kube.nodes_ready_wait(len(nodes))
+    timeout, interval = fleet_timing.nodes_ready_wait(len(nodes))
     processes.wait_until(lambda: kube.nodes_ready(api, nodes),
                          what=f"{len(nodes)} kwok Nodes Ready and untainted",
                          timeout_seconds=timeout, interval_seconds=interval, lab_dir=cfg.lab_dir, name="kwok")

@@ -226,31 +226,6 @@ def remove_lab_nodes(api: client.ApiClient, keep: Sequence[str]) -> list[str]:
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 
 
-#: Seconds :func:`nodes_ready_wait` allows whatever the fleet size, and per Node on top.
-NODES_READY_BASE_SECONDS = 60.0
-#: Measured on the 2-core lab machine with 5,000 kwok Nodes: kube-controller-manager's node
-#: lifecycle controller first observed new Nodes at 15 per second (its log's "Creating timestamp
-#: entry for newly observed Node" lines) and removes the not-ready taint only after that; 0.1 s
-#: per Node allows 10 per second.
-NODES_READY_SECONDS_PER_NODE = 0.1
-
-
-def nodes_ready_wait(count: int) -> tuple[float, float]:
-    """``(timeout, poll interval)`` in seconds for waiting on ``count`` new kwok Nodes to be Ready
-    and untainted: the timeout grows with the fleet (:data:`NODES_READY_BASE_SECONDS` plus
-    :data:`NODES_READY_SECONDS_PER_NODE` per Node: 60 s for a few Nodes, 560 s for 5,000), and so
-    does the interval between two checks (0.2 s, and one second per 2,000 Nodes above that: each
-    check lists every Node, which at 5,000 Nodes is megabytes the API server and this process
-    share the machine's cores with kwok for).
-
-    Raises:
-        ValueError: ``count`` is negative.
-    """
-    if count < 0:
-        raise ValueError(f"node count must not be negative, got {count}")
-    return NODES_READY_BASE_SECONDS + NODES_READY_SECONDS_PER_NODE * count, max(0.2, count / 2000)
-
-
 def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:
     """True when every named Node reports condition Ready=True and carries none of
     :data:`NOT_READY_TAINTS` (one list call, read as plain JSON: the client's models cost seconds
