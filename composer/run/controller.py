@@ -58,6 +58,10 @@ from composer.shell.timers import OrphanTimers, configmap_name
 
 log = logging.getLogger(__name__)
 
+#: Added to :meth:`Controller.settle_seconds` so that the round's clock reads past the batch
+#: window, not on it (the loop's wait and the wall clock are different clocks), seconds.
+SETTLE_MARGIN_SECONDS = 0.005
+
 Observed = tuple[tuple[PodView, ...], tuple[NodeView, ...], dict[str, str]]
 
 
@@ -81,6 +85,11 @@ class ClusterSource(Protocol):
         """A Pod object the composer just patched (the API server's answer)."""
         ...
 
+    def gated_seen(self) -> Mapping[str, float]:
+        """Gated pod UID -> when the source first saw it (seconds since the epoch); empty when
+        the source cannot tell without an API call."""
+        ...
+
 
 @dataclass
 class ListingSource:
@@ -101,6 +110,10 @@ class ListingSource:
 
     def assume_pod(self, pod: Mapping[str, Any]) -> None:
         """Nothing to do: the next read lists afresh."""
+
+    def gated_seen(self) -> Mapping[str, float]:
+        """Nothing without listing: empty (the round after a change is not held back)."""
+        return {}
 
 
 @dataclass
@@ -150,7 +163,7 @@ class Controller:
     jobs: NodeJobs = field(init=False, repr=False)
     _gate_executor: GateExecutor | None = None
     _nominated: dict[str, tuple[str, float]] = field(default_factory=dict)
-    next_round_in: float | None = None
+    next_round_at: float | None = None
 
     def __post_init__(self) -> None:
         self.jobs = NodeJobs(
@@ -225,14 +238,15 @@ class Controller:
         timers.save(self.memory.orphan_since)
         for ev in decision.events:
             self.executor.emit(ev)
+        # The node jobs go to their workers first: a compose does not wait for the pod patches.
+        created = {p.uid: p.created for p in snap.pods}
+        for job in decision.jobs:
+            self.jobs.submit(job, partial(self.executor.run, job, created))
         gates = self._gates()
         nominated = {p.uid: p.nominated_node for p in snap.pods if p.nominated_node}
         for action in (*early, *decision.pod_actions):
             gates.apply(action, nominated=nominated.get(action.uid, ""))
-        self.next_round_in = decision.wake_after
-        created = {p.uid: p.created for p in snap.pods}
-        for job in decision.jobs:
-            self.jobs.submit(job, partial(self.executor.run, job, created))
+        self.next_round_at = None if decision.wake_after is None else snap.now + decision.wake_after
         if self.nominate:
             self._nominate(whole, running, decision)
         for seconds in decision.advertised_after:
@@ -306,10 +320,23 @@ class Controller:
 
     def wait_seconds(self, resync_seconds: float) -> float:
         """How long the loop may sleep before the next round: ``resync_seconds``, or less when
-        the last decision has a timer running (a batch closing, a wait ending)."""
-        if self.next_round_in is None:
+        the last decision has a timer running (a batch closing, a wait ending). The timer counts
+        from the round's observation, so the time the round itself took is not waited again."""
+        if self.next_round_at is None:
             return resync_seconds
-        return max(0.01, min(resync_seconds, self.next_round_in))
+        return max(0.01, min(resync_seconds, self.next_round_at - self.clock()))
+
+    def settle_seconds(self) -> float:
+        """How long the loop waits after a wake before the round (seconds): what is left of the
+        batch window (``Policy.batch_idle_seconds``) since the newest gated pod no round has
+        seen yet was delivered, so that the round after its arrival plans it instead of holding
+        it and costing a second round; 0 when there is none (the loop's debounce applies)."""
+        pending = [t for uid, t in self.source.gated_seen().items() if uid not in self.memory.gated_seen] \
+            if self.source is not None else []
+        if not pending:
+            return 0.0
+        left = self.policy.batch_idle_seconds - (self.clock() - max(pending))
+        return left + SETTLE_MARGIN_SECONDS if left > 0 else 0.0
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Wait until no node job is running and collect their results (for tests and shutdown);

@@ -80,6 +80,10 @@ class DraController:
             return resync_seconds
         return max(0.01, min(resync_seconds, wake))
 
+    def settle_seconds(self) -> float:
+        """0: DRA mode holds no batch of gated pods, the loop's debounce applies."""
+        return 0.0
+
     def close(self) -> None:
         """Wait for the running node jobs and release the executor's clients."""
         self.driver.close()

@@ -14,7 +14,10 @@ Each turn of :func:`run_loop`:
      changed, leadership changed, a signal) or the decision's timer ends
      (:meth:`Controller.wait_seconds <composer.run.controller.Controller.wait_seconds>`, at most
      ``resync_seconds``; a standby waits ``resync_seconds``); after a wake it pauses
-     :data:`DEBOUNCE_SECONDS` so that a burst of changes makes one round;
+     :data:`DEBOUNCE_SECONDS` so that a burst of changes makes one round, or longer when
+     :meth:`Controller.settle_seconds <composer.run.controller.Controller.settle_seconds>` says so
+     (a gated pod just arrived whose batch window has not closed: waiting for it makes one round
+     that plans the pod, where a round at once would only hold it);
    - periodic scan (``scan_interval_seconds`` set): until the next point of the grid
      ``k * scan_interval_seconds``, whatever changes, as cluster-autoscaler's ``--scan-interval``.
 
@@ -61,6 +64,11 @@ class Rounds(Protocol):
 
     def wait_seconds(self, resync_seconds: float) -> float:
         """How long the loop may sleep before the next round (seconds)."""
+        ...
+
+    def settle_seconds(self) -> float:
+        """How long to wait after a wake before the round, when longer than the debounce
+        (seconds; 0 = the debounce only)."""
         ...
 
 
@@ -121,5 +129,5 @@ def run_loop(
             stop.wait(max(0.0, next_tick(clock(), scan_interval_seconds) - clock()))
         elif wake.wait(ctrl.wait_seconds(resync_seconds) if leading else resync_seconds):
             wake.clear()
-            stop.wait(DEBOUNCE_SECONDS)
+            stop.wait(max(DEBOUNCE_SECONDS, ctrl.settle_seconds() if leading else 0.0))
     return 0

@@ -327,6 +327,11 @@ class ClusterCache:
         """Every kind has been listed once."""
         return all(inf.synced.is_set() for inf in self._all)
 
+    def gated_seen(self) -> dict[str, float]:
+        """Gated pod UID -> when the pod watch first delivered it (seconds since the epoch), for
+        the pods in the cache that carry a scheduling gate. No API call."""
+        return {v.uid: v.seen_at for _, v in self.pods.views().values() if v.gated and v.seen_at > 0}
+
     def assume_pod(self, pod: Mapping[str, Any]) -> None:
         """A Pod the composer just patched (the API server's answer: released or ungated): the
         next round plans on it, not on the gated view the watch has not replaced yet."""

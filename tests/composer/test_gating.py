@@ -27,7 +27,7 @@ from composer.decide.gating import (
 from composer.model import annotations as ann
 from composer.model.models import EventSpec
 from composer.model.podspec import pod_view
-from composer.run.controller import Controller, ListingSource
+from composer.run.controller import SETTLE_MARGIN_SECONDS, Controller, ListingSource
 from composer.shell.act import Executor
 from composer.shell.gates import GateExecutor
 from composer.shell.kube import KubeError
@@ -235,6 +235,34 @@ def test_two_pods_of_different_sizes_each_get_their_own_gpus(clock):
     assert len(w.fabric.attached()[big_host]) == 2 and len(w.fabric.attached()[small_host]) == 1
 
 
+def test_a_compose_does_not_wait_for_the_rounds_pod_patches(clock):
+    """One round releases pod a (its GPU advertised) and places pod b: b's compose starts on its
+    worker while a's release patch is still in flight on the loop thread."""
+    w = world()
+    ctrl, _ = make(w, clock)
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    w.agent_step()
+    gpods(w, clock, ("b", 1))
+    order: list[str] = []
+    composing = threading.Event()
+    real_compose, real_patch = w.fabric.compose, w.kube.patch_pod
+
+    def compose(machine, names, **kw):
+        order.append("compose")
+        composing.set()
+        return real_compose(machine, names, **kw)
+
+    def patch_pod(namespace, name, patch):
+        composing.wait(2.0)  # a slow API server; the old order waited here for nothing
+        order.append(f"patch {name}")
+        return real_patch(namespace, name, patch)
+
+    w.fabric.compose, w.kube.patch_pod = compose, patch_pod
+    run(ctrl)
+    assert order[:2] == ["compose", "patch a"]
+
+
 def test_without_gates_the_same_race_loses_a_gpu(clock):
     """The counter-case (what the gate prevents): ungated pods, same scheduler."""
     w = world()
@@ -362,6 +390,55 @@ def test_new_leader_finishes_gated_pods_without_composing_twice(clock):
     assert calls == []
     assert w.fabric.attached() == attached
     assert all(p["status"]["phase"] == "Running" for p in w.kube.pods.values())
+
+
+class StampedSource(ListingSource):
+    """A listing source that knows when each gated pod arrived, as the watch cache does."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        super().__init__(kube)
+        self.seen: dict[str, float] = {}
+
+    def read(self):
+        pods, nodes, pools = super().read()
+        return tuple(replace(p, seen_at=self.seen.get(p.uid, 0.0)) for p in pods), nodes, pools
+
+    def gated_seen(self) -> dict[str, float]:
+        return dict(self.seen)
+
+
+def test_the_batch_timer_counts_from_the_rounds_observation_not_from_its_end(clock):
+    w = world()
+    ctrl, _ = make(w, clock, batch_idle_seconds=1.0, batch_max_seconds=5.0)
+    gpods(w, clock, ("a", 1))
+    run(ctrl)
+    clock.tick(0.4)  # the round (and what followed it) took 0.4 s
+    assert ctrl.wait_seconds(5.0) == pytest.approx(0.6)
+    clock.tick(0.7)
+    assert ctrl.wait_seconds(5.0) == pytest.approx(0.01)  # overdue: the next round at once
+
+
+def test_a_new_gated_pod_makes_the_loop_settle_for_its_window_and_one_round_plans_it(clock):
+    """After the watch delivers a gated pod the loop waits out the rest of its batch window
+    (:meth:`Controller.settle_seconds`) and the round after it places the pod, where a round at
+    once would only hold it and a second round would plan it."""
+    w = world()
+    ctrl, _ = make(w, clock, batch_idle_seconds=0.05, batch_max_seconds=1.0)
+    src = StampedSource(w.kube)
+    ctrl.source = src
+    assert ctrl.settle_seconds() == 0.0
+    gpods(w, clock, ("a", 1))
+    src.seen["uid-a"] = clock.t
+    clock.tick(0.02)
+    assert ctrl.settle_seconds() == pytest.approx(0.03 + SETTLE_MARGIN_SECONDS)
+    clock.tick(ctrl.settle_seconds())
+    d = run(ctrl)
+    assert [pl.key for pl in d.plan.placements] == ["ml/a"]
+    assert ctrl.settle_seconds() == 0.0  # a round has seen it: nothing left to wait for
+    clock.tick(0.01)
+    gpods(w, clock, ("b", 1))
+    src.seen["uid-b"] = clock.t
+    assert ctrl.settle_seconds() == pytest.approx(0.05 + SETTLE_MARGIN_SECONDS)
 
 
 def test_batch_holds_new_gated_pods_until_the_window_closes(clock):

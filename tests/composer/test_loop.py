@@ -23,6 +23,7 @@ class FakeController:
     limit: int = 3
     fail: bool = False
     wait: float = 30.0
+    settle: float = 0.0
     rounds: list[float] = field(default_factory=list)
     metrics: Metrics = field(default_factory=lambda: Metrics(CollectorRegistry()))
     last_round_ok: float = 0.0
@@ -39,6 +40,9 @@ class FakeController:
 
     def wait_seconds(self, resync_seconds: float) -> float:
         return min(self.wait, resync_seconds)
+
+    def settle_seconds(self) -> float:
+        return self.settle
 
 
 @dataclass
@@ -103,6 +107,15 @@ def test_a_wake_starts_the_next_round_after_the_debounce_and_stop_ends_at_once()
     t0 = time.monotonic()
     run_loop(slow, stop2, resync_seconds=60, wake=wake)  # type: ignore[arg-type]
     assert len(slow.rounds) == 1 and time.monotonic() - t0 < 5
+
+
+def test_a_wake_waits_the_controllers_settle_time_when_longer_than_the_debounce() -> None:
+    stop, wake = threading.Event(), threading.Event()
+    ctrl = FakeController(stop, wake, limit=2, wait=30.0, settle=0.3)
+    woken: list[float] = []
+    threading.Timer(0.1, lambda: (woken.append(time.monotonic()), wake.set())).start()
+    assert run_loop(ctrl, stop, resync_seconds=60, wake=wake) == 0  # type: ignore[arg-type]
+    assert 0.3 <= ctrl.rounds[1] - woken[0] < 5
 
 
 def test_the_scan_mode_ignores_wakes_and_rounds_on_the_grid() -> None:
