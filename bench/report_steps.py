@@ -114,8 +114,22 @@ def _batch(timing: dict[str, float] | None) -> str:
     return (
         f" The step seen → planned includes the gated-pod batch window of the run (planned once none "
         f"arrived for {timing['batch_idle_seconds'] * 1000:.0f} ms, at the latest after "
-        f"{timing['batch_max_seconds']:g} s) and the pause before a round "
-        f"({timing['round_after_change_seconds'] * 1000:.0f} ms)."
+        f"{timing['batch_max_seconds']:g} s), the pause before a round "
+        f"({timing['round_after_change_seconds'] * 1000:.0f} ms, or until the batch window of a gated pod "
+        f"that just arrived closes), a round already running when the pod arrived, and the round that "
+        f"plans it."
+    )
+
+
+def _rounds(run: dict[str, Any]) -> str:
+    """The composer's rounds in the run, from its ``composer_round_seconds`` histogram."""
+    m = run.get("metrics") or {}
+    count, total = m.get("composer_round_seconds_count"), m.get("composer_round_seconds_sum")
+    if not count or total is None:
+        return "the composer's rounds: not recorded"
+    return (
+        f"the composer ran {count:.0f} rounds, mean {total / count:.3f} s each "
+        f"({total:.1f} s of rounds in all)"
     )
 
 
@@ -142,7 +156,7 @@ def wait_steps_section(d: dict[str, Any]) -> list[str]:
     for r in sorted(runs, key=lambda r: (r["nodes"], r.get("workload") != "pinned")):
         title = f"{r['nodes']:,} nodes, {r.get('workload', 'unpinned')} workload"
         lines += [f"**{title}** ({_load(r)}):", "", *_table(r), ""]
-        lines.append(f"- {title}: {_holds(r)}; {_outside(r)}; {_share(r, target)}.")
+        lines.append(f"- {title}: {_holds(r)}; {_outside(r)}; {_share(r, target)}; {_rounds(r)}.")
         lines += [f"- {title}: {m}." for m in _missing(r)]
         lines.append("")
     if target and not any(r["nodes"] == target["at_nodes"] for r in runs):
