@@ -86,6 +86,7 @@ from composer.decide.round_types import (
     node_event,
     pod_event,
 )
+from composer.decide.twins import empty_host_kind, without_twins
 from composer.model import annotations as ann
 from composer.model.annotations import Intent, IntentPhase, NodeRecord
 from composer.model.models import (
@@ -93,6 +94,7 @@ from composer.model.models import (
     EventSpec,
     FreeGpu,
     GpuRequest,
+    HostState,
     Plan,
     Reason,
     Refusal,
@@ -348,10 +350,16 @@ def plan_requests(r: Round) -> None:
         r.free_by_model[k] = r.free_by_model.get(k, 0) + 1
     plan = Plan()
     if requests:
+        if only is None:  # a batch that may go anywhere needs a few of each kind of empty host
+            hosts = without_twins(list(requests.values()), hosts, kind=empty_host_kind, name=_host_name)
         plan = make_plan(
             requests.values(), hosts, free, quotas=policy.quotas, usage=pool_usage, excluded=policy.excluded
         )
     r.plan = Plan(plan.placements, (*r.early, *plan.refusals))
+
+
+def _host_name(h: HostState) -> str:
+    return h.name
 
 
 def answer_refusals(r: Round) -> None:

@@ -161,6 +161,12 @@ def host_state(
     """
     cpu = node.cpu_millis - usage.cpu_millis
     mem = node.memory_bytes - usage.memory_bytes
+    schedulable = (node.ready and not node.unschedulable and record.reclaim is None
+                   and not node.reclaim_tainted)
+    if bare(node, record, attached_models):  # most hosts of a large fleet: nothing below applies
+        return HostState(name=node.name, pool=pool, cpu_free_millis=cpu, memory_free_bytes=mem,
+                         max_gpus=max_gpus, labels=node.labels, taints=node.taints, schedulable=schedulable,
+                         group=group, sharing=sharing)
     models = list(attached_models.values())
     spare: dict[str, int] = {r: max(0, n - usage.gpu.get(r, 0)) for r, n in node.gpu_allocatable.items()}
     # GPUs attached but not advertised yet (hot-plugged moments ago) arrive as units of what they
@@ -211,11 +217,17 @@ def host_state(
         taints=node.taints,
         group=group,
         static_gpus=sum(1 for d in attached_models if d not in managed),
-        schedulable=(
-            node.ready and not node.unschedulable and record.reclaim is None and not node.reclaim_tainted
-        ),
+        schedulable=schedulable,
         sharing=sharing,
     )
+
+
+def bare(node: NodeView, record: ann.NodeRecord, attached_models: Mapping[str, str]) -> bool:
+    """A node with no GPU of any kind: none attached, none advertised, no composer record of
+    devices, intents or a reclaim. :func:`host_state` describes it without the GPU arithmetic
+    (``tests/composer/test_decide_fast_paths.py`` checks rounds decide the same without it)."""
+    return (not attached_models and not node.gpu_allocatable and not record.devices and not record.intents
+            and record.reclaim is None)
 
 
 def _yields(sharing: HostSharing | None, model: str | None) -> dict[str, int] | None:

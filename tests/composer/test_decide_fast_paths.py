@@ -1,10 +1,11 @@
-"""``decide`` skips most nodes on two fast paths (``settled``: nothing to reconcile;
-``_untouched``: nothing for the reclaim pass). Each round of a random composer life (pods of
-several sizes, pinned or not, gated or not, GPUs advertised, pods bound, finished and deleted,
-hours passing, GPUs detached behind the composer's back or left attached by a crash or by hand,
-a reclaim taint or the composer's record left or removed by hand)
-is decided twice, with the fast paths and without them: the decisions and the
-memory they leave must be the same."""
+"""``decide`` skips most nodes on fast paths (``settled``: nothing to reconcile; ``_untouched``:
+nothing for the reclaim pass; ``bare``: a host with no GPU described without the GPU arithmetic;
+``without_twins``: a batch plans on a few of each kind of empty host). Each round of a random
+composer life (pods of several sizes, pinned or not, gated or not, GPUs advertised, pods bound,
+finished and deleted, hours passing, GPUs detached behind the composer's back or left attached by
+a crash or by hand, a reclaim taint or the composer's record left or removed by hand) is decided
+twice, with the fast paths and without them: the decisions and the memory they leave must be the
+same."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from composer.decide import decide as decide_mod
 from composer.model import annotations as ann
+from composer.model import nodestate as nodestate_mod
 from composer.run import controller as controller_mod
 from tests.composer.fakes import Clock, FakeFabric, FakeGpu, FakeKube, FakeWorld, node, pod
 from tests.composer.test_controller import make, run
@@ -41,6 +43,8 @@ def _both_ways(checked: list[int]) -> Any:
         with (
             mock.patch.object(decide_mod, "settled", lambda *a: False),
             mock.patch.object(decide_mod, "_untouched", lambda *a: False),
+            mock.patch.object(decide_mod, "without_twins", lambda requests, hosts, **kw: list(hosts)),
+            mock.patch.object(nodestate_mod, "bare", lambda *a: False),
         ):
             slow = real(snapshot, slow_memory, policy)
         fast = real(snapshot, memory, policy)
