@@ -680,10 +680,10 @@ class DirectorClient:
 
         def run(todo: list[str], gpus: dict[str, Placed]) -> None:
             nonlocal first_change
-            if first_change is not None:
+            untagged = self._untagged(m, todo, owner_tag) if owner_tag is not None else []
+            if first_change is not None:  # after the reads: a caller's write overlaps them
                 first_change()
                 first_change = None
-            untagged = self._untagged(m, todo, owner_tag) if owner_tag is not None else []
             from_system = [n for n in todo if gpus[n].group_id is None]
             if from_system:
                 # The pool move is the claim between clients sharing the system free pool: a GPU

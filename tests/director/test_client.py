@@ -84,12 +84,16 @@ def test_before_change_runs_after_the_reads_and_before_the_first_change(
     nothing yet; what it raises stops the compose with the fabric untouched."""
     changes_seen: list[list[str]] = []
 
+    tag_reads: list[int] = []
+
     def before_change() -> None:
         counters = sim.state()["counters"]
         changes_seen.append(sorted(k for k in counters if not k.startswith("GET ")))
+        tag_reads.append(sum(n for k, n in counters.items() if k.startswith("GET device/info/gpu")))
 
     client.compose("blade-slot-1", ["gpu0"], owner_tag="gpu-composer", before_change=before_change)
     assert changes_seen == [[]]  # called once, with only reads behind it
+    assert tag_reads[0] >= 1  # the owner-tag read too: the caller's write overlaps every read
     assert sim.calls("GET status/gpu") >= 1 and sim.calls("POST fabric/reprogram") == 1
     client.compose("blade-slot-1", ["gpu0"], before_change=before_change)
     assert len(changes_seen) == 1  # nothing left to attach: not called
