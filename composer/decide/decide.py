@@ -332,6 +332,8 @@ def plan_requests(r: Round) -> None:
                     sharing=policy.sharing.get(node.name),
                 )
             )
+        if not rec.devices and not rec.intents:
+            continue  # holds no composer GPU: adds nothing to its pool's usage
         held = set(rec.devices & attached.keys())
         for it in rec.intents.values():
             held.update(it.devices)
