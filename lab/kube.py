@@ -176,7 +176,7 @@ def ensure_nodes(api: client.ApiClient, names: Sequence[str], *, cpu: int, memor
     One list call finds the existing Nodes, so a new fleet costs one create per Node (not a
     read and a create: at 5,000 Nodes those reads alone took minutes beside kwok's patches)."""
     core = client.CoreV1Api(api)
-    existing = {n.metadata.name: n for n in core.list_node().items}
+    existing = {n["metadata"]["name"]: n for n in _node_items(api)}
     for name in names:
         manifest = node_manifest(name, cpu=cpu, memory_mib=memory_mib)
         node = existing.get(name)
@@ -188,16 +188,24 @@ def ensure_nodes(api: client.ApiClient, names: Sequence[str], *, cpu: int, memor
                     raise
             else:
                 continue
-        elif _has_lab_metadata(node.metadata, manifest["metadata"]):
+        elif _has_lab_metadata(node["metadata"], manifest["metadata"]):
             continue
         core.patch_node(name, {"metadata": {"labels": manifest["metadata"]["labels"],
                                             "annotations": manifest["metadata"]["annotations"]}})
 
 
-def _has_lab_metadata(meta: client.V1ObjectMeta, wanted: dict) -> bool:
-    """True when ``meta`` carries every label and annotation of ``wanted`` with its value."""
+def _node_items(api: client.ApiClient) -> list[dict]:
+    """Every Node as the API's JSON (one list call, read as plain JSON: the client's models cost
+    seconds of CPU at 5,000 Nodes)."""
+    items: list[dict] = json.loads(client.CoreV1Api(api).list_node(_preload_content=False).data)["items"]
+    return items
+
+
+def _has_lab_metadata(meta: dict, wanted: dict) -> bool:
+    """True when the Node metadata ``meta`` carries every label and annotation of ``wanted``
+    with its value."""
     for key in ("labels", "annotations"):
-        have = getattr(meta, key) or {}
+        have = meta.get(key) or {}
         if any(have.get(k) != v for k, v in wanted[key].items()):
             return False
     return True
@@ -228,13 +236,12 @@ NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.i
 
 def nodes_ready(api: client.ApiClient, names: Sequence[str]) -> bool:
     """True when every named Node reports condition Ready=True and carries none of
-    :data:`NOT_READY_TAINTS` (one list call, read as plain JSON: the client's models cost seconds
-    of CPU at 5,000 Nodes; at 1,000 kwok Nodes the controller-manager removes those taints some
-    time after Ready, and a pod scheduled meanwhile finds those Nodes tainted)."""
+    :data:`NOT_READY_TAINTS` (one list call, :func:`_node_items`; at 1,000 kwok Nodes the
+    controller-manager removes those taints some time after Ready, and a pod scheduled meanwhile
+    finds those Nodes tainted)."""
     wanted = set(names)
     seen = set()
-    answer = client.CoreV1Api(api).list_node(_preload_content=False)
-    for node in json.loads(answer.data)["items"]:
+    for node in _node_items(api):
         name = node["metadata"]["name"]
         if name not in wanted:
             continue

@@ -38,7 +38,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from composer.decide.decide import busy_releases, decide, intents_for
-from composer.decide.gating import nominations
+from composer.decide.gating import batch_wait, nominations
 from composer.decide.pools import label_changes
 from composer.decide.round_types import Decision, Memory, NodeJob, Policy, Snapshot
 from composer.model import annotations as ann
@@ -328,14 +328,16 @@ class Controller:
 
     def settle_seconds(self) -> float:
         """How long the loop waits after a wake before the round (seconds): what is left of the
-        batch window (``Policy.batch_idle_seconds``) since the newest gated pod no round has
-        seen yet was delivered, so that the round after its arrival plans it instead of holding
-        it and costing a second round; 0 when there is none (the loop's debounce applies)."""
-        pending = [t for uid, t in self.source.gated_seen().items() if uid not in self.memory.gated_seen] \
-            if self.source is not None else []
-        if not pending:
+        batch window (:func:`composer.decide.gating.batch_wait`, as the round computes it) of the
+        gated pods no round has seen yet, so that the round after their arrival plans them instead
+        of holding them and costing a second round; 0 when there is none (the loop's debounce
+        applies)."""
+        if self.source is None:
             return 0.0
-        left = self.policy.batch_idle_seconds - (self.clock() - max(pending))
+        seen = self.memory.gated_seen
+        pending = {uid: t for uid, t in self.source.gated_seen().items() if uid not in seen}
+        left = batch_wait(pending, now=self.clock(), idle_seconds=self.policy.batch_idle_seconds,
+                          max_seconds=self.policy.batch_max_seconds)
         return left + SETTLE_MARGIN_SECONDS if left > 0 else 0.0
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
