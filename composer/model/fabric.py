@@ -278,27 +278,37 @@ def read_fabric(client: FabricClient) -> FabricView:
 STATUS_REUSE_SECONDS = 60.0
 
 
-def director_factory(
-    base_url: str,
-    *,
-    username: str,
-    password: str,
-    timeout: float,
-    retries: int,
-    job_timeout: float | None = None,
-) -> FabricFactory:
-    """A factory of real ``DirectorClient`` objects (imported lazily so tests need not); their
-    composes reuse status records up to :data:`STATUS_REUSE_SECONDS` old. ``job_timeout``: the
-    client's longest job wait in seconds (None: LIQID's default)."""
+@dataclass(frozen=True)
+class DirectorFactory:
+    """Builds real ``DirectorClient`` objects (imported lazily so tests need not); their composes
+    reuse status records up to :data:`STATUS_REUSE_SECONDS` old.
 
-    def make() -> FabricClient:
+    A plain value, so it can be pickled to a child process that reads the fabric there
+    (:mod:`composer.shell.fabric_process`); the password is left out of its ``repr``.
+
+    Attributes:
+        base_url: the Director's URL (``http://director:8080``).
+        username / password: HTTP Basic credentials.
+        timeout: each request's read timeout, seconds.
+        retries: transient failures retried per request and per transaction.
+        job_timeout: the client's longest job wait, seconds (None: LIQID's default).
+    """
+
+    base_url: str
+    username: str
+    password: str = field(repr=False)
+    timeout: float
+    retries: int
+    job_timeout: float | None = None
+
+    def __call__(self) -> FabricClient:
+        """A new client (one per thread: clients are not thread-safe)."""
         from dynamic_providers.director.client import DirectorClient
 
-        if job_timeout is None:
-            return DirectorClient(base_url, username=username, password=password, timeout=timeout,
-                                  retries=retries, reuse_statuses_seconds=STATUS_REUSE_SECONDS)
-        return DirectorClient(base_url, username=username, password=password, timeout=timeout,
-                              retries=retries, reuse_statuses_seconds=STATUS_REUSE_SECONDS,
-                              job_timeout=job_timeout)
-
-    return make
+        if self.job_timeout is None:
+            return DirectorClient(self.base_url, username=self.username, password=self.password,
+                                  timeout=self.timeout, retries=self.retries,
+                                  reuse_statuses_seconds=STATUS_REUSE_SECONDS)
+        return DirectorClient(self.base_url, username=self.username, password=self.password,
+                              timeout=self.timeout, retries=self.retries,
+                              reuse_statuses_seconds=STATUS_REUSE_SECONDS, job_timeout=self.job_timeout)

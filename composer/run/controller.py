@@ -10,7 +10,8 @@ watch-fed :class:`composer.shell.cache.ClusterCache`, which also wakes the loop 
 change. The Director read is a :class:`composer.shell.fabric_cache.FabricCache`: read again on the
 loop's thread after a node job that changed the fabric other than by a clean compose (a clean
 compose is applied to the cached read, since the Director client verified it), and in the
-background when older than ``fabric_max_age_seconds`` (0 = every round, on the loop's thread);
+background when older than ``fabric_max_age_seconds`` (0 = every round, on the loop's thread;
+a real Director's background read runs in a worker process, :mod:`composer.shell.fabric_process`);
 changes made behind the composer's back are seen within that age (plus one read), and a
 compose planned on a GPU someone else took in the meantime fails cleanly and is retried.
 
@@ -50,6 +51,7 @@ from composer.run.node_jobs import NodeJobs, follow_fabric, remember, without_bu
 from composer.run.skip import run_or_skip, unsynced
 from composer.shell.act import Executor
 from composer.shell.fabric_cache import FabricCache
+from composer.shell.fabric_process import background_reader
 from composer.shell.gates import GateExecutor
 from composer.shell.kube import KubeApi, KubeError
 from composer.shell.metrics import Metrics
@@ -199,6 +201,7 @@ class Controller:
                 max_age_seconds=self.fabric_max_age_seconds,
                 on_refresh=self._wake,
                 clock=self.clock,
+                reader=background_reader(self.fabric_factory),
             )
         return self._fabric
 

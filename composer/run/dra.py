@@ -59,6 +59,7 @@ from composer.run.controller import Observed
 from composer.run.node_jobs import Finished, NodeJobs, follow_fabric, job_devices, remember, without_busy
 from composer.shell.act import Executor, JobResult
 from composer.shell.fabric_cache import FabricCache
+from composer.shell.fabric_process import background_reader
 from composer.shell.kube import KubeError
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,7 @@ class DraDriver:
             max_age_seconds=self.fabric_max_age_seconds,
             on_refresh=self._wake,
             clock=self.clock,
+            reader=background_reader(self.executor.fabric_factory),
         )
 
     def _wake(self) -> None:

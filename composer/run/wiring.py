@@ -19,7 +19,7 @@ from typing import Generic, Protocol, TypeVar
 from composer.decide.gating import nomination_enabled
 from composer.decide.round_types import Policy
 from composer.model import annotations as ann
-from composer.model.fabric import FabricFactory, director_factory
+from composer.model.fabric import DirectorFactory, FabricFactory
 from composer.run.controller import Controller
 from composer.run.dra import DraDriver, DraKube, DraSource
 from composer.run.dra_loop import DraController
@@ -194,7 +194,7 @@ def wire_dra(
 
 def fabric_factory(settings: Settings) -> FabricFactory:
     """Director clients with the composer's URL, credentials, timeout, retries and job timeout."""
-    return director_factory(
+    return DirectorFactory(
         settings.director_url,
         username=settings.director_username,
         password=settings.password(),

@@ -18,6 +18,10 @@ on the last read, and :class:`FabricCache` keeps that read true:
   read forgets the cached one, so the next round reads on its own thread and reports the failure;
 - ``max_age_seconds`` 0: every :meth:`FabricCache.view` reads on the caller's thread.
 
+With a ``reader`` (the composer passes a
+:class:`~composer.shell.fabric_process.ProcessFabricReader`), the background read is made by
+it, so its parsing runs in another process and does not hold this one's GIL while rounds compose.
+
 A read is as old as its start, so changes made behind the composer's back are seen at most
 ``max_age_seconds`` plus one read's duration after they happen.
 """
@@ -29,12 +33,25 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Protocol
 
 from composer.model.fabric import FabricClient, FabricFactory, FabricView, read_fabric
 from composer.shell.lazy_pool import LazyPool
 from dynamic_providers.director.errors import DirectorError
 
 log = logging.getLogger(__name__)
+
+
+class BackgroundReader(Protocol):
+    """Makes the background read somewhere else than on a client of this process."""
+
+    def read(self) -> FabricView:
+        """One whole-fabric read; raises any exception when it failed."""
+        ...
+
+    def close(self) -> None:
+        """Release what the reads hold."""
+        ...
 
 
 class FabricCache:
@@ -47,6 +64,8 @@ class FabricCache:
         on_refresh: called (on the background thread) when a background read differs from the
             read it replaces.
         clock: seconds, for the read's age (the controller passes its own clock).
+        reader: makes the background reads (None: a client from ``factory`` on the background
+            thread); reads on the caller's thread always use ``factory``.
 
     Thread safety: :meth:`view`, :meth:`applied`, :meth:`forget` and :meth:`close` are called
     from one thread (the control loop); the background read only installs its result.
@@ -59,8 +78,10 @@ class FabricCache:
         max_age_seconds: float,
         on_refresh: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        reader: BackgroundReader | None = None,
     ) -> None:
         self._factory = factory
+        self._reader = reader
         self.max_age_seconds = max_age_seconds
         self._on_refresh = on_refresh
         self._clock = clock
@@ -122,7 +143,7 @@ class FabricCache:
         """:meth:`forget`, and close the caller's Director client (after a failed read)."""
         self.forget()
         client, self._client = self._client, None
-        _close(client)
+        close_client(client)
 
     @property
     def refreshing(self) -> bool:
@@ -145,7 +166,9 @@ class FabricCache:
         self._bg.close()
         self.reset()
         client, self._bg_client = self._bg_client, None
-        _close(client)
+        close_client(client)
+        if self._reader is not None:
+            self._reader.close()
 
     # ------------------------------------------------------------------------- background
     def _start_refresh(self) -> None:
@@ -159,13 +182,16 @@ class FabricCache:
     def _read_in_background(self, generation: int) -> None:
         started = self._clock()
         try:
-            if self._bg_client is None:
-                self._bg_client = self._factory()
-            view = read_fabric(self._bg_client)
+            if self._reader is not None:
+                view = self._reader.read()
+            else:
+                if self._bg_client is None:
+                    self._bg_client = self._factory()
+                view = read_fabric(self._bg_client)
         except Exception as exc:  # the next round reads on its own thread and reports it
             log.warning("background Director read failed; the next round reads the Director: %s", exc)
             client, self._bg_client = self._bg_client, None
-            _close(client)
+            close_client(client)
             with self._lock:
                 if self._generation == generation:
                     self._view = None
@@ -182,7 +208,8 @@ class FabricCache:
             self._on_refresh()
 
 
-def _close(client: FabricClient | None) -> None:
+def close_client(client: FabricClient | None) -> None:
+    """Close ``client`` (None: nothing), logging rather than raising a failure to close."""
     if client is None:
         return
     try:

@@ -183,9 +183,9 @@ def test_a_derived_view_is_kept_per_running_set_and_its_free_pool_matches_a_fres
 def test_the_composers_director_clients_reuse_the_background_reads_status_records():
     """Every client the composer builds lets its composes take the GPUs' status records from
     the whole list the background refresh read (up to ``STATUS_REUSE_SECONDS`` old)."""
-    from composer.model.fabric import STATUS_REUSE_SECONDS, director_factory
+    from composer.model.fabric import STATUS_REUSE_SECONDS, DirectorFactory
 
-    make = director_factory("http://127.0.0.1:9", username="u", password="p", timeout=1.0, retries=0)
+    make = DirectorFactory("http://127.0.0.1:9", username="u", password="p", timeout=1.0, retries=0)
     client = make()
     try:
         assert client.reuse_statuses_seconds == STATUS_REUSE_SECONDS > 0  # type: ignore[attr-defined]
