@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from composer.model.models import FreeGpu
+
+if TYPE_CHECKING:
+    from dynamic_providers.director._transport import TransportOptions
 
 
 class GpuLike(Protocol):
@@ -305,10 +308,8 @@ class DirectorFactory:
         """A new client (one per thread: clients are not thread-safe)."""
         from dynamic_providers.director.client import DirectorClient
 
-        if self.job_timeout is None:
-            return DirectorClient(self.base_url, username=self.username, password=self.password,
-                                  timeout=self.timeout, retries=self.retries,
-                                  reuse_statuses_seconds=STATUS_REUSE_SECONDS)
+        transport: TransportOptions = {"timeout": self.timeout, "retries": self.retries}
+        if self.job_timeout is not None:
+            transport["job_timeout"] = self.job_timeout
         return DirectorClient(self.base_url, username=self.username, password=self.password,
-                              timeout=self.timeout, retries=self.retries,
-                              reuse_statuses_seconds=STATUS_REUSE_SECONDS, job_timeout=self.job_timeout)
+                              reuse_statuses_seconds=STATUS_REUSE_SECONDS, **transport)

@@ -75,7 +75,7 @@ class ProcessFabricReader:
         if error is not None or view is None:
             raise FabricReadError(error or "the fabric-read worker answered nothing")
         if statuses is not None:
-            shared_statuses(self._factory.base_url.rstrip("/")).put_wire(statuses)
+            shared_statuses(self._factory.base_url).put_wire(statuses)
         return view
 
     def close(self) -> None:
@@ -124,7 +124,7 @@ def _read_in_worker() -> _Answer:
     except Exception as exc:  # handed back as text: the Director's errors need not unpickle
         _close_client()
         return None, None, f"{type(exc).__name__}: {exc}"
-    return view, shared_statuses(_factory.base_url.rstrip("/")).wire(), None
+    return view, shared_statuses(_factory.base_url).wire(), None
 
 
 def _close_client() -> None:

@@ -113,6 +113,7 @@ _SHARED_GUARD = threading.Lock()
 
 
 def shared_statuses(director: str) -> SharedStatuses:
-    """The process-wide :class:`SharedStatuses` of one Director (``director``: its base URL)."""
+    """The process-wide :class:`SharedStatuses` of one Director (``director``: its base URL; a
+    trailing ``/`` names the same Director)."""
     with _SHARED_GUARD:
-        return _SHARED.setdefault(director, SharedStatuses())
+        return _SHARED.setdefault(director.rstrip("/"), SharedStatuses())

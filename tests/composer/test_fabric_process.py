@@ -103,7 +103,7 @@ def test_the_composer_reads_a_real_director_in_a_worker_and_a_fake_on_a_thread()
     """Only a real Director's factory can be pickled to a worker; a test's in-memory fabric
     lives in this process and keeps being read on a thread."""
     assert isinstance(background_reader(_factory("http://127.0.0.1:9")), ProcessFabricReader)
-    assert background_reader(FakeFabric) is None
+    assert background_reader(lambda: FakeFabric([], [])) is None
 
 
 def test_the_controllers_background_refresh_reads_a_real_director_in_a_worker(sim: Sim) -> None:
